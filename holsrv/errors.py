@@ -1,0 +1,91 @@
+"""The error hierarchy every layer raises; each error carries a stable code.
+
+The daemon turns these into `Error` replies at one place, holctl into an exit
+code and a one-line message, holmcp into a `ToolError`.  The codes are part of
+the wire contract: never rename one.
+"""
+
+from __future__ import annotations
+
+
+class HolsrvError(Exception):
+    """Base class: `code` is stable, `str(err)` says what happened and what to do."""
+
+    code = "internal"
+
+    def __init__(self, message: str, *, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail
+
+
+class BadRequest(HolsrvError):
+    code = "bad_request"
+
+
+class FileNotFound(HolsrvError):
+    code = "file_not_found"
+
+
+class NotAFile(HolsrvError):
+    code = "not_a_file"
+
+
+class NotUtf8(HolsrvError):
+    code = "not_utf8"
+
+
+class PositionOutOfRange(HolsrvError):
+    code = "position_out_of_range"
+
+
+class HolNotFound(HolsrvError):
+    code = "hol_not_found"
+
+
+class ServerDied(HolsrvError):
+    """The HOL server for this file exited; `detail` holds the tail of its stderr."""
+
+    code = "server_died"
+
+
+class ServerBusy(HolsrvError):
+    code = "servers_busy"
+
+
+class ServerTimeout(HolsrvError):
+    code = "server_timeout"
+
+
+class ProtocolMismatch(HolsrvError):
+    code = "protocol_mismatch"
+
+
+class DaemonUnreachable(HolsrvError):
+    code = "daemon_unreachable"
+
+
+class FrameError(HolsrvError):
+    code = "bad_frame"
+
+
+class LspError(HolsrvError):
+    """The HOL server answered a request with a JSON-RPC error."""
+
+    code = "hol_error"
+
+
+def error_for_code(code: str, message: str, detail: str = "") -> HolsrvError:
+    """Rebuild the error a daemon reported, so clients can catch it by class."""
+    classes = {cls.code: cls for cls in _all_subclasses(HolsrvError)}
+    cls = classes.get(code, HolsrvError)
+    err = cls(message, detail=detail)
+    err.code = code
+    return err
+
+
+def _all_subclasses(cls: type) -> list[type]:
+    found = []
+    for sub in cls.__subclasses__():
+        found.append(sub)
+        found.extend(_all_subclasses(sub))
+    return found

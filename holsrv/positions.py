@@ -1,0 +1,59 @@
+"""The one place where outside positions meet the HOL server's.
+
+Outside (RPC, CLI, MCP): 1-based lines, 1-based columns in code points.
+Inside (LSP): 0-based lines, `character` in the negotiated unit: bytes for
+"utf-8", UTF-16 code units for "utf-16".  Lines are split on "\\n" only, as
+the HOL server does.
+"""
+
+from __future__ import annotations
+
+from holsrv.errors import PositionOutOfRange
+
+
+class Text:
+    """A file's text split into lines, with conversions in both directions."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.lines = text.split("\n")
+
+    def to_lsp(self, line: int, col: int, encoding: str) -> dict:
+        """1-based (line, col) in code points → an LSP Position dict."""
+        if not 1 <= line <= len(self.lines):
+            raise PositionOutOfRange(
+                f"line {line} is out of range: the file has {len(self.lines)} lines "
+                "(lines are 1-based)"
+            )
+        chars = self.lines[line - 1]
+        if not 1 <= col <= len(chars) + 1:
+            raise PositionOutOfRange(
+                f"column {col} is out of range: line {line} has {len(chars)} characters "
+                f"(columns are 1-based and count characters, so 1..{len(chars) + 1})"
+            )
+        return {"line": line - 1, "character": units(chars[: col - 1], encoding)}
+
+    def from_lsp(self, pos: dict, encoding: str) -> tuple[int, int]:
+        """An LSP Position dict → 1-based (line, col); clamps what lies past the end."""
+        line0 = max(0, int(pos.get("line", 0)))
+        if line0 >= len(self.lines):
+            return len(self.lines), len(self.lines[-1]) + 1
+        chars = self.lines[line0]
+        return line0 + 1, chars_for_units(chars, int(pos.get("character", 0)), encoding) + 1
+
+
+def units(s: str, encoding: str) -> int:
+    """Length of `s` in the unit of `encoding`."""
+    if encoding == "utf-8":
+        return len(s.encode("utf-8", "surrogatepass"))
+    return len(s.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def chars_for_units(line: str, count: int, encoding: str) -> int:
+    """How many code points of `line` the first `count` units cover (clamped)."""
+    used = 0
+    for index, ch in enumerate(line):
+        if used >= count:
+            return index
+        used += units(ch, encoding)
+    return len(line)

@@ -1,0 +1,395 @@
+"""Every message that crosses the daemon socket, declared once.
+
+Requests are a tagged union on `op`; replies a tagged union on `type`.  Both
+clients and the daemon decode with the decoders built here.  Evolution rules:
+a new field gets a default, a field never changes type, and a change that an
+old peer cannot ignore bumps `PROTOCOL_VERSION`.
+
+Positions are 1-based lines and 1-based columns counted in Unicode code
+points, everywhere on this wire.
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+import msgspec
+
+PROTOCOL_VERSION = 1
+
+
+class Struct(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=False):
+    """Base for wire structs: defaults are omitted so old peers stay compatible."""
+
+
+# -- connection handshake ---------------------------------------------------
+
+
+class Hello(Struct, tag="hello", tag_field="op"):
+    """First frame of every connection, client to daemon."""
+
+    protocol: int
+    client: str
+    client_version: str = ""
+
+
+class Welcome(Struct, tag="welcome", tag_field="type"):
+    protocol: int
+    daemon_version: str
+    pid: int
+
+
+# -- requests ---------------------------------------------------------------
+
+
+class Diagnostics(Struct, tag="diagnostics", tag_field="op"):
+    file: str
+    wait: float = 25.0
+
+
+class GoalState(Struct, tag="goalState", tag_field="op"):
+    file: str
+    line: int
+    col: int
+    wait: float = 25.0
+
+
+class Hover(Struct, tag="hover", tag_field="op"):
+    file: str
+    line: int
+    col: int
+
+
+class Definition(Struct, tag="definition", tag_field="op"):
+    file: str
+    line: int
+    col: int
+
+
+class References(Struct, tag="references", tag_field="op"):
+    file: str
+    line: int
+    col: int
+
+
+class Completion(Struct, tag="completion", tag_field="op"):
+    file: str
+    line: int
+    col: int
+
+
+class DocumentSymbol(Struct, tag="documentSymbol", tag_field="op"):
+    file: str
+
+
+class WorkspaceSymbol(Struct, tag="workspaceSymbol", tag_field="op"):
+    file: str
+    query: str
+
+
+class Eval(Struct, tag="eval", tag_field="op"):
+    file: str
+    code: str
+    timeout: float = 30.0
+
+
+class RetryCompile(Struct, tag="retryCompile", tag_field="op"):
+    file: str
+
+
+class Restart(Struct, tag="restart", tag_field="op"):
+    file: str
+    # None keeps the file's current cap; 0 means no cap.
+    max_heap_mb: int | None = None
+
+
+class Status(Struct, tag="status", tag_field="op"):
+    pass
+
+
+class Shutdown(Struct, tag="shutdown", tag_field="op"):
+    pass
+
+
+Request = Union[
+    Diagnostics,
+    GoalState,
+    Hover,
+    Definition,
+    References,
+    Completion,
+    DocumentSymbol,
+    WorkspaceSymbol,
+    Eval,
+    RetryCompile,
+    Restart,
+    Status,
+    Shutdown,
+]
+
+# -- pieces of replies ------------------------------------------------------
+
+
+class Range(Struct):
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+
+
+class ServerNote(Struct):
+    """Which HOL server answered, and whether this call had to start it."""
+
+    pid: int
+    # "warm": already running; "started": this call started it; "restarted":
+    # a previous server for this file died or was stopped and this call
+    # started a new one (see `note`).
+    start: str = "warm"
+    note: str = ""
+
+
+class Diagnostic(Struct):
+    range: Range
+    severity: str  # "error" | "warning" | "info"
+    message: str
+
+
+class Proof(Struct):
+    name: str
+    line: int
+    status: str  # proved, checking, failed, suspended, diverged, cheated
+    detail: str = ""
+    # Seconds this daemon has seen the proof checking (since the last edit at most).
+    checking_s: float | None = None
+
+
+class Tally(Struct):
+    proved: int = 0
+    checking: int = 0
+    failed: int = 0
+    suspended: int = 0
+    diverged: int = 0
+    unchecked: int = 0  # the pool's `cheated`: taken on trust, not checked
+
+    @property
+    def total(self) -> int:
+        return (
+            self.proved + self.checking + self.failed
+            + self.suspended + self.diverged + self.unchecked
+        )
+
+
+class CheatUse(Struct):
+    theorem: str
+    line: int
+    col: int
+
+
+class Blocked(Struct):
+    modules: list[str]
+    message: str
+
+
+class Goal(Struct):
+    asms: list[str]
+    goal: str
+
+
+class Location(Struct):
+    path: str
+    range: Range
+
+
+class CompletionItem(Struct):
+    label: str
+    kind: str
+    detail: str = ""
+
+
+class Symbol(Struct):
+    name: str
+    kind: str
+    line: int
+    col: int
+    end_line: int
+    detail: str = ""
+    depth: int = 0
+
+
+class WorkspaceSymbolItem(Struct):
+    name: str
+    kind: str
+    theory: str
+    path: str = ""
+    line: int = 0
+
+
+class SessionStatus(Struct):
+    file: str
+    pid: int | None
+    state: str
+    uptime_s: float
+    idle_s: float
+    footprint_mb: float | None
+    max_heap_mb: int
+    tally: Tally
+    waiting_calls: int
+    clients: list[str]
+    restarts: int = 0
+    large: bool = False
+
+
+# -- replies ----------------------------------------------------------------
+
+
+class DiagnosticsResult(Struct, tag="diagnostics", tag_field="type"):
+    file: str
+    content_hash: str
+    # One of OK, FAILED, ERRORS, CHEATS, BLOCKED, INCOMPLETE.
+    verdict: str
+    headline: str
+    complete: bool
+    tally: Tally
+    proofs: list[Proof]
+    diagnostics: list[Diagnostic]
+    cheats: list[CheatUse]
+    server: ServerNote
+    blocked: Blocked | None = None
+    outstanding: list[str] = []
+    warnings: list[str] = []
+    cached: bool = False
+
+
+class GoalStateResult(Struct, tag="goalState", tag_field="type"):
+    file: str
+    content_hash: str
+    line: int
+    col: int
+    # "ok": goals below; "not_in_proof": position is not inside Proof…QED;
+    # "compiling": the file is still compiling, ask again; "blocked": the
+    # file's dependencies could not be loaded.
+    state: str
+    message: str
+    server: ServerNote
+    theorem: str = ""
+    step: int = 0
+    goals: list[Goal] = []
+    context: list[str] = []
+    note: str = ""
+    error: str = ""
+    failed_range: Range | None = None
+    provisional: bool = False
+    cached: bool = False
+
+
+class HoverResult(Struct, tag="hover", tag_field="type"):
+    file: str
+    content_hash: str
+    text: str | None
+    server: ServerNote
+    range: Range | None = None
+
+
+class DefinitionResult(Struct, tag="definition", tag_field="type"):
+    file: str
+    content_hash: str
+    targets: list[Location]
+    server: ServerNote
+
+
+class ReferencesResult(Struct, tag="references", tag_field="type"):
+    file: str
+    content_hash: str
+    supported: bool
+    locations: list[Location]
+    message: str
+    server: ServerNote
+
+
+class CompletionResult(Struct, tag="completion", tag_field="type"):
+    file: str
+    content_hash: str
+    items: list[CompletionItem]
+    total: int
+    incomplete: bool
+    server: ServerNote
+
+
+class DocumentSymbolResult(Struct, tag="documentSymbol", tag_field="type"):
+    file: str
+    content_hash: str
+    symbols: list[Symbol]
+    server: ServerNote
+
+
+class WorkspaceSymbolResult(Struct, tag="workspaceSymbol", tag_field="type"):
+    file: str
+    query: str
+    symbols: list[WorkspaceSymbolItem]
+    server: ServerNote
+
+
+class EvalResult(Struct, tag="eval", tag_field="type"):
+    file: str
+    output: str
+    errors: list[str]
+    stderr: str
+    timed_out: bool
+    server: ServerNote
+
+
+class RetryCompileResult(Struct, tag="retryCompile", tag_field="type"):
+    file: str
+    content_hash: str
+    was_blocked: bool
+    message: str
+    server: ServerNote
+
+
+class RestartResult(Struct, tag="restart", tag_field="type"):
+    file: str
+    old_pid: int | None
+    new_pid: int
+    max_heap_mb: int
+    message: str
+
+
+class StatusResult(Struct, tag="status", tag_field="type"):
+    daemon_version: str
+    protocol: int
+    pid: int
+    uptime_s: float
+    socket: str
+    max_servers: int
+    sessions: list[SessionStatus]
+    cache_hits: int
+    cache_misses: int
+
+
+class ShutdownResult(Struct, tag="shutdown", tag_field="type"):
+    message: str
+
+
+class ErrorReply(Struct, tag="error", tag_field="type"):
+    code: str
+    message: str
+    detail: str = ""
+
+
+Reply = Union[
+    Welcome,
+    DiagnosticsResult,
+    GoalStateResult,
+    HoverResult,
+    DefinitionResult,
+    ReferencesResult,
+    CompletionResult,
+    DocumentSymbolResult,
+    WorkspaceSymbolResult,
+    EvalResult,
+    RetryCompileResult,
+    RestartResult,
+    StatusResult,
+    ShutdownResult,
+    ErrorReply,
+]

@@ -1,0 +1,114 @@
+"""Every tunable of the daemon, in one frozen object built once at start.
+
+Values come from command-line flags, else `HOLSRV_*` environment variables,
+else defaults sized from the machine.  Nothing else in the daemon reads the
+environment, so tests build a `Settings` and pass it in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from holsrv.errors import HolNotFound
+from holsrv.rpc import paths
+
+ENV_PREFIX = "HOLSRV_"
+
+
+def _total_memory_mb() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
+    except (ValueError, OSError):
+        return 8192
+
+
+def _default_max_servers() -> int:
+    # A warm HOL server with proofs replayed commonly sits at 0.3-2 GB; keep
+    # room for the heaviest of them to reach their cap without swapping.
+    return max(1, min(16, _total_memory_mb() // 3072))
+
+
+@dataclass(frozen=True)
+class Settings:
+    socket: Path = field(default_factory=paths.default_socket)
+    # The `hol` executable; None means "find it when a server is first needed".
+    hol_bin: str | None = None
+    extra_path: tuple[str, ...] = ()
+    max_servers: int = field(default_factory=_default_max_servers)
+    # Poly/ML --maxheap for each server, MB; 0 means no cap.
+    max_heap_mb: int = 6144
+    # Above this footprint (resident + swapped) a server is reported LARGE.
+    soft_footprint_mb: int = 4096
+    idle_timeout_s: float = 1800.0
+    # A file counts as settled once the server has been quiet this long.
+    quiet_s: float = 1.0
+    diagnostics_wait_s: float = 25.0
+    looping_after_s: float = 180.0
+    looping_ratio: float = 10.0
+    looping_min_s: float = 60.0
+    start_timeout_s: float = 180.0
+    request_timeout_s: float = 60.0
+    stop_timeout_s: float = 10.0
+    memory_sample_s: float = 5.0
+    restart_backoff_s: float = 2.0
+    restart_backoff_max_s: float = 60.0
+    stderr_tail_lines: int = 200
+    cache_entries: int = 4096
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None, **overrides) -> Settings:
+        """Defaults, then `HOLSRV_<FIELD>` variables, then non-None `overrides`."""
+        env = os.environ if environ is None else environ
+        values: dict = {}
+        for f in dataclasses.fields(cls):
+            raw = env.get(ENV_PREFIX + f.name.upper())
+            if raw is not None and raw != "":
+                values[f.name] = _parse(f.name, raw)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def hol_command(self, environ: dict[str, str] | None = None) -> str:
+        """The `hol` executable: hol_bin / $HOL_BIN, else $HOLDIR/bin/hol, else `hol` on PATH."""
+        env = os.environ if environ is None else environ
+        tried = []
+        for candidate in (self.hol_bin, env.get("HOL_BIN")):
+            if candidate:
+                if os.access(candidate, os.X_OK) and Path(candidate).is_file():
+                    return candidate
+                tried.append(f"HOL_BIN={candidate} (not an executable file)")
+        holdir = env.get("HOLDIR")
+        if holdir:
+            candidate = str(Path(holdir) / "bin" / "hol")
+            if os.access(candidate, os.X_OK):
+                return candidate
+            tried.append(f"HOLDIR={holdir} (no executable bin/hol there)")
+        search = os.pathsep.join([*self.extra_path, env.get("PATH", "")])
+        found = shutil.which("hol", path=search)
+        if found:
+            return found
+        tried.append("`hol` on PATH (not found)")
+        raise HolNotFound(
+            "cannot find HOL4: tried " + "; ".join(tried) + ". Set HOL_BIN to the `hol` "
+            "executable, or HOLDIR to the HOL4 tree, or put HOL's bin/ on PATH, then restart "
+            "the daemon (holctl shutdown)."
+        )
+
+
+_TYPES = {f.name: f.type for f in dataclasses.fields(Settings)}
+
+
+def _parse(name: str, raw: str):
+    kind = _TYPES[name]
+    if name == "socket":
+        return Path(raw)
+    if name == "extra_path":
+        return tuple(p for p in raw.split(os.pathsep) if p)
+    if kind in ("int",):
+        return int(raw)
+    if kind in ("float",):
+        return float(raw)
+    return raw
