@@ -1,0 +1,300 @@
+"""Plain text for every reply the daemon sends, written for an agent's context window.
+
+holctl prints it and holmcp returns it as a tool's text content, so it must
+stay importable with only the standard library and msgspec.  Every answer
+about a file ends with a freshness line naming the content it describes, so a
+reader can tell an old answer from a new one.
+"""
+
+from __future__ import annotations
+
+from typing import assert_never
+
+from holsrv.rpc.messages import (
+    CompletionResult,
+    DefinitionResult,
+    DiagnosticsResult,
+    DocumentSymbolResult,
+    ErrorReply,
+    EvalResult,
+    Goal,
+    GoalStateResult,
+    HoverResult,
+    Location,
+    Proof,
+    Range,
+    ReferencesResult,
+    Reply,
+    RestartResult,
+    RetryCompileResult,
+    ServerNote,
+    SessionStatus,
+    ShutdownResult,
+    StatusResult,
+    Tally,
+    Welcome,
+    WorkspaceSymbolResult,
+)
+
+MAX_COMPLETIONS = 50
+SEPARATOR = "-" * 36
+_TALLY_BUCKETS = ("proved", "failed", "checking", "suspended", "diverged", "unchecked")
+
+
+def render(reply: Reply) -> str:
+    """The text a user or a model reads for `reply`."""
+    match reply:
+        case DiagnosticsResult():
+            lines = _diagnostics(reply)
+        case GoalStateResult():
+            lines = _goal_state(reply)
+        case HoverResult():
+            lines = [reply.text or "nothing to show here", *_footer(reply.content_hash, reply.server)]
+        case DefinitionResult():
+            found = [_location(t) for t in reply.targets] or ["no definition found"]
+            lines = [*found, *_footer(reply.content_hash, reply.server)]
+        case ReferencesResult():
+            lines = [*_references(reply), *_footer(reply.content_hash, reply.server)]
+        case CompletionResult():
+            lines = [*_completion(reply), *_footer(reply.content_hash, reply.server)]
+        case DocumentSymbolResult():
+            lines = [*_document_symbols(reply), *_footer(reply.content_hash, reply.server)]
+        case WorkspaceSymbolResult():
+            lines = [*_workspace_symbols(reply), *_server_lines(reply.server)]
+        case EvalResult():
+            lines = _eval(reply)
+        case RetryCompileResult():
+            lines = [reply.message, *_footer(reply.content_hash, reply.server)]
+        case RestartResult() | ShutdownResult():
+            lines = [reply.message]
+        case StatusResult():
+            lines = _status(reply)
+        case Welcome():
+            lines = [f"holsrv {reply.daemon_version} (protocol {reply.protocol}, pid {reply.pid})"]
+        case ErrorReply():
+            lines = [f"{reply.code}: {reply.message}", *_indented(reply.detail)]
+        case _:
+            assert_never(reply)
+    return "\n".join(lines)
+
+
+# -- diagnostics ------------------------------------------------------------
+
+
+def _diagnostics(reply: DiagnosticsResult) -> list[str]:
+    lines = [reply.headline, tally_line(reply.tally)]
+    if reply.blocked is not None:
+        modules = ", ".join(reply.blocked.modules)
+        lines.append(f"blocked: {reply.blocked.message}" + (f" (modules: {modules})" if modules else ""))
+    lines += [f"warning: {w}" for w in reply.warnings]
+    lines += [f"outstanding: {o}" for o in reply.outstanding]
+    lines += [f"cheat: theorem {c.theorem} (line {c.line})" for c in reply.cheats]
+    lines += [_proof(p) for p in reply.proofs if p.status != "proved"]
+    for d in reply.diagnostics:
+        first, *rest = d.message.splitlines() or [""]
+        lines.append(f"{d.range.line}:{d.range.col} {d.severity}: {first}")
+        lines += ["    " + line for line in rest]
+    return lines + _footer(reply.content_hash, reply.server, reply.cached, reply.complete)
+
+
+def tally_line(tally: Tally) -> str:
+    """`proofs: 3 proved, 1 failed (4 total)`; buckets that are zero are left out."""
+    if tally.total == 0:
+        return "proofs: none found"
+    counts = [f"{getattr(tally, b)} {b}" for b in _TALLY_BUCKETS if getattr(tally, b)]
+    return f"proofs: {', '.join(counts)} ({tally.total} total)"
+
+
+def _proof(proof: Proof) -> str:
+    status = proof.status
+    if proof.checking_s is not None and status == "checking":
+        status = f"checking for {_duration(proof.checking_s)}"
+    detail = proof.detail.splitlines()[0] if proof.detail else ""
+    return "  ".join(filter(None, [f"  line {proof.line}", proof.name, status, detail]))
+
+
+# -- goal state -------------------------------------------------------------
+
+
+def _goal_state(reply: GoalStateResult) -> list[str]:
+    footer = _footer(reply.content_hash, reply.server, reply.cached)
+    if reply.state != "ok":
+        return [reply.message, *footer]
+    lines = [f"theorem {reply.theorem}, step {reply.step}"]
+    if reply.provisional:
+        lines.append("provisional: the file is still compiling, so this answer may change; ask again")
+    lines += reply.context
+    if reply.note:
+        lines.append(f"note: {reply.note}")
+    if reply.error:
+        where = f" at {_range(reply.failed_range)}" if reply.failed_range else ""
+        first, *rest = reply.error.splitlines()
+        lines += [f"error{where}: {first}", *("    " + line for line in rest)]
+    for n, goal in enumerate(reply.goals, 1):
+        lines += [f"goal {n} of {len(reply.goals)}:", *_goal(goal)]
+    if not reply.goals and not reply.error:
+        lines.append("no goals: proved at this point")
+    return lines + footer
+
+
+def _goal(goal: Goal) -> list[str]:
+    """HOL's own layout: numbered assumptions, a rule, then the goal."""
+    lines = []
+    for n, asm in enumerate(goal.asms):
+        first, *rest = asm.splitlines() or [""]
+        lines += [f"  {n}.  {first}", *("      " + line for line in rest)]
+    if goal.asms:
+        lines.append("  " + SEPARATOR)
+    return lines + _indented(goal.goal, "  ")
+
+
+# -- navigation -------------------------------------------------------------
+
+
+def _references(reply: ReferencesResult) -> list[str]:
+    found = [_location(loc) for loc in reply.locations]
+    if not found:
+        return [reply.message or "no references found"]
+    return found + ([reply.message] if reply.message else [])
+
+
+def _completion(reply: CompletionResult) -> list[str]:
+    shown = reply.items[:MAX_COMPLETIONS]
+    if not shown:
+        return ["no completions here"]
+    lines = ["  ".join(filter(None, [i.label, f"({i.kind})", i.detail])) for i in shown]
+    more = max(reply.total, len(reply.items)) - len(shown)
+    if more > 0 or reply.incomplete:
+        lines.append(f"{more} more; type more of the name to narrow the list" if more > 0
+                     else "the list is incomplete; type more of the name to narrow it")
+    return lines
+
+
+def _document_symbols(reply: DocumentSymbolResult) -> list[str]:
+    if not reply.symbols:
+        return ["no symbols in this file"]
+    return [
+        "  " * s.depth + "  ".join(filter(None, [str(s.line), s.kind, s.name, s.detail]))
+        for s in reply.symbols
+    ]
+
+
+def _workspace_symbols(reply: WorkspaceSymbolResult) -> list[str]:
+    if not reply.symbols:
+        return [f"no symbols match {reply.query!r}"]
+    lines = []
+    for s in reply.symbols:
+        where = f"{s.path}:{s.line}" if s.path and s.line else s.path
+        lines.append("  ".join(filter(None, [s.name, s.kind, s.theory, where])))
+    return lines
+
+
+# -- eval -------------------------------------------------------------------
+
+
+def _eval(reply: EvalResult) -> list[str]:
+    lines = reply.output.rstrip("\n").splitlines()
+    for err in reply.errors:
+        first, *rest = err.splitlines() or [""]
+        lines += [f"error: {first}", *("    " + line for line in rest)]
+    if reply.stderr.strip():
+        lines += ["stderr:", *_indented(reply.stderr.rstrip("\n"))]
+    if reply.timed_out:
+        lines.append(
+            "TIMED OUT: the code did not finish in time; its output so far is above "
+            "(use retryCompile or restart if the server stays busy)"
+        )
+    if not lines:
+        lines = ["(no output)"]
+    return lines + _server_lines(reply.server)
+
+
+# -- status -----------------------------------------------------------------
+
+_STATUS_COLUMNS = ("FILE", "PID", "STATE", "UP", "IDLE", "MB", "CAP", "PROOFS", "WAITING", "CLIENTS")
+
+
+def _status(reply: StatusResult) -> list[str]:
+    lines = [
+        f"holsrv {reply.daemon_version}  pid {reply.pid}  up {_duration(reply.uptime_s)}  "
+        f"protocol {reply.protocol}",
+        f"socket: {reply.socket}",
+        f"servers: {len(reply.sessions)} of {reply.max_servers}  "
+        f"cache: {reply.cache_hits} hits, {reply.cache_misses} misses",
+    ]
+    if not reply.sessions:
+        return lines + ["no HOL servers running"]
+    return lines + _table([_STATUS_COLUMNS, *(_session_row(s) for s in reply.sessions)])
+
+
+def _session_row(s: SessionStatus) -> tuple[str, ...]:
+    state = s.state + (f" ({s.restarts} restarts)" if s.restarts else "") + (" large" if s.large else "")
+    return (
+        s.file,
+        str(s.pid) if s.pid is not None else "-",
+        state,
+        _duration(s.uptime_s),
+        _duration(s.idle_s),
+        f"{s.footprint_mb:.0f}" if s.footprint_mb is not None else "-",
+        str(s.max_heap_mb) if s.max_heap_mb else "none",
+        _short_tally(s.tally),
+        str(s.waiting_calls),
+        ",".join(s.clients) or "-",
+    )
+
+
+def _short_tally(tally: Tally) -> str:
+    if tally.total == 0:
+        return "-"
+    rest = [f"{getattr(tally, b)} {b}" for b in _TALLY_BUCKETS[1:] if getattr(tally, b)]
+    return ", ".join([f"{tally.proved}/{tally.total} proved", *rest])
+
+
+def _table(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+
+
+# -- shared pieces ----------------------------------------------------------
+
+
+def _footer(content_hash: str, server: ServerNote, cached: bool = False, complete: bool = True) -> list[str]:
+    """Which content the answer is about, and whether this call had to start a server."""
+    marks = [f"content {content_hash[:12]}"]
+    if cached:
+        marks.append("cached")
+    if not complete:
+        marks.append("not settled yet")
+    return [f"({'; '.join(marks)})", *_server_lines(server)]
+
+
+def _server_lines(server: ServerNote) -> list[str]:
+    lines = []
+    if server.start == "started":
+        lines.append(f"started a new HOL server (pid {server.pid})")
+    elif server.start == "restarted":
+        lines.append(f"restarted the HOL server (now pid {server.pid})")
+    if server.note:
+        lines.append(server.note)
+    return lines
+
+
+def _location(loc: Location) -> str:
+    return f"{loc.path}:{loc.range.line}:{loc.range.col}"
+
+
+def _range(r: Range) -> str:
+    return f"{r.line}:{r.col}-{r.end_line}:{r.end_col}"
+
+
+def _indented(text: str, prefix: str = "    ") -> list[str]:
+    return [prefix + line for line in text.splitlines()]
+
+
+def _duration(seconds: float) -> str:
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
