@@ -7,14 +7,19 @@ before it is read, so a garbage prefix cannot make anyone allocate gigabytes.
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import struct
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from holsrv.errors import FrameError
 from holsrv.rpc.messages import Hello, Reply, Request
+
+if TYPE_CHECKING:
+    # Imported lazily below: clients use only the blocking half, and loading
+    # asyncio would cost every holctl call milliseconds.
+    import asyncio
 
 MAX_FRAME = 16 * 1024 * 1024
 _HEADER = struct.Struct(">I")
@@ -52,6 +57,8 @@ def decode(decoder: msgspec.msgpack.Decoder, body: bytes):
 
 async def read_body(reader: asyncio.StreamReader) -> bytes | None:
     """Read one frame body; None on a clean end of stream between frames."""
+    import asyncio
+
     try:
         header = await reader.readexactly(_HEADER.size)
     except asyncio.IncompleteReadError as err:
