@@ -1,0 +1,276 @@
+"""holctl: ask the holsrv daemon one question about a HOL4 script and print the answer.
+
+Stateless and light: it parses arguments, sends one typed request, and prints
+the reply as text (holctl.render) or JSON.  All HOL knowledge is in the daemon.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+import msgspec
+
+from holctl.render import render
+from holsrv import __version__
+from holsrv.errors import HolsrvError
+from holsrv.rpc import client, messages
+
+# Servers can take a minute to start, so calls without their own wait get this.
+DEFAULT_TIMEOUT_S = 120.0
+
+EXIT_CODES = """\b
+Exit codes:
+  0  answered (a failed proof is an answer, not an error)
+  1  any other failure
+  2  bad command line
+  3  bad input: missing file, not a file, not UTF-8, position out of range, bad request
+  4  HOL problem: HOL not found, server died, servers busy, server timed out, HOL error
+  5  daemon unreachable, protocol mismatch or bad frame
+"""
+
+
+class CallFailed(click.ClickException):
+    """A daemon error as one line on stderr, `holctl: <code>: <message>`, and an exit code."""
+
+    exit_code = 1
+
+    def __init__(self, err: HolsrvError) -> None:
+        super().__init__(str(err))
+        self.code = err.code
+        self.detail = err.detail
+
+    def show(self, file=None) -> None:
+        click.echo(f"holctl: {self.code}: {self.message}", file=file or sys.stderr)
+        for line in self.detail.splitlines():
+            click.echo(f"    {line}", file=file or sys.stderr)
+
+
+class BadInput(CallFailed):
+    exit_code = 3
+
+
+class HolProblem(CallFailed):
+    exit_code = 4
+
+
+class Unreachable(CallFailed):
+    exit_code = 5
+
+
+_FAILURE_BY_CODE = {
+    **dict.fromkeys(
+        ["file_not_found", "not_a_file", "not_utf8", "position_out_of_range", "bad_request"], BadInput
+    ),
+    **dict.fromkeys(["hol_not_found", "server_died", "servers_busy", "server_timeout", "hol_error"], HolProblem),
+    **dict.fromkeys(["daemon_unreachable", "protocol_mismatch", "bad_frame"], Unreachable),
+}
+
+
+def failure_for(err: HolsrvError) -> CallFailed:
+    """The ClickException (and so the exit code) for a daemon error."""
+    return _FAILURE_BY_CODE.get(err.code, CallFailed)(err)
+
+
+class Target:
+    """Where to send requests: the group's options, shared by every command."""
+
+    def __init__(self, socket: Path | None, autostart: bool) -> None:
+        self.socket = socket
+        self.autostart = autostart
+
+    def ask(self, request, timeout: float, as_json: bool) -> None:
+        """Send `request`, print its reply; a daemon error becomes a CallFailed."""
+        try:
+            with client.connect(self.socket, name="holctl", autostart=self.autostart) as conn:
+                reply = conn.call(request, timeout)
+        except HolsrvError as err:
+            raise failure_for(err) from None
+        except OSError as err:
+            # Making the socket directory or the lock file can fail before any
+            # daemon is involved; that is still "cannot reach the daemon".
+            raise Unreachable(HolsrvError(str(err))) from None
+        if as_json:
+            click.echo(msgspec.json.format(msgspec.json.encode(reply), indent=2))
+        else:
+            click.echo(render(reply))
+
+
+def absolute(file: str) -> str:
+    """FILE as the daemon needs it: absolute, relative to the caller's cwd."""
+    return os.path.abspath(os.path.expanduser(file))
+
+
+# -- options shared by several commands ---------------------------------------
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print the reply as JSON.")
+file_argument = click.argument("file", type=click.Path())
+position_arguments = [
+    click.argument("line", type=click.IntRange(min=1)),
+    click.argument("col", type=click.IntRange(min=1)),
+]
+wait_option = click.option(
+    "--wait",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Seconds to wait for the file to settle (daemon default 25). Nothing is cancelled when it runs out.",
+)
+
+
+def at_position(fn):
+    for decorator in reversed(position_arguments):
+        fn = decorator(fn)
+    return fn
+
+
+@click.group(epilog=EXIT_CODES, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--socket",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="The daemon's socket. Default: $HOLSRV_SOCKET, else the per-user default.",
+)
+@click.option("--no-start", is_flag=True, help="Do not start a daemon if none is running.")
+@click.version_option(__version__, prog_name="holctl")
+@click.pass_context
+def cli(ctx: click.Context, socket: Path | None, no_start: bool) -> None:
+    """Ask the holsrv daemon about a HOL4 script.
+
+    LINE and COL are 1-based; COL counts Unicode characters. FILE may be
+    relative to the current directory. A daemon is started if none runs.
+    """
+    ctx.obj = Target(socket, autostart=not no_start)
+
+
+def _with_wait(request_type, wait: float | None, **fields):
+    request = request_type(**fields) if wait is None else request_type(wait=wait, **fields)
+    return request, request.wait + client.REPLY_MARGIN_S
+
+
+@cli.command("diagnostics", epilog=EXIT_CODES)
+@file_argument
+@wait_option
+@json_option
+@click.pass_obj
+def diagnostics(target: Target, file: str, wait: float | None, as_json: bool) -> None:
+    """Compile FILE, check every proof, and print the verdict and problems."""
+    request, timeout = _with_wait(messages.Diagnostics, wait, file=absolute(file))
+    target.ask(request, timeout, as_json)
+
+
+@cli.command("goalState", epilog=EXIT_CODES)
+@file_argument
+@at_position
+@wait_option
+@json_option
+@click.pass_obj
+def goal_state(target: Target, file: str, line: int, col: int, wait: float | None, as_json: bool) -> None:
+    """Print the goals at LINE:COL inside a Proof…QED block of FILE."""
+    request, timeout = _with_wait(messages.GoalState, wait, file=absolute(file), line=line, col=col)
+    target.ask(request, timeout, as_json)
+
+
+def _position_command(name: str, request_type, summary: str) -> None:
+    """Register a command that takes FILE LINE COL and nothing else."""
+
+    @file_argument
+    @at_position
+    @json_option
+    @click.pass_obj
+    def command(target: Target, file: str, line: int, col: int, as_json: bool) -> None:
+        target.ask(request_type(file=absolute(file), line=line, col=col), DEFAULT_TIMEOUT_S, as_json)
+
+    command.__doc__ = summary
+    cli.command(name, epilog=EXIT_CODES)(command)
+
+
+_position_command("hover", messages.Hover, "Print what HOL knows about the name at LINE:COL: its type or statement.")
+_position_command("definition", messages.Definition, "Print where the name at LINE:COL is defined.")
+_position_command("references", messages.References, "Print where the name at LINE:COL is used.")
+_position_command("completion", messages.Completion, "Print completions for the name ending at LINE:COL.")
+
+
+@cli.command("documentSymbol", epilog=EXIT_CODES)
+@file_argument
+@json_option
+@click.pass_obj
+def document_symbol(target: Target, file: str, as_json: bool) -> None:
+    """Print an outline of FILE: its theorems, definitions and values."""
+    target.ask(messages.DocumentSymbol(file=absolute(file)), DEFAULT_TIMEOUT_S, as_json)
+
+
+@cli.command("workspaceSymbol", epilog=EXIT_CODES)
+@file_argument
+@click.argument("query")
+@json_option
+@click.pass_obj
+def workspace_symbol(target: Target, file: str, query: str, as_json: bool) -> None:
+    """Search the theorems and constants FILE can see for names matching QUERY."""
+    target.ask(messages.WorkspaceSymbol(file=absolute(file), query=query), DEFAULT_TIMEOUT_S, as_json)
+
+
+@cli.command("eval", epilog=EXIT_CODES)
+@file_argument
+@click.argument("code")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Seconds the code may run (daemon default 30).",
+)
+@json_option
+@click.pass_obj
+def eval_(target: Target, file: str, code: str, timeout: float | None, as_json: bool) -> None:
+    """Evaluate SML CODE in FILE's HOL session (CODE `-` reads standard input)."""
+    if code == "-":
+        code = click.get_text_stream("stdin").read()
+    fields = dict(file=absolute(file), code=code)
+    request = messages.Eval(**fields) if timeout is None else messages.Eval(timeout=timeout, **fields)
+    target.ask(request, request.timeout + client.REPLY_MARGIN_S, as_json)
+
+
+@cli.command("retryCompile", epilog=EXIT_CODES)
+@file_argument
+@json_option
+@click.pass_obj
+def retry_compile(target: Target, file: str, as_json: bool) -> None:
+    """Compile FILE again after its blocked dependencies were fixed."""
+    target.ask(messages.RetryCompile(file=absolute(file)), DEFAULT_TIMEOUT_S, as_json)
+
+
+@cli.command("restart", epilog=EXIT_CODES)
+@file_argument
+@click.option(
+    "--max-heap-mb",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Heap cap for the new server in MB (0: no cap). Default: keep the current cap.",
+)
+@json_option
+@click.pass_obj
+def restart(target: Target, file: str, max_heap_mb: int | None, as_json: bool) -> None:
+    """Stop FILE's HOL server and start a fresh one."""
+    target.ask(messages.Restart(file=absolute(file), max_heap_mb=max_heap_mb), DEFAULT_TIMEOUT_S, as_json)
+
+
+@cli.command("status", epilog=EXIT_CODES)
+@json_option
+@click.pass_obj
+def status(target: Target, as_json: bool) -> None:
+    """Print the daemon and every HOL server it runs."""
+    target.ask(messages.Status(), DEFAULT_TIMEOUT_S, as_json)
+
+
+@cli.command("shutdown", epilog=EXIT_CODES)
+@json_option
+@click.pass_obj
+def shutdown(target: Target, as_json: bool) -> None:
+    """Stop every HOL server and the daemon. Never starts a daemon."""
+    # Starting a daemon only to stop it would be silly.
+    Target(target.socket, autostart=False).ask(messages.Shutdown(), DEFAULT_TIMEOUT_S, as_json)
+
+
+def main() -> None:
+    cli(prog_name="holctl")
