@@ -1,0 +1,95 @@
+"""holmcp through the SDK's in-memory client: what an agent is offered, and what it gets back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+from holmcp.server import build_server
+
+TOOLS = {
+    "diagnostics", "goalState", "hover", "definition", "references", "completion",
+    "documentSymbol", "workspaceSymbol", "eval", "retryCompile", "restart", "status",
+}
+
+
+async def listed_tools(server) -> dict:
+    async with Client(server) as client:
+        return {tool.name: tool for tool in (await client.list_tools()).tools}
+
+
+@pytest.mark.asyncio
+async def test_tools_are_named_like_the_holctl_commands():
+    assert set(await listed_tools(build_server())) == TOOLS
+
+
+@pytest.mark.asyncio
+async def test_every_tool_says_what_it_does_and_every_parameter_is_described():
+    for name, tool in (await listed_tools(build_server())).items():
+        assert len(tool.description) > 100, name
+        for param, schema in tool.input_schema["properties"].items():
+            assert schema.get("description"), f"{name}.{param} has no description"
+
+
+@pytest.mark.asyncio
+async def test_positions_are_documented_as_one_based_and_counted_in_characters():
+    goal_state = (await listed_tools(build_server()))["goalState"]
+    props = goal_state.input_schema["properties"]
+    assert "1-based" in props["line"]["description"]
+    assert "1-based" in props["col"]["description"] and "characters" in props["col"]["description"]
+    assert props["line"]["minimum"] == 1
+    assert "relative to the directory holmcp was started in" in props["file"]["description"]
+
+
+@pytest.mark.asyncio
+async def test_diagnostics_description_explains_the_verdict():
+    description = (await listed_tools(build_server()))["diagnostics"].description
+    assert description.startswith("Compile a HOL4 script and check every proof in it")
+    assert "OK only when every proof is proved and nothing is cheated" in description
+
+
+@pytest.mark.asyncio
+async def test_every_tool_advertises_the_reply_struct_as_its_output_schema():
+    tools = await listed_tools(build_server())
+    for name, tool in tools.items():
+        schema = tool.output_schema
+        assert schema is not None and schema["type"] == "object", name
+        assert "type" in schema["required"], name
+    assert {"verdict", "headline", "tally", "proofs"} <= set(tools["diagnostics"].output_schema["properties"])
+    assert "Goal" in tools["goalState"].output_schema["$defs"]
+
+
+@pytest.mark.asyncio
+async def test_waits_default_to_the_daemons_defaults():
+    tools = await listed_tools(build_server())
+    assert tools["diagnostics"].input_schema["properties"]["wait"]["default"] == 25.0
+    assert tools["eval"].input_schema["properties"]["timeout"]["default"] == 30.0
+
+
+@pytest.mark.asyncio
+async def test_only_retry_and_restart_are_marked_as_changing_state():
+    tools = await listed_tools(build_server())
+    changing = {name for name, tool in tools.items() if not tool.annotations.read_only_hint}
+    assert changing == {"retryCompile", "restart"}
+
+
+@pytest.mark.asyncio
+async def test_a_call_with_no_daemon_and_no_autostart_is_a_tool_error_saying_so(tmp_path: Path):
+    server = build_server(tmp_path / "absent.sock", tmp_path, autostart=False)
+    async with Client(server) as client:
+        result = await client.call_tool("status", {})
+    assert result.is_error
+    text = result.content[0].text
+    assert "daemon_unreachable: no holsrv daemon is listening on" in text
+
+
+@pytest.mark.asyncio
+async def test_a_position_before_the_first_column_is_rejected_before_reaching_the_daemon(tmp_path: Path):
+    server = build_server(tmp_path / "absent.sock", tmp_path, autostart=False)
+    async with Client(server) as client:
+        result = await client.call_tool("hover", {"file": "aScript.sml", "line": 1, "col": 0})
+    assert result.is_error
+    assert "col" in result.content[0].text
+    assert "daemon_unreachable" not in result.content[0].text
