@@ -1,0 +1,3 @@
+from holsrv.main import main
+
+main()

@@ -1,0 +1,141 @@
+"""What one HOL server has told us about one file: a pure state machine.
+
+Fed the text versions we send and the notifications the server sends, with
+the time passed in; no I/O, no asyncio.  The session owns one and wakes its
+waiters whenever `apply` reports a change.
+
+Phases: "compiling" from every text we send until a terminal notification
+for it; "completed" after `$/compileCompleted` for the newest version;
+"blocked" after `$/compileBlocked`.  The proof tally follows PROTOCOL.md
+§10.4: a stream of transitions keyed by name, pruned by the census.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SETTLED = frozenset({"proved", "suspended"})
+WRONG = frozenset({"failed", "diverged"})
+OUTSTANDING = frozenset({"checking", "cheated"})
+
+
+@dataclass
+class ProofEntry:
+    name: str
+    status: str
+    line0: int  # LSP line of the declaration (0-based)
+    detail: str = ""
+    # When this daemon first saw the current `checking` (monotonic seconds).
+    checking_since: float | None = None
+
+
+@dataclass
+class FileState:
+    uri: str
+    version: int = 0
+    text: str = ""
+    phase: str = "compiling"
+    completed_version: int = 0
+    diagnostics: list[dict] = field(default_factory=list)
+    blocked: dict | None = None
+    proofs: dict[str, ProofEntry] = field(default_factory=dict)
+    last_event: float = 0.0
+    last_edit: float = 0.0
+    # Longest check seen to finish in this file, for spotting a looping proof.
+    slowest_s: float = 0.0
+
+    def sent(self, version: int, text: str, now: float) -> None:
+        """We sent `text` as `version` (didOpen or a full didChange)."""
+        self.version, self.text = version, text
+        self.phase = "compiling"
+        self.last_edit = self.last_event = now
+
+    def apply(self, method: str, params: dict, now: float) -> bool:
+        """Fold one server notification in; True if it concerned this file."""
+        if params.get("uri") != self.uri:
+            return False
+        handler = _HANDLERS.get(method)
+        if handler is None:
+            return False
+        handler(self, params, now)
+        self.last_event = now
+        return True
+
+    # -- handlers, one per notification ---------------------------------
+
+    def _progress(self, params: dict, now: float) -> None:
+        if self.phase != "blocked":
+            self.phase = "compiling"
+
+    def _completed(self, params: dict, now: float) -> None:
+        version = params.get("version", self.version)
+        self.completed_version = max(self.completed_version, version)
+        if version >= self.version:
+            self.phase = "completed"
+            self.blocked = None
+        declared = params.get("declared")
+        if declared is not None:
+            keep = set(declared)
+            # Names are exactly as the pool gives them (`foo#2`, `thm[label]`).
+            self.proofs = {n: e for n, e in self.proofs.items() if n in keep}
+
+    def _interrupted(self, params: dict, now: float) -> None:
+        self.phase = "compiling"  # a newer pass is already scheduled
+
+    def _blocked(self, params: dict, now: float) -> None:
+        self.phase = "blocked"
+        self.blocked = {"modules": list(params.get("modules", [])), "message": params.get("message", "")}
+
+    def _diagnostics(self, params: dict, now: float) -> None:
+        self.diagnostics = list(params.get("diagnostics", []))
+
+    def _proof_states(self, params: dict, now: float) -> None:
+        for state in params.get("states", []):
+            name = state.get("name", "")
+            if name:  # unnamed proofs are not pool entries (§10.2)
+                self._transition(name, state, now)
+
+    def _transition(self, name: str, state: dict, now: float) -> None:
+        status = state.get("status", "")
+        line0 = state.get("pos", {}).get("line", 0)
+        entry = self.proofs.get(name)
+        if entry is None:
+            entry = self.proofs[name] = ProofEntry(name, status, line0)
+        elif entry.status == "checking" and status != "checking" and entry.checking_since is not None:
+            if status not in OUTSTANDING:
+                self.slowest_s = max(self.slowest_s, now - entry.checking_since)
+        if status == "checking":
+            if entry.status != "checking" or entry.checking_since is None:
+                entry.checking_since = now
+        else:
+            entry.checking_since = None
+        entry.status, entry.line0 = status, line0
+        entry.detail = state.get("detail", "")
+
+    # -- questions ------------------------------------------------------
+
+    def checking(self) -> list[ProofEntry]:
+        return [e for e in self.proofs.values() if e.status == "checking"]
+
+    def settled(self, now: float, quiet_s: float) -> bool:
+        """Compile over, no proof checking, and the server quiet for `quiet_s`."""
+        return (
+            self.phase in ("completed", "blocked")
+            and not self.checking()
+            and now - self.last_event >= quiet_s
+        )
+
+    def checking_for(self, entry: ProofEntry, now: float) -> float:
+        """How long `entry` has been checking, counted from the last edit at most."""
+        since = max(entry.checking_since or now, self.last_edit)
+        return max(0.0, now - since)
+
+
+_HANDLERS = {
+    "$/compileProgress": FileState._progress,
+    "$/compileCompleted": FileState._completed,
+    "$/compileInterrupted": FileState._interrupted,
+    "$/compileBlocked": FileState._blocked,
+    "textDocument/publishDiagnostics": FileState._diagnostics,
+    "$/proofStates": FileState._proof_states,
+}

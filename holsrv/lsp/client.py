@@ -1,0 +1,145 @@
+"""A JSON-RPC client for one `hol lsp` process: ids, futures, notifications.
+
+Knows the LSP wire and HOL's handshake rules (PROTOCOL.md §3-§4), nothing of
+the daemon.  `run()` reads until the server's stdout ends; then every
+pending request fails with the reason, so no caller waits on a dead server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable
+
+from holsrv.errors import FrameError, LspError, ServerDied, ServerTimeout
+from holsrv.lsp import framing
+
+log = logging.getLogger(__name__)
+
+Notify = Callable[[str, dict], None]
+
+
+class LspClient:
+    """Speaks LSP to one server over `reader`/`writer`; `on_notify` gets every notification."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, on_notify: Notify) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._on_notify = on_notify
+        self._pending: dict[int, asyncio.Future] = {}
+        self._next_id = 1
+        self._closed: Exception | None = None
+        self.position_encoding = "utf-8"
+        self.server_info: dict = {}
+
+    async def run(self) -> None:
+        """Read messages until end of stream or a broken frame; then fail what is pending."""
+        reason: Exception = ServerDied("the HOL server closed its output")
+        try:
+            while (message := await framing.read_message(self._reader)) is not None:
+                self._dispatch(message)
+        except FrameError as err:
+            reason = ServerDied(f"the HOL server broke the protocol: {err}")
+        except (ConnectionError, OSError) as err:
+            reason = ServerDied(f"lost the HOL server's output: {err}")
+        finally:
+            self._fail_pending(reason)
+
+    def _dispatch(self, message: dict) -> None:
+        if "method" in message:
+            if "id" in message:
+                # Only window/workDoneProgress/create; HOL never waits for the reply.
+                self._send({"jsonrpc": "2.0", "id": message["id"], "result": None})
+            else:
+                try:
+                    self._on_notify(message["method"], message.get("params") or {})
+                except Exception:
+                    log.exception("notification handler failed on %s", message["method"])
+            return
+        future = self._pending.pop(message.get("id"), None)
+        if future is None or future.done():
+            return  # the answer to a request we gave up on
+        if "error" in message:
+            err = message["error"] or {}
+            future.set_exception(LspError(str(err.get("message", "")), detail=str(err.get("code", ""))))
+        else:
+            future.set_result(message.get("result"))
+
+    def _fail_pending(self, reason: Exception) -> None:
+        self._closed = reason
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(reason)
+        self._pending.clear()
+
+    def _send(self, message: dict) -> None:
+        if self._closed is not None:
+            raise self._closed
+        if self._writer.is_closing():
+            raise ServerDied("the HOL server's input is closed")
+        self._writer.write(framing.encode(message))
+
+    async def notify(self, method: str, params: dict | None) -> None:
+        self._send({"jsonrpc": "2.0", "method": method, "params": params})
+        await self._drain()
+
+    async def request(self, method: str, params: dict | None, timeout: float):
+        """Send a request and await its result; `$/cancelRequest` it on timeout."""
+        request_id = self._next_id
+        self._next_id += 1
+        future = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        try:
+            self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            await self._drain()
+            async with asyncio.timeout(timeout):
+                return await future
+        except TimeoutError:
+            await self._cancel(request_id)
+            raise ServerTimeout(
+                f"the HOL server did not answer {method} within {timeout:.0f}s"
+            ) from None
+        finally:
+            self._pending.pop(request_id, None)
+
+    async def _cancel(self, request_id: int) -> None:
+        try:
+            await self.notify("$/cancelRequest", {"id": request_id})
+        except (ServerDied, ConnectionError):
+            pass  # nothing left to cancel
+
+    async def _drain(self) -> None:
+        try:
+            await self._writer.drain()
+        except (ConnectionError, OSError) as err:
+            raise ServerDied(f"cannot write to the HOL server: {err}") from None
+
+    async def initialize(self, timeout: float) -> dict:
+        """The strict handshake: initialize, then `initialized` before anything else."""
+        result = await self.request(
+            "initialize",
+            {
+                "processId": None,
+                "capabilities": {
+                    # The server is byte-native; utf-8 avoids its utf-16 conversions.
+                    "general": {"positionEncodings": ["utf-8", "utf-16"]},
+                    "textDocument": {"documentSymbol": {"hierarchicalDocumentSymbolSupport": True}},
+                },
+            },
+            timeout,
+        )
+        await self.notify("initialized", {})
+        result = result or {}
+        # A server that names no encoding is the July 2026 one, which counts
+        # bytes whatever the client offers (PROTOCOL.md §16).
+        self.position_encoding = result.get("capabilities", {}).get("positionEncoding", "utf-8")
+        self.server_info = result.get("serverInfo", {})
+        return result
+
+    async def shutdown(self, timeout: float) -> None:
+        """`shutdown` then `exit`; errors mean the server is already gone."""
+        try:
+            await self.request("shutdown", None, timeout)
+            await self.notify("exit", None)
+        except (ServerDied, ServerTimeout, LspError, ConnectionError):
+            pass

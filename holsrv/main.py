@@ -1,0 +1,60 @@
+"""`holsrv`: run the daemon in the foreground (systemd, or started on demand)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+
+import click
+import uvloop
+
+from holsrv import __version__
+from holsrv.daemon import AlreadyRunning, Daemon
+from holsrv.settings import Settings
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--socket", type=click.Path(path_type=Path), help="Socket path (default: $HOLSRV_SOCKET or $XDG_RUNTIME_DIR/holsrv/holsrv.sock).")
+@click.option("--hol", "hol_bin", help="The `hol` executable (default: $HOL_BIN, $HOLDIR/bin/hol, or `hol` on PATH).")
+@click.option("--max-servers", type=int, help="Most HOL servers alive at once.")
+@click.option("--max-heap-mb", type=int, help="Poly/ML --maxheap for each server, MB (0: no cap).")
+@click.option("--idle-timeout", "idle_timeout_s", type=float, help="Stop a server unused for this many seconds.")
+@click.option("--ready-fd", type=int, hidden=True, help="Write 'ready' to this fd once listening.")
+@click.option("--log-level", default="INFO", show_default=True)
+@click.version_option(__version__)
+def main(socket, hol_bin, max_servers, max_heap_mb, idle_timeout_s, ready_fd, log_level) -> None:
+    """Keep HOL4 language servers warm and answer holctl and holmcp."""
+    logging.basicConfig(
+        level=log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    settings = Settings.from_env(
+        socket=socket, hol_bin=hol_bin, max_servers=max_servers,
+        max_heap_mb=max_heap_mb, idle_timeout_s=idle_timeout_s,
+    )
+    try:
+        uvloop.run(_serve(settings, ready_fd))
+    except AlreadyRunning as err:
+        _ready(ready_fd, b"ready (already running)\n")
+        raise click.ClickException(str(err)) from None
+
+
+async def _serve(settings: Settings, ready_fd: int | None) -> None:
+    daemon = Daemon(settings)
+    await daemon.start()
+    _ready(ready_fd, b"ready\n")
+    await daemon.run()
+
+
+def _ready(fd: int | None, line: bytes) -> None:
+    if fd is None:
+        return
+    try:
+        os.write(fd, line)
+        os.close(fd)
+    except OSError:
+        pass

@@ -1,0 +1,280 @@
+"""Sessions by script: at most `max_servers` of them, LRU and idle eviction,
+restart after death with backoff, memory watch, and no leftovers.
+
+A server is *busy* while a call waits on it or a proof of its file is still
+checking (a probably-looping proof does not count).  Busy servers are never
+stopped to make room or for idleness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import AsyncIterator, Callable
+
+import psutil
+
+from holsrv import looping
+from holsrv.errors import ServerBusy, ServerDied
+from holsrv.rpc import paths
+from holsrv.session import Session
+from holsrv.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# A server that dies sooner than this after starting counts as a fast death.
+FAST_DEATH_S = 30.0
+
+
+@dataclass
+class Lease:
+    """A session handed to one call, with how it came to be running."""
+
+    session: Session
+    start: str  # "warm" | "started" | "restarted"
+    note: str = ""
+
+
+@dataclass
+class _History:
+    """What the pool remembers about a file across its sessions."""
+
+    max_heap_mb: int | None = None
+    fast_deaths: int = 0
+    retry_at: float = 0.0
+    last_exit: str = ""
+    last_tail: str = ""
+    restarts: int = 0
+
+
+class Pool:
+    def __init__(self, settings: Settings, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.sessions: OrderedDict[Path, Session] = OrderedDict()
+        self._history: dict[Path, _History] = {}
+        self._locks: dict[Path, asyncio.Lock] = {}
+        self._tasks: list[asyncio.Task] = []
+        self._record = paths.servers_record(settings.socket)
+
+    # -- leases ----------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def lease(self, path: Path, client: str) -> AsyncIterator[Lease]:
+        """The running session for `path` (started if needed), marked busy meanwhile."""
+        lock = self._locks.setdefault(path, asyncio.Lock())
+        async with lock:
+            lease = await self._running(path)
+            lease.session.waiting += 1
+        session = lease.session
+        session.clients.add(client)
+        self.sessions.move_to_end(path)
+        try:
+            yield lease
+        finally:
+            session.waiting -= 1
+            session.last_used = self.clock()
+
+    async def _running(self, path: Path) -> Lease:
+        session = self.sessions.get(path)
+        if session is not None and session.alive:
+            return Lease(session, "warm")
+        history = self._history.setdefault(path, _History())
+        start, note = "started", ""
+        if session is not None:  # it died, or was stopped for idleness
+            self.sessions.pop(path, None)
+            start = "restarted"
+            note = self._restart_note(session, history)
+        self._check_backoff(path, history)
+        await self._make_room()
+        session = self._new_session(path, history)
+        self.sessions[path] = session
+        try:
+            await session.start()
+        except ServerDied:
+            self.sessions.pop(path, None)
+            raise
+        history.restarts += start == "restarted"
+        self._write_record()
+        return Lease(session, start, note)
+
+    def _restart_note(self, old: Session, history: _History) -> str:
+        if old.state == "dead":
+            return f"started a new HOL server: the previous one died ({old.exit_reason})"
+        return "started a new HOL server: the previous one was stopped after being idle"
+
+    def _check_backoff(self, path: Path, history: _History) -> None:
+        wait = history.retry_at - self.clock()
+        if wait > 0:
+            raise ServerDied(
+                f"the HOL server for {path.name} died {history.fast_deaths} times in a row "
+                f"soon after starting ({history.last_exit}); not restarting for another "
+                f"{wait:.0f}s. Read the stderr tail below, fix the cause, then ask again.",
+                detail=history.last_tail,
+            )
+
+    def _new_session(self, path: Path, history: _History) -> Session:
+        heap = self.settings.max_heap_mb if history.max_heap_mb is None else history.max_heap_mb
+        return Session(
+            path,
+            self.settings,
+            self.settings.hol_command(),
+            heap,
+            on_exit=self._exited,
+            clock=self.clock,
+        )
+
+    def _exited(self, session: Session) -> None:
+        """Called the moment a server process exits, for whatever reason."""
+        self._write_record()
+        if session.state != "dead":
+            return
+        history = self._history.setdefault(session.path, _History())
+        history.last_exit, history.last_tail = session.exit_reason, session.tail()
+        if self.clock() - session.started_at < FAST_DEATH_S:
+            history.fast_deaths += 1
+            # The first death restarts at once; repeats back off exponentially.
+            if history.fast_deaths > 1:
+                delay = min(
+                    self.settings.restart_backoff_max_s,
+                    self.settings.restart_backoff_s * 2 ** (history.fast_deaths - 2),
+                )
+                history.retry_at = self.clock() + delay
+        else:
+            history.fast_deaths = 0
+
+    # -- limits ------------------------------------------------------------------
+
+    def busy(self, session: Session) -> bool:
+        if session.waiting > 0 or session.state == "starting":
+            return True
+        now = self.clock()
+        return any(
+            not looping.probably_looping(session.file, entry, now, self.settings)
+            for entry in session.file.checking()
+        )
+
+    async def _make_room(self) -> None:
+        alive = [s for s in self.sessions.values() if s.alive]
+        if len(alive) < self.settings.max_servers:
+            return
+        for victim in alive:  # least recently used first
+            if not self.busy(victim):
+                log.info("stopping %s (pid %s) to make room", victim.path, victim.pid)
+                await self.stop_session(victim)
+                return
+        raise ServerBusy(
+            f"all {self.settings.max_servers} HOL servers are busy "
+            f"({', '.join(s.path.name for s in alive)}); ask again when one finishes, "
+            "or raise HOLSRV_MAX_SERVERS"
+        )
+
+    async def stop_session(self, session: Session) -> None:
+        await session.stop()
+        self._write_record()
+
+    async def restart(self, path: Path, max_heap_mb: int | None) -> tuple[int | None, Lease]:
+        """Stop `path`'s server (if any) and start a fresh one; returns (old pid, lease)."""
+        history = self._history.setdefault(path, _History())
+        if max_heap_mb is not None:
+            history.max_heap_mb = max_heap_mb
+        history.fast_deaths, history.retry_at = 0, 0.0
+        lock = self._locks.setdefault(path, asyncio.Lock())
+        async with lock:
+            old = self.sessions.pop(path, None)
+            old_pid = old.pid if old else None
+            if old is not None:
+                await self.stop_session(old)
+            lease = await self._running(path)
+        return old_pid, Lease(lease.session, "restarted", "restarted on request")
+
+    def heap_for(self, path: Path) -> int:
+        history = self._history.get(path)
+        if history and history.max_heap_mb is not None:
+            return history.max_heap_mb
+        return self.settings.max_heap_mb
+
+    def restarts(self, path: Path) -> int:
+        history = self._history.get(path)
+        return history.restarts if history else 0
+
+    # -- background duties ---------------------------------------------------
+
+    def start_background(self) -> None:
+        self._tasks = [
+            asyncio.create_task(self._idle_reaper(), name="idle-reaper"),
+            asyncio.create_task(self._memory_watch(), name="memory-watch"),
+        ]
+
+    async def _idle_reaper(self) -> None:
+        period = max(0.05, min(self.settings.idle_timeout_s / 4, 30.0))
+        while True:
+            await asyncio.sleep(period)  # a periodic duty, not a synchronisation
+            now = self.clock()
+            for session in list(self.sessions.values()):
+                idle = now - session.last_used
+                if session.alive and idle >= self.settings.idle_timeout_s and not self.busy(session):
+                    log.info("stopping %s (pid %s): idle for %.0fs", session.path, session.pid, idle)
+                    await self.stop_session(session)
+
+    async def _memory_watch(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.memory_sample_s)  # periodic sampling
+            for session in list(self.sessions.values()):
+                mb = await asyncio.to_thread(session.footprint_mb)
+                session.footprint = mb
+                if mb is not None and mb > self.settings.soft_footprint_mb:
+                    log.warning("SERVER LARGE: %s (pid %s) uses %.0f MB", session.path, session.pid, mb)
+
+    async def close(self) -> None:
+        """Stop every server (in parallel, each with its own escalation)."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*(s.stop() for s in self.sessions.values()), return_exceptions=True)
+        self.sessions.clear()
+        self._write_record()
+
+    # -- leftovers -------------------------------------------------------------
+
+    def _write_record(self) -> None:
+        """Record live servers' pids with their start times, for the next daemon."""
+        entries = []
+        for session in self.sessions.values():
+            if session.pid is not None and session.state not in ("dead", "stopped"):
+                with contextlib.suppress(psutil.Error):
+                    entries.append({"pid": session.pid, "create_time": psutil.Process(session.pid).create_time()})
+        tmp = self._record.with_suffix(".tmp")
+        with contextlib.suppress(OSError):
+            tmp.write_text(json.dumps(entries))
+            os.replace(tmp, self._record)
+
+    def reap_leftovers(self) -> int:
+        """Kill servers a previous daemon on this socket left behind; returns how many."""
+        try:
+            entries = json.loads(self._record.read_text())
+        except (OSError, ValueError):
+            return 0
+        killed = 0
+        for entry in entries:
+            try:
+                proc = psutil.Process(int(entry["pid"]))
+                # A reused pid has another start time: never kill that.
+                if abs(proc.create_time() - float(entry["create_time"])) > 0.01:
+                    continue
+                log.warning("stopping HOL server pid %d left by a previous daemon", proc.pid)
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                killed += 1
+            except (psutil.Error, KeyError, ValueError, TypeError):
+                continue
+        self._write_record()
+        return killed

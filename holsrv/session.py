@@ -1,0 +1,314 @@
+"""One `hol lsp --lsp-check-proofs` child serving one script, for its whole life.
+
+Life: starting → ready → (compiling ⇄ settled) → stopping → stopped, or → dead
+when the process exits on its own.  Every transition is logged.  The child
+runs in its own process group with a parent-death signal, and its stdin is a
+pipe only we hold, so it cannot outlive the daemon: the real server exits on
+end of input, and SIGKILL of the daemon closes that pipe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import hashlib
+import itertools
+import logging
+import os
+import signal
+import time
+from collections import deque
+from pathlib import Path
+from typing import Callable
+
+import psutil
+
+from holsrv import script
+from holsrv.errors import ServerDied, ServerTimeout
+from holsrv.filestate import FileState
+from holsrv.lsp.client import LspClient
+from holsrv.settings import Settings
+
+log = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+_ids = itertools.count(1)
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    # Linux only; elsewhere the closed stdin pipe is what ends the child.
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def content_hash(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+class Session:
+    """One HOL server process and what it has told us about its file."""
+
+    def __init__(
+        self,
+        path: Path,
+        settings: Settings,
+        hol_cmd: str,
+        max_heap_mb: int,
+        *,
+        on_exit: Callable[[Session], None] = lambda s: None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.id = next(_ids)  # answers cached from this server carry it
+        # Bumped when the server's view changes without the text changing (retryCompile).
+        self.epoch = 0
+        self.path = path
+        # HOL turns a file URI into a path by stripping the prefix, without
+        # percent-decoding (PROTOCOL.md §5.1), so the raw path is what it needs.
+        self.uri = "file://" + str(path)
+        self.settings = settings
+        self.hol_cmd = hol_cmd
+        self.max_heap_mb = max_heap_mb
+        self.clock = clock
+        self._on_exit = on_exit
+        self.file = FileState(self.uri)
+        self.stderr_tail: deque[str] = deque(maxlen=settings.stderr_tail_lines)
+        self.stderr_seen = 0  # lines ever read, to cut out what one call caused
+        self.proc: asyncio.subprocess.Process | None = None
+        self.lsp: LspClient | None = None
+        self.state = "new"
+        self.exit_reason = ""
+        self.started_at = self.last_used = clock()
+        self.waiting = 0
+        self.footprint: float | None = None  # MB, last sample
+        self.clients: set[str] = set()
+        self.data: bytes | None = None  # the bytes the server last got from us
+        self._changed = asyncio.Event()
+        self._sync_lock = asyncio.Lock()
+        self._tasks: list[asyncio.Task] = []
+        self._exited = asyncio.Event()
+
+    # -- lifecycle ----------------------------------------------------------
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    @property
+    def alive(self) -> bool:
+        return self.state not in ("dead", "stopping", "stopped")
+
+    def _set_state(self, state: str) -> None:
+        if state != self.state:
+            log.info("session %s (pid %s): %s -> %s", self.path.name, self.pid, self.state, state)
+            self.state = state
+
+    def command(self) -> list[str]:
+        # Poly/ML runtime options must come before the word `lsp` (§1.1).
+        heap = ["--maxheap", str(self.max_heap_mb)] if self.max_heap_mb > 0 else []
+        return [self.hol_cmd, *heap, "lsp", "--lsp-check-proofs"]
+
+    async def start(self) -> None:
+        """Spawn the server in the script's directory and complete the handshake."""
+        self._set_state("starting")
+        self.started_at = self.clock()
+        env = dict(os.environ)
+        if self.settings.extra_path:
+            env["PATH"] = os.pathsep.join([*self.settings.extra_path, env.get("PATH", "")])
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                *self.command(),
+                cwd=str(self.path.parent),
+                env=env,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+                limit=1 << 20,
+            )
+        except OSError as err:
+            self._set_state("dead")
+            self.exit_reason = f"could not start {self.hol_cmd}: {err}"
+            raise ServerDied(self.exit_reason) from None
+        log.info("started %s for %s (pid %d)", " ".join(self.command()), self.path, self.proc.pid)
+        self.lsp = LspClient(self.proc.stdout, self.proc.stdin, self._notified)
+        self._tasks = [
+            asyncio.create_task(self.lsp.run(), name=f"lsp-{self.pid}"),
+            asyncio.create_task(self._drain_stderr(), name=f"stderr-{self.pid}"),
+            asyncio.create_task(self._watch(), name=f"watch-{self.pid}"),
+        ]
+        try:
+            await self.lsp.initialize(self.settings.start_timeout_s)
+        except (ServerDied, ServerTimeout) as err:
+            await self.stop()
+            raise ServerDied(
+                f"the HOL server for {self.path.name} did not start: {err}", detail=self.tail()
+            ) from None
+        self._set_state("ready")
+
+    async def _drain_stderr(self) -> None:
+        # The server blocks if nobody reads its stderr (PROTOCOL.md §1.1).
+        assert self.proc and self.proc.stderr
+        while line := await self.proc.stderr.readline():
+            self.stderr_tail.append(line.decode("utf-8", "replace").rstrip("\n"))
+            self.stderr_seen += 1
+
+    async def _watch(self) -> None:
+        assert self.proc
+        code = await self.proc.wait()
+        # Let the readers finish so the stderr tail holds the last words.
+        await asyncio.wait(self._tasks[:2], timeout=1.0)
+        if self.state not in ("stopping", "stopped"):
+            self.exit_reason = f"the HOL server (pid {self.proc.pid}) exited with status {code}"
+            log.warning("%s for %s; stderr tail:\n%s", self.exit_reason, self.path, self.tail(20))
+            self._set_state("dead")
+        else:
+            self._set_state("stopped")
+        self._exited.set()
+        self._wake()
+        self._on_exit(self)
+
+    def stderr_since(self, mark: int) -> str:
+        """What the server wrote to stderr after `stderr_seen` was `mark` (as much as is kept)."""
+        count = min(self.stderr_seen - mark, len(self.stderr_tail))
+        return "\n".join(list(self.stderr_tail)[len(self.stderr_tail) - count:]) if count > 0 else ""
+
+    def tail(self, lines: int = 30) -> str:
+        return "\n".join(list(self.stderr_tail)[-lines:])
+
+    async def stop(self) -> None:
+        """Stop the server: shutdown/exit, close stdin, SIGTERM the group, SIGKILL, reap."""
+        if self.proc is None or self._exited.is_set():
+            self._set_state("stopped" if self.state != "dead" else "dead")
+            return
+        self._set_state("stopping")
+        grace = self.settings.stop_timeout_s
+        if self.lsp is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(grace):
+                    await self.lsp.shutdown(grace)
+        with contextlib.suppress(Exception):
+            self.proc.stdin.close()
+        for sig in (None, signal.SIGTERM, signal.SIGKILL):
+            if sig is not None:
+                self._signal_group(sig)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(grace):
+                    await self._exited.wait()
+                break
+        # Anything the server left in its process group goes too.
+        self._signal_group(signal.SIGKILL)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _signal_group(self, sig: int) -> None:
+        assert self.proc
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            log.info("sending %s to the process group of pid %d", signal.Signals(sig).name, self.proc.pid)
+            os.killpg(self.proc.pid, sig)
+
+    # -- notifications and waiting -----------------------------------------
+
+    def _notified(self, method: str, params: dict) -> None:
+        if method == "$/hol/desync" and params.get("uri") == self.uri:
+            # We only send whole-document changes, so this should never come;
+            # if it does, resend the whole text (PROTOCOL.md §13).
+            asyncio.get_running_loop().create_task(self._resync())
+        if self.file.apply(method, params, self.clock()):
+            if self.state in ("ready", "compiling", "settled"):
+                self._set_state("compiling" if self.file.phase == "compiling" else "settled")
+            self._wake()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def wait_change(self, timeout: float) -> None:
+        """Return when the server says something, dies, or `timeout` passes."""
+        event = self._changed
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(max(0.0, timeout)):
+                await event.wait()
+
+    def check_alive(self) -> None:
+        if self.state == "dead":
+            raise ServerDied(
+                f"the HOL server for {self.path.name} died: {self.exit_reason}. "
+                "The next call starts a new one.",
+                detail=self.tail(),
+            )
+
+    # -- file sync ------------------------------------------------------------
+
+    async def sync(self, data: bytes, text: str) -> None:
+        """Make the server's copy equal `text`: didOpen first, then full-text didChange."""
+        async with self._sync_lock:
+            self.check_alive()
+            if data == self.data:
+                return
+            assert self.lsp is not None
+            if self.data is None:
+                await self._send_open(text)
+            else:
+                spill = script.spilling_proof(self.file.text, text)
+                if spill is not None:
+                    # Make the server see a statement edit at that proof, so it
+                    # re-checks everything below instead of only this proof.
+                    interim = text[: spill.start] + "\n" + text[spill.start:]
+                    await self._send_change(interim)
+                await self._send_change(text)
+            self.data = data
+
+    async def _send_open(self, text: str) -> None:
+        version = 1
+        self.file.sent(version, text, self.clock())
+        await self.lsp.notify(
+            "textDocument/didOpen",
+            {"textDocument": {"uri": self.uri, "languageId": "holscript", "version": version, "text": text}},
+        )
+        self._set_state("compiling")
+
+    async def _send_change(self, text: str) -> None:
+        version = self.file.version + 1
+        self.file.sent(version, text, self.clock())
+        await self.lsp.notify(
+            "textDocument/didChange",
+            {"textDocument": {"uri": self.uri, "version": version}, "contentChanges": [{"text": text}]},
+        )
+        self._set_state("compiling")
+
+    async def _resync(self) -> None:
+        async with self._sync_lock:
+            if self.alive and self.data is not None:
+                log.warning("HOL server for %s reported a desync; resending the whole text", self.path)
+                await self._send_change(self.file.text)
+
+    async def request(self, method: str, params: dict, timeout: float | None = None):
+        self.check_alive()
+        assert self.lsp is not None
+        return await self.lsp.request(method, params, timeout or self.settings.request_timeout_s)
+
+    async def notify(self, method: str, params: dict) -> None:
+        self.check_alive()
+        assert self.lsp is not None
+        await self.lsp.notify(method, params)
+
+    # -- resources ------------------------------------------------------------
+
+    def footprint_mb(self) -> float | None:
+        """Resident plus swapped memory of the server's process group, MB."""
+        if self.proc is None or not self.alive:
+            return None
+        try:
+            root = psutil.Process(self.proc.pid)
+            procs = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return None
+        total = 0
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):
+                info = proc.memory_full_info()
+                total += info.rss + getattr(info, "swap", 0)
+        return total / (1024 * 1024)

@@ -1,0 +1,179 @@
+"""Turn what a server said about a file into the diagnostics answer.
+
+Pure: a `FileState`, the text on disk and the time in, a `DiagnosticsResult`
+out.  The verdict is never OK while anything is unproved, failed, cheated,
+unchecked or still checking, and "could not check" is never "no errors".
+"""
+
+from __future__ import annotations
+
+import re
+
+from holsrv import looping, script
+from holsrv.filestate import FileState, ProofEntry
+from holsrv.positions import Text
+from holsrv.rpc import messages as m
+from holsrv.settings import Settings
+
+_SEVERITY = {1: "error", 2: "warning", 3: "info", 4: "hint"}
+_WORD = re.compile(r"[A-Za-z0-9_']+")
+
+
+def lsp_range(text: Text, rng: dict, encoding: str) -> m.Range:
+    line, col = text.from_lsp(rng.get("start", {}), encoding)
+    end_line, end_col = text.from_lsp(rng.get("end", rng.get("start", {})), encoding)
+    return m.Range(line, col, end_line, end_col)
+
+
+def build(
+    file: FileState,
+    text: str,
+    content_hash: str,
+    encoding: str,
+    now: float,
+    settings: Settings,
+    server: m.ServerNote,
+    footprint_mb: float | None,
+    waited_s: float,
+) -> m.DiagnosticsResult:
+    complete = file.settled(now, settings.quiet_s)
+    lines = Text(file.text or text)
+    proofs = visible_proofs(file, text)
+    tally = tally_of(proofs)
+    diagnostics = sorted(
+        (_diagnostic(lines, d, encoding) for d in file.diagnostics),
+        key=lambda d: (d.range.line, d.range.col),
+    )
+    cheats = [_cheat(text, c) for c in script.cheats(text)]
+    blocked = m.Blocked(**file.blocked) if file.phase == "blocked" and file.blocked else None
+    result = m.DiagnosticsResult(
+        file=str(file.uri.removeprefix("file://")),
+        content_hash=content_hash,
+        verdict="",
+        headline="",
+        complete=complete,
+        tally=tally,
+        proofs=[_proof(file, e, lines, now) for e in proofs],
+        diagnostics=diagnostics,
+        cheats=cheats,
+        server=server,
+        blocked=blocked,
+    )
+    result.warnings = _looping_warnings(file, proofs, now, settings, footprint_mb)
+    if not complete:
+        result.outstanding = _outstanding(file, proofs, now)
+    result.verdict, result.headline = _verdict(result, waited_s)
+    return result
+
+
+def visible_proofs(file: FileState, text: str) -> list[ProofEntry]:
+    """Tally entries, minus those whose theorem no longer appears in the text.
+
+    The census prunes deletions only after the next pass; until then an
+    entry for a deleted theorem would look outstanding forever.
+    """
+    words = set(_WORD.findall(script.blank_comments_and_strings(text)))
+    visible = [e for e in file.proofs.values() if e.name.split("#")[0].split("[")[0] in words]
+    return sorted(visible, key=lambda e: e.line0)
+
+
+def tally_of(proofs: list[ProofEntry]) -> m.Tally:
+    tally = m.Tally()
+    for entry in proofs:
+        bucket = "unchecked" if entry.status == "cheated" else entry.status
+        if hasattr(tally, bucket):
+            setattr(tally, bucket, getattr(tally, bucket) + 1)
+    return tally
+
+
+def _diagnostic(text: Text, diag: dict, encoding: str) -> m.Diagnostic:
+    return m.Diagnostic(
+        range=lsp_range(text, diag.get("range", {}), encoding),
+        severity=_SEVERITY.get(diag.get("severity", 1), "error"),
+        message=str(diag.get("message", "")),
+    )
+
+
+def _cheat(text: str, cheat: script.Cheat) -> m.CheatUse:
+    line, col = script.line_col(text, cheat.offset)
+    return m.CheatUse(theorem=cheat.theorem, line=line, col=col)
+
+
+def _proof(file: FileState, entry: ProofEntry, text: Text, now: float) -> m.Proof:
+    proof = m.Proof(name=entry.name, line=entry.line0 + 1, status=entry.status, detail=entry.detail.strip())
+    if entry.status == "checking":
+        proof.checking_s = round(file.checking_for(entry, now), 1)
+    return proof
+
+
+def _looping_warnings(
+    file: FileState, proofs: list[ProofEntry], now: float, settings: Settings, footprint_mb: float | None
+) -> list[str]:
+    size = f"{footprint_mb / 1024:.1f} GB" if footprint_mb is not None else "unknown"
+    return [
+        f"PROBABLY LOOPING: proof {e.name} (line {e.line0 + 1}) has been checking for "
+        f"{_duration(file.checking_for(e, now))}; server footprint {size}. Cancel it or restart?"
+        for e in proofs
+        if e.status == "checking" and looping.probably_looping(file, e, now, settings)
+    ]
+
+
+def _outstanding(file: FileState, proofs: list[ProofEntry], now: float) -> list[str]:
+    items = []
+    if file.phase == "compiling":
+        items.append(f"the compile of the current text (version {file.version}) has not finished")
+    slowest = f"; the slowest finished proof took {_duration(file.slowest_s)}" if file.slowest_s else ""
+    for entry in proofs:
+        if entry.status == "checking":
+            items.append(
+                f"proof {entry.name} (line {entry.line0 + 1}) checking for "
+                f"{_duration(file.checking_for(entry, now))}{slowest}"
+            )
+    if not items:
+        items.append("the server is still reporting; it should settle within a second or two")
+    return items
+
+
+def _verdict(r: m.DiagnosticsResult, waited_s: float) -> tuple[str, str]:
+    t = r.tally
+    errors = [d for d in r.diagnostics if d.severity == "error"]
+    if r.blocked is not None:
+        return "BLOCKED", (
+            f"BLOCKED: not compiling, cannot load {', '.join(r.blocked.modules)}. "
+            "Build the missing dependency (Holmake), then call retryCompile."
+        )
+    if not r.complete:
+        return "INCOMPLETE", (
+            f"INCOMPLETE after {waited_s:.0f}s: {t.proved} proved, {t.checking} still checking, "
+            f"{t.failed} failed. Nothing was cancelled; call diagnostics again to carry on."
+        )
+    wrong = [p.name for p in r.proofs if p.status in ("failed", "diverged")]
+    if wrong:
+        return "FAILED", f"FAILED: {len(wrong)} of {t.total} proofs failed ({', '.join(wrong)})" + _and_errors(errors)
+    if errors:
+        return "ERRORS", f"ERRORS: {len(errors)} compile error{'s' * (len(errors) != 1)}"
+    if r.cheats:
+        owners = sorted({c.theorem or "top level" for c in r.cheats})
+        return "CHEATS", f"CHEATS: {len(owners)} proof{'s' * (len(owners) != 1)} use cheat ({', '.join(owners)})"
+    unchecked = [p.name for p in r.proofs if p.status == "cheated"]
+    if unchecked:
+        return "UNCHECKED", (
+            f"UNCHECKED: {len(unchecked)} proofs were not checked by the server ({', '.join(unchecked)}); "
+            "edit the file or restart its server to check them"
+        )
+    warnings = len(r.diagnostics)
+    extra = f" ({warnings} warning{'s' * (warnings != 1)})" if warnings else ""
+    return "OK", f"OK: all {t.total} proofs proved, no errors{extra}"
+
+
+def _and_errors(errors: list[m.Diagnostic]) -> str:
+    proof_errors = [e for e in errors if not e.message.startswith("proof failed")]
+    return f", and {len(proof_errors)} compile errors" if proof_errors else ""
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f}s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
