@@ -18,8 +18,14 @@ from holsrv import __version__
 from holsrv.errors import HolsrvError
 from holsrv.rpc import client, messages
 
-# Servers can take a minute to start, so calls without their own wait get this.
-DEFAULT_TIMEOUT_S = 120.0
+# The daemon may have to start a HOL server (a minute or more) before a
+# request's own wait even begins, so every reply timeout allows for that.
+SERVER_START_S = 90.0
+
+
+def reply_timeout(own_wait: float = 0.0) -> float:
+    """How long to wait for a reply: the request's own wait, a server start, and a margin."""
+    return own_wait + SERVER_START_S + client.REPLY_MARGIN_S
 
 EXIT_CODES = """\b
 Exit codes:
@@ -146,7 +152,7 @@ def cli(ctx: click.Context, socket: Path | None, no_start: bool) -> None:
 
 def _with_wait(request_type, wait: float | None, **fields):
     request = request_type(**fields) if wait is None else request_type(wait=wait, **fields)
-    return request, request.wait + client.REPLY_MARGIN_S
+    return request, reply_timeout(request.wait)
 
 
 @cli.command("diagnostics", epilog=EXIT_CODES)
@@ -180,7 +186,7 @@ def _position_command(name: str, request_type, summary: str) -> None:
     @json_option
     @click.pass_obj
     def command(target: Target, file: str, line: int, col: int, as_json: bool) -> None:
-        target.ask(request_type(file=absolute(file), line=line, col=col), DEFAULT_TIMEOUT_S, as_json)
+        target.ask(request_type(file=absolute(file), line=line, col=col), reply_timeout(), as_json)
 
     command.__doc__ = summary
     cli.command(name, epilog=EXIT_CODES)(command)
@@ -198,7 +204,7 @@ _position_command("completion", messages.Completion, "Print completions for the 
 @click.pass_obj
 def document_symbol(target: Target, file: str, as_json: bool) -> None:
     """Print an outline of FILE: its theorems, definitions and values."""
-    target.ask(messages.DocumentSymbol(file=absolute(file)), DEFAULT_TIMEOUT_S, as_json)
+    target.ask(messages.DocumentSymbol(file=absolute(file)), reply_timeout(), as_json)
 
 
 @cli.command("workspaceSymbol", epilog=EXIT_CODES)
@@ -208,7 +214,7 @@ def document_symbol(target: Target, file: str, as_json: bool) -> None:
 @click.pass_obj
 def workspace_symbol(target: Target, file: str, query: str, as_json: bool) -> None:
     """Search the theorems and constants FILE can see for names matching QUERY."""
-    target.ask(messages.WorkspaceSymbol(file=absolute(file), query=query), DEFAULT_TIMEOUT_S, as_json)
+    target.ask(messages.WorkspaceSymbol(file=absolute(file), query=query), reply_timeout(), as_json)
 
 
 @cli.command("eval", epilog=EXIT_CODES)
@@ -228,7 +234,7 @@ def eval_(target: Target, file: str, code: str, timeout: float | None, as_json: 
         code = click.get_text_stream("stdin").read()
     fields = dict(file=absolute(file), code=code)
     request = messages.Eval(**fields) if timeout is None else messages.Eval(timeout=timeout, **fields)
-    target.ask(request, request.timeout + client.REPLY_MARGIN_S, as_json)
+    target.ask(request, reply_timeout(request.timeout), as_json)
 
 
 @cli.command("retryCompile", epilog=EXIT_CODES)
@@ -237,7 +243,7 @@ def eval_(target: Target, file: str, code: str, timeout: float | None, as_json: 
 @click.pass_obj
 def retry_compile(target: Target, file: str, as_json: bool) -> None:
     """Compile FILE again after its blocked dependencies were fixed."""
-    target.ask(messages.RetryCompile(file=absolute(file)), DEFAULT_TIMEOUT_S, as_json)
+    target.ask(messages.RetryCompile(file=absolute(file)), reply_timeout(), as_json)
 
 
 @cli.command("restart", epilog=EXIT_CODES)
@@ -252,7 +258,7 @@ def retry_compile(target: Target, file: str, as_json: bool) -> None:
 @click.pass_obj
 def restart(target: Target, file: str, max_heap_mb: int | None, as_json: bool) -> None:
     """Stop FILE's HOL server and start a fresh one."""
-    target.ask(messages.Restart(file=absolute(file), max_heap_mb=max_heap_mb), DEFAULT_TIMEOUT_S, as_json)
+    target.ask(messages.Restart(file=absolute(file), max_heap_mb=max_heap_mb), reply_timeout(), as_json)
 
 
 @cli.command("status", epilog=EXIT_CODES)
@@ -260,7 +266,7 @@ def restart(target: Target, file: str, max_heap_mb: int | None, as_json: bool) -
 @click.pass_obj
 def status(target: Target, as_json: bool) -> None:
     """Print the daemon and every HOL server it runs."""
-    target.ask(messages.Status(), DEFAULT_TIMEOUT_S, as_json)
+    target.ask(messages.Status(), reply_timeout(), as_json)
 
 
 @cli.command("shutdown", epilog=EXIT_CODES)
@@ -269,7 +275,7 @@ def status(target: Target, as_json: bool) -> None:
 def shutdown(target: Target, as_json: bool) -> None:
     """Stop every HOL server and the daemon. Never starts a daemon."""
     # Starting a daemon only to stop it would be silly.
-    Target(target.socket, autostart=False).ask(messages.Shutdown(), DEFAULT_TIMEOUT_S, as_json)
+    Target(target.socket, autostart=False).ask(messages.Shutdown(), reply_timeout(), as_json)
 
 
 def main() -> None:

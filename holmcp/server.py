@@ -28,8 +28,9 @@ from holsrv import __version__
 from holsrv.errors import HolsrvError
 from holsrv.rpc import client, messages
 
-# Calls without a wait of their own: a server can take a minute to start.
-DEFAULT_TIMEOUT_S = 120.0
+# The daemon may have to start a HOL server (a minute or more) before a
+# request's own wait even begins, so every reply timeout allows for that.
+SERVER_START_S = 90.0
 
 INSTRUCTIONS = """\
 Tools for HOL4 proof scripts (*Script.sml), answered by warm HOL language servers
@@ -99,7 +100,7 @@ class Tools:
         LOOPING warning); for BLOCKED, fix the dependency, then retryCompile.
         """
         request = messages.Diagnostics(file=self._path(file), wait=wait)
-        return await self._ask(request, wait + client.REPLY_MARGIN_S)
+        return await self._ask(request, wait)
 
     async def goalState(
         self,
@@ -127,7 +128,7 @@ class Tools:
         again. "no goals" means the proof is finished at that point.
         """
         request = messages.GoalState(file=self._path(file), line=line, col=col, wait=wait)
-        return await self._ask(request, wait + client.REPLY_MARGIN_S)
+        return await self._ask(request, wait)
 
     async def hover(self, file: File, line: Line, col: Col) -> CallToolResult:
         """Show what HOL knows about the name at a position: a term's type, a
@@ -214,7 +215,7 @@ class Tools:
         times out the answer says so; use restart if the server stays stuck.
         """
         request = messages.Eval(file=self._path(file), code=code, timeout=timeout)
-        return await self._ask(request, timeout + client.REPLY_MARGIN_S)
+        return await self._ask(request, timeout)
 
     async def retryCompile(self, file: File) -> CallToolResult:
         """Compile a script again after fixing a theory it depends on (a
@@ -255,10 +256,10 @@ class Tools:
         """
         return await self._ask(messages.Status())
 
-    async def _ask(self, request: messages.Request, timeout: float = DEFAULT_TIMEOUT_S) -> CallToolResult:
+    async def _ask(self, request: messages.Request, own_wait: float = 0.0) -> CallToolResult:
         # The client helper blocks; abandoning its thread on cancel lets a
         # cancelled tool call return at once while the socket timeout bounds it.
-        call = partial(self._call, request, timeout)
+        call = partial(self._call, request, own_wait + SERVER_START_S + client.REPLY_MARGIN_S)
         reply = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
         return CallToolResult(
             content=[TextContent(type="text", text=render(reply))],
