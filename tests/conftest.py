@@ -1,0 +1,190 @@
+"""Shared fixtures: the fake HOL server, scripts on disk, and a daemon in a thread.
+
+The daemon fixture runs the real `Daemon` on a real Unix socket, in a thread
+with its own uvloop event loop, so tests talk to it exactly as holctl and
+holmcp do.  Its HOL servers are the fake (`tests/fake_hol/fake_hol_lsp.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import uvloop
+
+from holsrv.daemon import Daemon
+from holsrv.rpc import client as rpc_client
+from holsrv.settings import Settings
+
+FAKE_HOL = Path(__file__).parent / "fake_hol" / "fake_hol_lsp.py"
+START_DEADLINE_S = 20.0
+
+# A script in the shape of PROTOCOL.md's running example: two good proofs.
+GOOD_SCRIPT = """\
+Theory demo
+Ancestors arithmetic
+
+Theorem add0:
+  !n:num. n + 0 = n
+Proof
+  gen_tac >> simp[]
+QED
+
+Theorem conj_comm:
+  !p q. p /\\ q ==> q /\\ p
+Proof
+  rpt strip_tac >> simp[]
+QED
+"""
+
+
+def pytest_asyncio_loop_factories(config, item):
+    """Every async test runs on both loops the daemon may use."""
+    return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
+
+
+@pytest.fixture
+def short_tmp():
+    """A short temporary directory: Unix socket paths are limited to ~100 bytes."""
+    path = Path(tempfile.mkdtemp(prefix="hs-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def write_script(tmp_path):
+    """`write_script(text, name="demoScript.sml", dir=None) -> Path`."""
+
+    def write(text: str, name: str = "demoScript.sml", dir: Path | None = None) -> Path:
+        path = (dir or tmp_path) / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    return write
+
+
+def fake_settings(socket: Path, **overrides) -> Settings:
+    """Settings for a daemon under test: the fake HOL and short waits."""
+    values = dict(
+        socket=socket,
+        hol_bin=str(FAKE_HOL),
+        quiet_s=0.3,
+        start_timeout_s=20.0,
+        request_timeout_s=20.0,
+        stop_timeout_s=2.0,
+        memory_sample_s=0.2,
+        restart_backoff_s=0.5,
+        max_servers=4,
+        max_heap_mb=2048,
+    )
+    values.update(overrides)
+    return Settings(**values)
+
+
+
+@dataclass
+class RunningDaemon:
+    """A daemon serving in a background thread."""
+
+    socket: Path
+    settings: Settings
+    daemon: Daemon
+    loop: asyncio.AbstractEventLoop
+    thread: threading.Thread
+    clients: list = field(default_factory=list)
+
+    def client(self, name: str = "test") -> rpc_client.Client:
+        client = rpc_client.connect(self.socket, name=name, autostart=False)
+        self.clients.append(client)
+        return client
+
+    def call(self, request, timeout: float = 60.0, name: str = "test"):
+        """One request on a fresh connection, as holctl makes it."""
+        with rpc_client.connect(self.socket, name=name, autostart=False) as client:
+            return client.call(request, timeout)
+
+    def run(self, coro, timeout: float = 30.0):
+        """Run `coro` on the daemon's loop and return its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def stop(self) -> None:
+        for client in self.clients:
+            client.close()
+        if self.thread.is_alive():
+            self.loop.call_soon_threadsafe(self.daemon.stopping.set)
+            self.thread.join(30)
+
+
+@pytest.fixture
+def daemon_factory(short_tmp):
+    running: list[RunningDaemon] = []
+
+    def make(**overrides) -> RunningDaemon:
+        settings = fake_settings(short_tmp / f"d{len(running)}.sock", **overrides)
+        daemon = _start_in_thread(settings)
+        running.append(daemon)
+        return daemon
+
+    yield make
+    for daemon in running:
+        daemon.stop()
+
+
+@pytest.fixture
+def daemon(daemon_factory) -> RunningDaemon:
+    return daemon_factory()
+
+
+def _start_in_thread(settings: Settings) -> RunningDaemon:
+    ready = threading.Event()
+    box: dict = {}
+
+    def serve() -> None:
+        loop = uvloop.new_event_loop()
+        asyncio.set_event_loop(loop)
+        daemon = Daemon(settings)
+        box.update(loop=loop, daemon=daemon)
+
+        async def main() -> None:
+            try:
+                await daemon.start()
+            except BaseException as err:
+                box["error"] = err
+                ready.set()
+                return
+            ready.set()
+            await daemon.stopping.wait()
+            await daemon.close()
+
+        try:
+            loop.run_until_complete(main())
+        finally:
+            loop.close()
+
+    thread = threading.Thread(target=serve, name="holsrv-test-daemon", daemon=True)
+    thread.start()
+    if not ready.wait(START_DEADLINE_S):
+        raise RuntimeError("the test daemon did not start")
+    if "error" in box:
+        raise box["error"]
+    return RunningDaemon(settings.socket, settings, box["daemon"], box["loop"], thread)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers kill(0); it is dead for our purposes.
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False

@@ -1,0 +1,41 @@
+import pytest
+
+from holsrv.errors import PositionOutOfRange
+from holsrv.positions import Text
+
+LINE = "  ∀x. x ⇒ ‘a’ ∧ 𝔸"
+
+
+def test_columns_count_characters_and_convert_to_utf8_bytes():
+    text = Text("first\n" + LINE + "\n")
+    col = LINE.index("x ⇒") + 1
+    assert text.to_lsp(2, col, "utf-8") == {"line": 1, "character": len(LINE[: col - 1].encode())}
+
+
+def test_columns_convert_to_utf16_units_including_astral_characters():
+    text = Text(LINE)
+    end = len(LINE) + 1
+    # 𝔸 is one character but two UTF-16 units.
+    assert text.to_lsp(1, end, "utf-16")["character"] == len(LINE) + 1
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16"])
+def test_round_trip_every_column(encoding):
+    text = Text(LINE)
+    for col in range(1, len(LINE) + 2):
+        assert text.from_lsp(text.to_lsp(1, col, encoding), encoding) == (1, col)
+
+
+def test_line_past_the_end_is_a_clear_error():
+    with pytest.raises(PositionOutOfRange, match="line 5 is out of range: the file has 2 lines"):
+        Text("a\nb").to_lsp(5, 1, "utf-8")
+
+
+def test_column_past_the_end_of_the_line_is_a_clear_error():
+    with pytest.raises(PositionOutOfRange, match="column 9 is out of range: line 1 has 3 characters"):
+        Text("abc").to_lsp(1, 9, "utf-8")
+
+
+def test_zero_is_not_a_position():
+    with pytest.raises(PositionOutOfRange):
+        Text("abc").to_lsp(0, 1, "utf-8")

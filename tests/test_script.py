@@ -1,0 +1,68 @@
+from holsrv import script
+
+TWO = """\
+Theory t
+
+Theorem one:
+  T
+Proof
+  simp[]
+QED
+
+Theorem two:
+  T
+Proof
+  simp[]
+QED
+"""
+
+
+def test_cheat_scan_finds_whole_words_with_their_theorem():
+    text = TWO.replace("  simp[]\nQED\n\nTheorem two", "  cheat\nQED\n\nTheorem two")
+    found = script.cheats(text)
+    assert [(c.theorem, script.line_col(text, c.offset)) for c in found] == [("one", (6, 3))]
+
+
+def test_cheat_scan_skips_nested_comments_and_strings():
+    text = TWO.replace(
+        "  simp[]\nQED\n\nTheorem two",
+        '  (* not (* a *) cheat *) simp[] >> print "cheat" \nQED\n\nTheorem two',
+    )
+    assert script.cheats(text) == []
+
+
+def test_cheat_scan_ignores_words_that_merely_contain_cheat():
+    text = TWO.replace("simp[]\nQED\n\nTheorem two", "cheat_tac >> cheater\nQED\n\nTheorem two")
+    assert script.cheats(text) == []
+
+
+def test_cheat_outside_any_theorem_has_no_owner():
+    found = script.cheats('val th = prove(``T``, cheat);\n')
+    assert [c.theorem for c in found] == [""]
+
+
+def test_proof_blocks_span_proof_keyword_to_qed():
+    blocks = script.proof_blocks(TWO)
+    assert [b.name for b in blocks] == ["one", "two"]
+    one = blocks[0]
+    assert TWO[one.start:].startswith("Theorem one")
+    assert TWO[one.body_start - len("Proof"):one.body_start] == "Proof"
+    assert TWO[one.body_end:].startswith("QED")
+
+
+def test_resume_block_is_named_with_its_label():
+    text = "Resume foo[bar]:\n  simp[]\nQED\n"
+    assert [b.name for b in script.proof_blocks(text)] == ["foo[bar]"]
+
+
+def test_edit_inside_one_body_does_not_spill():
+    new = TWO.replace("Proof\n  simp[]\nQED\n\nTheorem two", "Proof\n  rw[]\nQED\n\nTheorem two")
+    assert script.spilling_proof(TWO, new) is None
+
+
+def test_edit_from_one_body_past_its_qed_spills():
+    start = TWO.index("  simp[]")
+    end = TWO.index("Proof", TWO.index("Theorem two"))
+    new = TWO[:start] + "  rw[]\nQED\n\nTheorem two:\n  F\n" + TWO[end:]
+    spill = script.spilling_proof(TWO, new)
+    assert spill is not None and spill.name == "one"
