@@ -15,7 +15,7 @@ import msgspec
 
 from holctl.render import render
 from holsrv import __version__
-from holsrv.errors import HolsrvError
+from holsrv.errors import DaemonUnreachable, HolsrvError
 from holsrv.rpc import client, messages
 
 # The daemon may have to start a HOL server (a minute or more) before a
@@ -97,9 +97,9 @@ class Target:
         except OSError as err:
             # Making the socket directory or the lock file can fail before any
             # daemon is involved; that is still "cannot reach the daemon".
-            raise Unreachable(HolsrvError(str(err))) from None
+            raise Unreachable(DaemonUnreachable(str(err))) from None
         if as_json:
-            click.echo(msgspec.json.format(msgspec.json.encode(reply), indent=2))
+            click.echo(msgspec.json.format(msgspec.json.encode(reply), indent=2).decode())
         else:
             click.echo(render(reply))
 
