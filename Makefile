@@ -1,0 +1,34 @@
+# `make test` from a fresh clone creates .venv, installs the project with its
+# test extra, and runs the suite; `make run SCRIPT=…` does the same for the
+# main job.  Both are what the README and .ci/run use.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install test lint bench run clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/pip install --quiet ruff
+	$(BIN)/ruff check holsrv holctl holmcp tests bench
+
+bench: $(STAMP)
+	$(BIN)/python bench/warm_vs_cold.py
+
+# make run SCRIPT=path/to/fooScript.sml — diagnostics through the daemon
+run: $(STAMP)
+	$(BIN)/holctl diagnostics $(SCRIPT)
+
+clean:
+	rm -rf $(VENV) build *.egg-info
