@@ -1,0 +1,228 @@
+"""The daemon over its real socket: the vertical slice and bad input."""
+
+from __future__ import annotations
+
+import socket
+import stat
+import threading
+
+import msgspec
+import pytest
+
+from conftest import GOOD_SCRIPT
+from holsrv import errors
+from holsrv.rpc import framing
+from holsrv.rpc import messages as m
+
+FAILING = GOOD_SCRIPT + """
+Theorem bad:
+  1 = 2
+Proof
+  FAIL_TAC "no way"
+QED
+"""
+
+
+def test_diagnostics_on_a_good_script_is_ok_with_a_full_tally(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    result = daemon.call(m.Diagnostics(str(path), wait=20))
+    assert result.verdict == "OK", result.headline
+    assert result.complete
+    assert (result.tally.proved, result.tally.total) == (2, 2)
+    assert result.diagnostics == []
+    assert result.server.start == "started"
+
+
+def test_failed_proof_is_a_result_with_the_failure_at_the_failing_step(daemon, write_script):
+    path = write_script(FAILING)
+    result = daemon.call(m.Diagnostics(str(path), wait=20))
+    assert result.verdict == "FAILED"
+    assert "bad" in result.headline
+    assert (result.tally.proved, result.tally.failed) == (2, 1)
+    [diag] = result.diagnostics
+    line_of_tactic = FAILING.split("\n").index('  FAIL_TAC "no way"') + 1
+    assert (diag.range.line, diag.range.col, diag.severity) == (line_of_tactic, 3, "error")
+    assert "no way" in diag.message
+
+
+def test_goal_state_inside_a_proof_shows_the_goals_after_the_steps_before_it(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    lines = GOOD_SCRIPT.split("\n")
+    tactic_line = lines.index("  gen_tac >> simp[]") + 1
+    first = daemon.call(m.GoalState(str(path), tactic_line, 3))
+    assert first.state == "ok" and first.theorem == "add0" and first.step == 0
+    assert [g.goal for g in first.goals] == ["∀n. n + 0 = n"]
+    after_gen = daemon.call(m.GoalState(str(path), tactic_line, lines[tactic_line - 1].index("simp") + 1))
+    assert after_gen.step == 1
+    assert [g.goal for g in after_gen.goals] == ["n + 0 = n"]
+
+
+def test_goal_state_outside_a_proof_says_so_and_names_the_nearest_proof(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    result = daemon.call(m.GoalState(str(path), 4, 3))
+    assert result.state == "not_in_proof"
+    assert "not inside a Proof" in result.message and "add0" in result.message
+
+
+def test_positions_count_characters_on_lines_full_of_unicode(daemon, write_script):
+    text = GOOD_SCRIPT.replace("gen_tac >> simp[]", "(* ∀ ⇒ ‘’ *) gen_tac >> simp[]")
+    path = write_script(text)
+    line = text.split("\n").index("  (* ∀ ⇒ ‘’ *) gen_tac >> simp[]") + 1
+    col = "  (* ∀ ⇒ ‘’ *) gen_tac >> simp[]".index("simp") + 1
+    result = daemon.call(m.GoalState(str(path), line, col))
+    assert (result.state, result.step) == ("ok", 1)
+
+
+@pytest.mark.parametrize(
+    ("make", "code"),
+    [
+        (lambda d: str(d / "missingScript.sml"), "file_not_found"),
+        (lambda d: str(d), "not_a_file"),
+        (lambda d: _write_bytes(d / "latinScript.sml", b"Theory latin\n(* caf\xe9 *)\n"), "not_utf8"),
+    ],
+    ids=["missing", "directory", "not-utf8"],
+)
+def test_bad_files_get_a_coded_error_and_start_no_server(daemon, tmp_path, make, code):
+    with pytest.raises(errors.HolsrvError) as caught:
+        daemon.call(m.Diagnostics(make(tmp_path), wait=1))
+    assert caught.value.code == code
+    assert daemon.call(m.Status()).sessions == []
+
+
+def test_position_past_the_end_is_a_clear_error(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    with pytest.raises(errors.PositionOutOfRange, match="out of range"):
+        daemon.call(m.GoalState(str(path), 500, 1))
+    with pytest.raises(errors.PositionOutOfRange, match="column 99"):
+        daemon.call(m.GoalState(str(path), 1, 99))
+
+
+def test_relative_paths_are_refused_with_advice(daemon):
+    with pytest.raises(errors.BadRequest, match="absolute"):
+        daemon.call(m.Diagnostics("demoScript.sml"))
+
+
+def test_hol_server_outlives_a_killed_client_and_answers_the_next_call(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    client = daemon.client("doomed")
+    client.call(m.Diagnostics(str(path), wait=20), 30)
+    [before] = daemon.call(m.Status()).sessions
+    client._sock.shutdown(socket.SHUT_RDWR)  # as if the client process died
+    client.close()
+    again = daemon.call(m.Diagnostics(str(path), wait=20))
+    [after] = daemon.call(m.Status()).sessions
+    assert after.pid == before.pid
+    assert again.server.start == "warm" and again.server.pid == before.pid
+
+
+def test_two_clients_on_one_file_share_one_server_and_do_not_queue(daemon, write_script):
+    path = write_script(GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", "LOOP_TAC"))
+    slow: dict = {}
+
+    def wait_long() -> None:
+        slow["result"] = daemon.call(m.Diagnostics(str(path), wait=6), name="agent-1")
+
+    waiter = threading.Thread(target=wait_long)
+    waiter.start()
+    quick = daemon.call(m.Diagnostics(str(path), wait=0.5), name="agent-2")
+    assert waiter.is_alive(), "the quick call queued behind the slow one"
+    waiter.join(30)
+    assert quick.verdict == "INCOMPLETE" and slow["result"].verdict == "INCOMPLETE"
+    assert quick.server.pid == slow["result"].server.pid
+    [session] = daemon.call(m.Status()).sessions
+    assert session.clients == ["agent-1", "agent-2"]
+
+
+def test_incomplete_answer_says_what_is_outstanding_and_cancels_nothing(daemon, write_script):
+    path = write_script(GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", "SLOW_TAC 1500 >> simp[]"))
+    first = daemon.call(m.Diagnostics(str(path), wait=0.3))
+    assert first.verdict == "INCOMPLETE" and not first.complete
+    assert any("conj_comm" in item for item in first.outstanding) or first.outstanding
+    second = daemon.call(m.Diagnostics(str(path), wait=20))
+    assert second.verdict == "OK" and second.server.pid == first.server.pid
+
+
+def test_an_edit_on_disk_is_picked_up_by_the_next_call(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    assert daemon.call(m.Diagnostics(str(path), wait=20)).verdict == "OK"
+    path.write_text(FAILING, encoding="utf-8")
+    after = daemon.call(m.Diagnostics(str(path), wait=20))
+    assert after.verdict == "FAILED" and after.server.start == "warm"
+
+
+def test_protocol_mismatch_names_both_versions_and_the_fix(daemon):
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(10)
+        sock.connect(str(daemon.socket))
+        sock.sendall(framing.encode(m.Hello(protocol=99, client="future-client")))
+        reply = framing.decode(framing.reply_decoder, framing.recv_body(sock))
+    assert isinstance(reply, m.ErrorReply) and reply.code == "protocol_mismatch"
+    assert "99" in reply.message and str(m.PROTOCOL_VERSION) in reply.message
+    assert "Restart the daemon" in reply.message
+
+
+def test_garbage_frames_get_an_error_and_the_daemon_keeps_serving(daemon):
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(10)
+        sock.connect(str(daemon.socket))
+        sock.sendall(b"\x00\x00\x00\x05hello")
+        reply = framing.decode(framing.reply_decoder, framing.recv_body(sock))
+    assert isinstance(reply, m.ErrorReply) and reply.code == "bad_frame"
+    with socket.socket(socket.AF_UNIX) as sock:  # a huge length prefix
+        sock.settimeout(10)
+        sock.connect(str(daemon.socket))
+        sock.sendall(b"\xff\xff\xff\xff")
+        reply = framing.decode(framing.reply_decoder, framing.recv_body(sock))
+    assert reply.code == "bad_frame"
+    assert daemon.call(m.Status()).pid > 0
+
+
+def test_unknown_request_after_hello_is_refused_and_the_connection_survives(daemon):
+    client = daemon.client()
+    client._sock.sendall(_raw_frame({"op": "frobnicate"}))
+    reply = framing.decode(framing.reply_decoder, framing.recv_body(client._sock))
+    assert reply.code == "bad_frame"
+    assert isinstance(client.call(m.Status(), 10), m.StatusResult)
+
+
+def test_socket_is_private_to_its_owner(daemon):
+    assert stat.S_IMODE(daemon.socket.stat().st_mode) == 0o600
+    assert stat.S_IMODE(daemon.socket.parent.stat().st_mode) == 0o700
+
+
+def test_a_second_daemon_refuses_to_start_over_a_live_one(daemon, daemon_factory):
+    from conftest import _start_in_thread
+
+    with pytest.raises(errors.HolsrvError, match="already listening"):
+        _start_in_thread(daemon.settings)
+
+
+def test_a_stale_socket_file_is_replaced(short_tmp, daemon_factory):
+    stale = short_tmp / "d0.sock"
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(stale))  # bound, never listening: nobody answers
+    running = daemon_factory()
+    assert running.socket == stale
+    assert isinstance(running.call(m.Status()), m.StatusResult)
+
+
+def test_shutdown_stops_every_hol_server_and_removes_the_socket(daemon, write_script):
+    from conftest import pid_alive
+
+    path = write_script(GOOD_SCRIPT)
+    pid = daemon.call(m.Diagnostics(str(path), wait=20)).server.pid
+    daemon.call(m.Shutdown())
+    daemon.thread.join(30)
+    assert not daemon.thread.is_alive()
+    assert not daemon.socket.exists()
+    assert not pid_alive(pid)
+
+
+def _write_bytes(path, data: bytes) -> str:
+    path.write_bytes(data)
+    return str(path)
+
+
+def _raw_frame(obj) -> bytes:
+    body = msgspec.msgpack.encode(obj)
+    return len(body).to_bytes(4, "big") + body
