@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pytest
 from click.testing import CliRunner
 
 from holctl.cli import cli, failure_for
 from holsrv.errors import error_for_code
+from holsrv.rpc.messages import DiagnosticsResult
 
 
 def run(*args: str, stdin: str | None = None):
@@ -73,3 +75,98 @@ def test_an_error_with_detail_prints_code_message_and_the_detail_indented(capsys
         "    Fatal error",
         "    heap exhausted",
     ]
+
+
+# -- against a daemon with the fake HOL server ----------------------------------
+
+SCRIPT = """\
+Theory demo
+Ancestors arithmetic
+
+Theorem add0:
+  !n:num. n + 0 = n
+Proof
+  gen_tac >> simp[]
+QED
+
+Theorem wrong:
+  !p q. p /\\ q ==> q
+Proof
+  rpt strip_tac >> FAIL_TAC "nope"
+QED
+"""
+
+
+def ask(daemon, *args: str):
+    return run("--socket", str(daemon.socket), "--no-start", *args)
+
+
+def test_diagnostics_of_a_failed_proof_is_an_answer_with_exit_0(daemon, write_script):
+    path = write_script(SCRIPT)
+    result = ask(daemon, "diagnostics", str(path), "--wait", "20")
+    assert result.exit_code == 0, result.stderr
+    out = result.stdout.splitlines()
+    assert out[0].startswith("FAILED: 1 of 2 proofs failed (wrong)")
+    assert out[1] == "proofs: 1 proved, 1 failed (2 total)"
+    assert any(line.startswith("  line 10  wrong  failed") for line in out)
+    assert out[-2].startswith("(content ")
+    assert out[-1].startswith("started a new HOL server (pid ")
+
+
+def test_diagnostics_json_is_the_reply_struct_about_the_absolute_path(daemon, write_script, monkeypatch):
+    path = write_script(SCRIPT.replace('FAIL_TAC "nope"', "simp[]"))
+    monkeypatch.chdir(path.parent)
+    result = ask(daemon, "diagnostics", path.name, "--wait", "20", "--json")
+    assert result.exit_code == 0, result.stderr
+    reply = msgspec.json.decode(result.stdout, type=DiagnosticsResult)
+    assert reply.file == str(path)
+    assert (reply.verdict, reply.tally.proved, reply.tally.failed) == ("OK", 2, 0)
+
+
+def test_goal_state_inside_a_proof_prints_the_theorem_and_its_goal(daemon, write_script):
+    path = write_script(SCRIPT)
+    result = ask(daemon, "goalState", str(path), "7", "3", "--wait", "20")
+    assert result.exit_code == 0, result.stderr
+    out = result.stdout.splitlines()
+    assert out[0].startswith("theorem add0, step ")
+    assert "goal 1 of 1:" in out
+
+
+def test_goal_state_outside_a_proof_says_so_and_exits_0(daemon, write_script):
+    path = write_script(SCRIPT)
+    result = ask(daemon, "goalState", str(path), "1", "1", "--wait", "20")
+    assert result.exit_code == 0, result.stderr
+    assert "Proof" in result.stdout.splitlines()[0]
+
+
+def test_a_missing_file_exits_3_naming_the_absolute_path(daemon, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = ask(daemon, "diagnostics", "missingScript.sml")
+    assert result.exit_code == 3
+    assert result.stderr.startswith("holctl: file_not_found: ")
+    assert str(tmp_path / "missingScript.sml") in result.stderr
+
+
+def test_a_line_past_the_end_exits_3(daemon, write_script):
+    path = write_script(SCRIPT)
+    result = ask(daemon, "hover", str(path), "500", "1")
+    assert result.exit_code == 3
+    assert result.stderr.startswith("holctl: position_out_of_range: ")
+
+
+def test_status_lists_the_server_a_call_started(daemon, write_script):
+    path = write_script(SCRIPT)
+    assert ask(daemon, "diagnostics", str(path), "--wait", "20").exit_code == 0
+    result = ask(daemon, "status")
+    assert result.exit_code == 0, result.stderr
+    assert "servers: 1 of 4" in result.stdout
+    row = next(line for line in result.stdout.splitlines() if line.startswith(str(path)))
+    assert "1/2 proved, 1 failed" in row
+
+
+def test_a_socket_directory_that_cannot_be_made_is_daemon_unreachable(tmp_path: Path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = run("--socket", str(blocker / "sub" / "holsrv.sock"), "status")
+    assert result.exit_code == 5
+    assert result.stderr.startswith("holctl: daemon_unreachable: ")

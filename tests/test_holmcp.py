@@ -93,3 +93,73 @@ async def test_a_position_before_the_first_column_is_rejected_before_reaching_th
     assert result.is_error
     assert "col" in result.content[0].text
     assert "daemon_unreachable" not in result.content[0].text
+
+
+# -- against a daemon with the fake HOL server ----------------------------------
+
+SCRIPT = """\
+Theory demo
+Ancestors arithmetic
+
+Theorem add0:
+  !n:num. n + 0 = n
+Proof
+  gen_tac >> simp[]
+QED
+
+Theorem wrong:
+  !p q. p /\\ q ==> q
+Proof
+  rpt strip_tac >> FAIL_TAC "nope"
+QED
+"""
+
+
+@pytest.mark.asyncio
+async def test_diagnostics_returns_the_verdict_as_structured_content_and_text(daemon, write_script):
+    path = write_script(SCRIPT)
+    # A relative path is taken from the directory holmcp was started in.
+    server = build_server(daemon.socket, path.parent, autostart=False)
+    async with Client(server) as client:
+        result = await client.call_tool("diagnostics", {"file": path.name, "wait": 20})
+    assert not result.is_error, result.content
+    data = result.structured_content
+    assert (data["file"], data["verdict"]) == (str(path), "FAILED")
+    assert data["tally"] == {"proved": 1, "failed": 1}
+    text = result.content[0].text.splitlines()
+    assert text[0] == data["headline"]
+    assert text[1] == "proofs: 1 proved, 1 failed (2 total)"
+
+
+@pytest.mark.asyncio
+async def test_goal_state_returns_the_goals_inside_a_proof(daemon, write_script):
+    path = write_script(SCRIPT)
+    server = build_server(daemon.socket, path.parent, autostart=False)
+    async with Client(server) as client:
+        result = await client.call_tool("goalState", {"file": str(path), "line": 7, "col": 3, "wait": 20})
+    assert not result.is_error, result.content
+    data = result.structured_content
+    assert (data["state"], data["theorem"]) == ("ok", "add0")
+    assert len(data["goals"]) == 1
+    assert result.content[0].text.startswith("theorem add0, step ")
+
+
+@pytest.mark.asyncio
+async def test_a_missing_file_is_a_tool_error_with_the_daemons_code(daemon, tmp_path):
+    server = build_server(daemon.socket, tmp_path, autostart=False)
+    async with Client(server) as client:
+        result = await client.call_tool("diagnostics", {"file": "missingScript.sml"})
+    assert result.is_error
+    assert "file_not_found: " in result.content[0].text
+    assert str(tmp_path / "missingScript.sml") in result.content[0].text
+
+
+@pytest.mark.asyncio
+async def test_status_lists_the_server_an_earlier_call_started(daemon, write_script):
+    path = write_script(SCRIPT)
+    server = build_server(daemon.socket, path.parent, autostart=False)
+    async with Client(server) as client:
+        await client.call_tool("diagnostics", {"file": str(path), "wait": 20})
+        result = await client.call_tool("status", {})
+    assert not result.is_error, result.content
+    assert [s["file"] for s in result.structured_content["sessions"]] == [str(path)]
