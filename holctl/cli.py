@@ -231,7 +231,7 @@ def workspace_symbol(target: Target, file: str, query: str, as_json: bool) -> No
 def eval_(target: Target, file: str, code: str, timeout: float | None, as_json: bool) -> None:
     """Evaluate SML CODE in FILE's HOL session (CODE `-` reads standard input)."""
     if code == "-":
-        code = click.get_text_stream("stdin").read()
+        code = sys.stdin.read()
     fields = dict(file=absolute(file), code=code)
     request = messages.Eval(**fields) if timeout is None else messages.Eval(timeout=timeout, **fields)
     target.ask(request, reply_timeout(request.timeout), as_json)

@@ -170,3 +170,12 @@ def test_a_socket_directory_that_cannot_be_made_is_daemon_unreachable(tmp_path: 
     result = run("--socket", str(blocker / "sub" / "holsrv.sock"), "status")
     assert result.exit_code == 5
     assert result.stderr.startswith("holctl: daemon_unreachable: ")
+
+
+def test_eval_reads_code_from_stdin_and_prints_errors(daemon, write_script):
+    path = write_script(SCRIPT)
+    result = run("--socket", str(daemon.socket), "--no-start", "eval", str(path), "-",
+                 stdin="val y = undefined_thing;")
+    assert result.exit_code == 0, result.stderr
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("error: ") and "undefined_thing" in first

@@ -163,3 +163,29 @@ async def test_status_lists_the_server_an_earlier_call_started(daemon, write_scr
         result = await client.call_tool("status", {})
     assert not result.is_error, result.content
     assert [s["file"] for s in result.structured_content["sessions"]] == [str(path)]
+
+
+@pytest.mark.asyncio
+async def test_every_tool_answers_with_content_its_output_schema_accepts(daemon, write_script):
+    # The SDK client checks structured content against the advertised schema
+    # and raises if it does not conform, so each call below is that check.
+    path = write_script(SCRIPT)
+    calls = {
+        "hover": {"line": 7, "col": 3},
+        "definition": {"line": 7, "col": 3},
+        "references": {"line": 7, "col": 3},
+        "completion": {"line": 7, "col": 4},
+        "documentSymbol": {},
+        "workspaceSymbol": {"query": "ADD"},
+        "eval": {"code": "val x = 1 + 1;"},
+        "retryCompile": {},
+        "restart": {},
+    }
+    server = build_server(daemon.socket, path.parent, autostart=False)
+    async with Client(server) as client:
+        await client.list_tools()
+        for name, arguments in calls.items():
+            result = await client.call_tool(name, {"file": str(path), **arguments})
+            assert not result.is_error, (name, result.content)
+            assert result.structured_content["type"] == name
+            assert result.content[0].text
