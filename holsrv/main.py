@@ -23,10 +23,13 @@ from holsrv.settings import Settings
 @click.option("--max-heap-mb", type=int, help="Poly/ML --maxheap for each server, MB (0: no cap).")
 @click.option("--idle-timeout", "idle_timeout_s", type=float, help="Stop a server unused for this many seconds.")
 @click.option("--ready-fd", type=int, hidden=True, help="Write 'ready' to this fd once listening.")
+@click.option("--detach", is_flag=True, hidden=True, help="Fork into the background first.")
 @click.option("--log-level", default="INFO", show_default=True)
 @click.version_option(__version__)
-def main(socket, hol_bin, max_servers, max_heap_mb, idle_timeout_s, ready_fd, log_level) -> None:
+def main(socket, hol_bin, max_servers, max_heap_mb, idle_timeout_s, ready_fd, detach, log_level) -> None:
     """Keep HOL4 language servers warm and answer holctl and holmcp."""
+    if detach and os.fork() > 0:
+        os._exit(0)  # the client waits on the ready fd, which the daemon inherited
     logging.basicConfig(
         level=log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -134,24 +134,33 @@ def _spawn_and_wait(path: Path) -> None:
     log = paths.log_path(path)
     log.parent.mkdir(parents=True, exist_ok=True)
     read_fd, write_fd = os.pipe()
-    with open(log, "ab") as log_file:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "holsrv", "--socket", str(path), "--ready-fd", str(write_fd)],
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=log_file,
-            pass_fds=(write_fd,),
-            start_new_session=True,
-        )
-    os.close(write_fd)
     try:
+        with open(log, "ab") as log_file:
+            # --detach: the daemon forks away and this child exits at once, so
+            # the daemon is nobody's child (no zombie in a long-lived holmcp).
+            launcher = subprocess.Popen(
+                [sys.executable, "-m", "holsrv", "--detach", "--socket", str(path),
+                 "--ready-fd", str(write_fd)],
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=log_file,
+                pass_fds=(write_fd,),
+                start_new_session=True,
+            )
+        os.close(write_fd)
+        write_fd = -1
+        launcher.wait(timeout=START_TIMEOUT_S)
         ready = _read_ready(read_fd, START_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        launcher.kill()
+        launcher.wait()
+        ready = False
     finally:
         os.close(read_fd)
+        if write_fd >= 0:
+            os.close(write_fd)
     if not ready:
-        code = proc.poll()
-        why = f"it exited with status {code}" if code is not None else "it did not get ready in time"
-        raise DaemonUnreachable(f"could not start the holsrv daemon: {why}; see {log}")
+        raise DaemonUnreachable(f"could not start the holsrv daemon; see {log}")
 
 
 def _read_ready(fd: int, timeout: float) -> bool:

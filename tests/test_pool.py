@@ -1,0 +1,220 @@
+"""Sessions and the pool: warm, bounded, restarted after death, never leaked."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import psutil
+import pytest
+
+from conftest import FAKE_HOL, GOOD_SCRIPT, _start_in_thread, fake_settings, pid_alive
+from holsrv import errors
+from holsrv.rpc import client as rpc_client
+from holsrv.rpc import messages as m
+from holsrv.rpc import paths
+
+SLOW = GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", "SLOW_TAC 6000 >> simp[]")
+LOOPING = GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", "LOOP_TAC")
+
+
+def wait_until(predicate, timeout: float = 10.0, what: str = "condition") -> None:
+    """Re-check `predicate` until it holds; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    pause = threading.Event()
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        pause.wait(0.02)
+
+
+def sessions(daemon) -> dict[str, m.SessionStatus]:
+    return {os.path.basename(s.file): s for s in daemon.call(m.Status()).sessions}
+
+
+def test_lru_eviction_skips_a_server_whose_proofs_are_checking(daemon_factory, write_script):
+    daemon = daemon_factory(max_servers=2)
+    busy = write_script(SLOW, "busyScript.sml")
+    idle = write_script(GOOD_SCRIPT, "idleScript.sml")
+    third = write_script(GOOD_SCRIPT, "thirdScript.sml")
+    daemon.call(m.Diagnostics(str(busy), wait=0.5))  # oldest, still checking
+    daemon.call(m.Diagnostics(str(idle), wait=20))
+    result = daemon.call(m.Diagnostics(str(third), wait=20))
+    assert result.verdict == "OK"
+    alive = {name for name, s in sessions(daemon).items() if s.state not in ("stopped", "dead")}
+    assert alive == {"busyScript.sml", "thirdScript.sml"}
+
+
+def test_when_every_server_is_busy_the_caller_is_told_at_once(daemon_factory, write_script):
+    daemon = daemon_factory(max_servers=1)
+    daemon.call(m.Diagnostics(str(write_script(SLOW, "busyScript.sml")), wait=0.3))
+    with pytest.raises(errors.ServerBusy, match="all 1 HOL servers are busy"):
+        daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT, "otherScript.sml")), wait=5))
+
+
+def test_a_probably_looping_proof_does_not_keep_its_server_from_eviction(daemon_factory, write_script):
+    daemon = daemon_factory(max_servers=1, looping_after_s=0.2)
+    looping = daemon.call(m.Diagnostics(str(write_script(LOOPING, "loopScript.sml")), wait=0.6))
+    assert any(w.startswith("PROBABLY LOOPING: proof conj_comm") for w in looping.warnings)
+    other = daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT, "otherScript.sml")), wait=20))
+    assert other.verdict == "OK"
+    assert not pid_alive(looping.server.pid)
+
+
+def test_idle_server_is_stopped_and_the_next_call_says_it_started_a_new_one(daemon_factory, write_script):
+    daemon = daemon_factory(idle_timeout_s=0.3)
+    path = write_script(GOOD_SCRIPT)
+    first = daemon.call(m.Diagnostics(str(path), wait=20))
+    wait_until(lambda: not pid_alive(first.server.pid), what="the idle server to stop")
+    again = daemon.call(m.Diagnostics(str(path), wait=20))
+    assert again.server.start == "restarted" and "idle" in again.server.note
+    assert again.server.pid != first.server.pid and again.verdict == "OK"
+
+
+def test_killed_server_fails_the_waiting_call_with_its_stderr_and_the_next_call_restarts(daemon, write_script):
+    path = write_script(LOOPING)
+    pid = daemon.call(m.Diagnostics(str(path), wait=0.3)).server.pid
+    outcome: dict = {}
+
+    def wait_long() -> None:
+        try:
+            outcome["reply"] = daemon.call(m.Diagnostics(str(path), wait=30))
+        except errors.HolsrvError as err:
+            outcome["error"] = err
+
+    waiter = threading.Thread(target=wait_long)
+    waiter.start()
+    wait_until(lambda: sessions(daemon)["demoScript.sml"].waiting_calls == 1, what="the call to wait")
+    os.kill(pid, signal.SIGKILL)
+    waiter.join(15)
+    err = outcome.get("error")
+    assert err is not None and err.code == "server_died", outcome
+    assert "exited with status -9" in str(err) and "LSP" in err.detail
+    again = daemon.call(m.Diagnostics(str(path), wait=0.3))
+    assert again.server.start == "restarted" and "died" in again.server.note
+    assert again.server.pid != pid
+
+
+def test_server_passing_its_heap_cap_dies_with_out_of_store_then_restarts_and_backs_off(
+    daemon_factory, write_script, monkeypatch
+):
+    monkeypatch.setenv("FAKE_HOL_GROW_MB_PER_S", "400")
+    daemon = daemon_factory(max_heap_mb=64, restart_backoff_s=30)
+    path = write_script(GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", "GROW_TAC"))
+    with pytest.raises(errors.ServerDied) as first:
+        daemon.call(m.Diagnostics(str(path), wait=20))
+    assert "Run out of store" in first.value.detail
+    with pytest.raises(errors.ServerDied) as second:  # restarted, and dies again
+        daemon.call(m.Diagnostics(str(path), wait=20))
+    assert "Run out of store" in second.value.detail
+    with pytest.raises(errors.ServerDied, match="not restarting for another"):
+        daemon.call(m.Diagnostics(str(path), wait=20))
+
+
+def test_restart_gives_a_new_server_with_the_requested_heap_cap(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    old = daemon.call(m.Diagnostics(str(path), wait=20)).server.pid
+    reply = daemon.call(m.Restart(str(path), max_heap_mb=321))
+    assert reply.old_pid == old and reply.new_pid != old and reply.max_heap_mb == 321
+    assert not pid_alive(old)
+    cmdline = psutil.Process(reply.new_pid).cmdline()
+    assert cmdline[cmdline.index("--maxheap") + 1] == "321"
+    assert cmdline.index("--maxheap") < cmdline.index("lsp")
+    reply = daemon.call(m.Restart(str(path), max_heap_mb=0))
+    assert "--maxheap" not in psutil.Process(reply.new_pid).cmdline()
+    after = daemon.call(m.Diagnostics(str(path), wait=20))
+    assert after.verdict == "OK" and after.server.pid == reply.new_pid
+
+
+def test_two_spellings_of_one_file_share_a_server(daemon, write_script, tmp_path):
+    path = write_script(GOOD_SCRIPT)
+    link = tmp_path / "sub" / "linkScript.sml"
+    link.parent.mkdir()
+    link.symlink_to(path)
+    a = daemon.call(m.Diagnostics(str(path), wait=20)).server.pid
+    b = daemon.call(m.Diagnostics(str(tmp_path / "sub" / ".." / "sub" / "linkScript.sml"), wait=20)).server.pid
+    assert a == b and len(sessions(daemon)) == 1
+
+
+def test_status_shows_each_server_with_its_tally_memory_and_clients(daemon_factory, write_script):
+    daemon = daemon_factory(soft_footprint_mb=1)
+    path = write_script(GOOD_SCRIPT)
+    daemon.call(m.Diagnostics(str(path), wait=20), name="agent-7")
+    status = daemon.call(m.Status())
+    assert status.pid == os.getpid() and status.socket == str(daemon.socket)
+    [s] = status.sessions
+    assert s.file == str(path) and s.state == "settled" and s.clients == ["agent-7"]
+    assert s.tally.proved == 2 and s.waiting_calls == 0 and s.max_heap_mb == 2048
+    assert s.footprint_mb and s.footprint_mb > 1 and s.large
+
+
+def test_stopping_escalates_to_sigkill_for_a_server_that_ignores_sigterm(daemon_factory, write_script, monkeypatch):
+    monkeypatch.setenv("FAKE_HOL_IGNORE_SIGTERM", "1")
+    daemon = daemon_factory(stop_timeout_s=0.5)
+    pid = daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT)), wait=20)).server.pid
+    daemon.call(m.Shutdown())
+    daemon.thread.join(30)
+    assert not pid_alive(pid)
+
+
+def test_sigkill_of_the_daemon_leaves_no_hol_server_alive(short_tmp, write_script, monkeypatch):
+    # Ignoring SIGTERM and end of input, only the parent-death signal can end it.
+    monkeypatch.setenv("FAKE_HOL_IGNORE_SIGTERM", "1")
+    monkeypatch.setenv("HOL_BIN", str(FAKE_HOL))
+    sock = short_tmp / "k.sock"
+    client = rpc_client.connect(sock, name="test", autostart=True)
+    try:
+        reply = client.call(m.Diagnostics(str(write_script(GOOD_SCRIPT)), wait=20), 60)
+        daemon_pid = client.welcome.pid
+    finally:
+        client.close()
+    os.kill(daemon_pid, signal.SIGKILL)
+    try:
+        psutil.Process(reply.server.pid).wait(timeout=5)
+    except psutil.NoSuchProcess:
+        pass  # already gone
+    assert not pid_alive(reply.server.pid)
+
+
+def test_a_new_daemon_stops_servers_its_killed_predecessor_left(short_tmp):
+    leftover = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    stranger = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        record = paths.servers_record(short_tmp / "d.sock")
+        record.write_text(json.dumps([
+            {"pid": leftover.pid, "create_time": psutil.Process(leftover.pid).create_time()},
+            # Same pid number as before, but a different process: must survive.
+            {"pid": stranger.pid, "create_time": psutil.Process(stranger.pid).create_time() - 100},
+        ]))
+        daemon = _start_in_thread(fake_settings(short_tmp / "d.sock"))
+        try:
+            assert leftover.wait(timeout=5) == -signal.SIGKILL
+            assert stranger.poll() is None
+        finally:
+            daemon.stop()
+    finally:
+        for proc in (leftover, stranger):
+            proc.kill()
+            proc.wait()
+
+
+def test_holctl_started_daemon_is_one_even_when_two_clients_race(short_tmp, monkeypatch):
+    monkeypatch.setenv("HOL_BIN", str(FAKE_HOL))
+    sock = short_tmp / "race.sock"
+    code = (
+        "import sys; from holsrv.rpc import client; "
+        f"c = client.connect(__import__('pathlib').Path({str(sock)!r}), name='racer'); "
+        "print(c.welcome.pid)"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) for _ in range(3)]
+    pids = {p.communicate(timeout=60)[0].strip() for p in procs}
+    assert len(pids) == 1 and all(p.returncode == 0 for p in procs)
+    daemon_pid = int(pids.pop())
+    with rpc_client.connect(sock, name="test", autostart=False) as client:
+        client.call(m.Shutdown(), 30)
+    psutil.Process(daemon_pid).wait(timeout=30)
