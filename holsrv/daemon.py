@@ -105,6 +105,10 @@ class Daemon:
                 await self._requests(reader, writer, client)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client went away; whatever it started carries on
+        except asyncio.CancelledError:
+            # Only close() cancels a connection.  Ending normally keeps asyncio's
+            # stream callback from logging the cancellation as an error.
+            pass
         except Exception:
             log.exception("connection failed")
         finally:
