@@ -87,6 +87,7 @@ class Session:
         self._sync_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task] = []
         self._exited = asyncio.Event()
+        self._broken = ""  # why we killed a server whose output broke
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -134,18 +135,28 @@ class Session:
         log.info("started %s for %s (pid %d)", " ".join(self.command()), self.path, self.proc.pid)
         self.lsp = LspClient(self.proc.stdout, self.proc.stdin, self._notified)
         self._tasks = [
-            asyncio.create_task(self.lsp.run(), name=f"lsp-{self.pid}"),
+            asyncio.create_task(self._read(), name=f"lsp-{self.pid}"),
             asyncio.create_task(self._drain_stderr(), name=f"stderr-{self.pid}"),
             asyncio.create_task(self._watch(), name=f"watch-{self.pid}"),
         ]
         try:
-            await self.lsp.initialize(self.settings.start_timeout_s)
+            await self.lsp.initialize(self.settings.start_timeout_s, self.settings.position_encodings)
         except (ServerDied, ServerTimeout) as err:
             await self.stop()
             raise ServerDied(
                 f"the HOL server for {self.path.name} did not start: {err}", detail=self.tail()
             ) from None
         self._set_state("ready")
+
+    async def _read(self) -> None:
+        assert self.lsp and self.proc
+        await self.lsp.run()
+        if self.alive and self.proc.returncode is None:
+            # Output ended or broke while the process lives on: it can no
+            # longer be talked to, so it is as good as dead.  Kill it.
+            self._broken = str(self.lsp.closed_reason or "its output ended")
+            log.warning("HOL server pid %d for %s: %s; killing it", self.proc.pid, self.path, self._broken)
+            self._signal_group(signal.SIGKILL)
 
     async def _drain_stderr(self) -> None:
         # The server blocks if nobody reads its stderr (PROTOCOL.md §1.1).
@@ -160,7 +171,7 @@ class Session:
         # Let the readers finish so the stderr tail holds the last words.
         await asyncio.wait(self._tasks[:2], timeout=1.0)
         if self.state not in ("stopping", "stopped"):
-            self.exit_reason = f"the HOL server (pid {self.proc.pid}) exited with status {code}"
+            self.exit_reason = self._broken or f"the HOL server (pid {self.proc.pid}) exited with status {code}"
             log.warning("%s for %s; stderr tail:\n%s", self.exit_reason, self.path, self.tail(20))
             self._set_state("dead")
         else:
@@ -264,7 +275,7 @@ class Session:
     async def _send_open(self, text: str) -> None:
         version = 1
         self.file.sent(version, text, self.clock())
-        await self.lsp.notify(
+        await self.notify(
             "textDocument/didOpen",
             {"textDocument": {"uri": self.uri, "languageId": "holscript", "version": version, "text": text}},
         )
@@ -273,7 +284,7 @@ class Session:
     async def _send_change(self, text: str) -> None:
         version = self.file.version + 1
         self.file.sent(version, text, self.clock())
-        await self.lsp.notify(
+        await self.notify(
             "textDocument/didChange",
             {"textDocument": {"uri": self.uri, "version": version}, "contentChanges": [{"text": text}]},
         )
@@ -288,12 +299,27 @@ class Session:
     async def request(self, method: str, params: dict, timeout: float | None = None):
         self.check_alive()
         assert self.lsp is not None
-        return await self.lsp.request(method, params, timeout or self.settings.request_timeout_s)
+        try:
+            return await self.lsp.request(method, params, timeout or self.settings.request_timeout_s)
+        except ServerDied:
+            await self._explain_death()
+            raise
 
     async def notify(self, method: str, params: dict) -> None:
         self.check_alive()
         assert self.lsp is not None
-        await self.lsp.notify(method, params)
+        try:
+            await self.lsp.notify(method, params)
+        except ServerDied:
+            await self._explain_death()
+            raise
+
+    async def _explain_death(self) -> None:
+        """Raise the death with its exit status and stderr tail, once the process is gone."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.settings.stop_timeout_s):
+                await self._exited.wait()
+        self.check_alive()
 
     # -- resources ------------------------------------------------------------
 

@@ -57,6 +57,9 @@ class Settings:
     restart_backoff_s: float = 2.0
     restart_backoff_max_s: float = 60.0
     stderr_tail_lines: int = 200
+    # Offered to HOL in this order.  HOL is byte-native and picks utf-8 when
+    # offered (PROTOCOL.md §4.4); tests offer only utf-16 to cover that path.
+    position_encodings: tuple[str, ...] = ("utf-8", "utf-16")
     cache_entries: int = 4096
 
     @classmethod
@@ -107,6 +110,8 @@ def _parse(name: str, raw: str):
         return Path(raw)
     if name == "extra_path":
         return tuple(p for p in raw.split(os.pathsep) if p)
+    if name == "position_encodings":
+        return tuple(p.strip() for p in raw.split(",") if p.strip())
     if kind in ("int",):
         return int(raw)
     if kind in ("float",):

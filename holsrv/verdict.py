@@ -154,7 +154,8 @@ def _verdict(r: m.DiagnosticsResult, waited_s: float) -> tuple[str, str]:
         return "ERRORS", f"ERRORS: {len(errors)} compile error{'s' * (len(errors) != 1)}"
     if r.cheats:
         owners = sorted({c.theorem or "top level" for c in r.cheats})
-        return "CHEATS", f"CHEATS: {len(owners)} proof{'s' * (len(owners) != 1)} use cheat ({', '.join(owners)})"
+        verb = "uses" if len(owners) == 1 else "use"
+        return "CHEATS", f"CHEATS: {len(owners)} proof{'s' * (len(owners) != 1)} {verb} cheat ({', '.join(owners)})"
     unchecked = [p.name for p in r.proofs if p.status == "cheated"]
     if unchecked:
         return "UNCHECKED", (

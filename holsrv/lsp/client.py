@@ -32,6 +32,11 @@ class LspClient:
         self.position_encoding = "utf-8"
         self.server_info: dict = {}
 
+    @property
+    def closed_reason(self) -> Exception | None:
+        """Why reading stopped (None while it goes on)."""
+        return self._closed
+
     async def run(self) -> None:
         """Read messages until end of stream or a broken frame; then fail what is pending."""
         reason: Exception = ServerDied("the HOL server closed its output")
@@ -114,15 +119,14 @@ class LspClient:
         except (ConnectionError, OSError) as err:
             raise ServerDied(f"cannot write to the HOL server: {err}") from None
 
-    async def initialize(self, timeout: float) -> dict:
+    async def initialize(self, timeout: float, encodings: tuple[str, ...] = ("utf-8", "utf-16")) -> dict:
         """The strict handshake: initialize, then `initialized` before anything else."""
         result = await self.request(
             "initialize",
             {
                 "processId": None,
                 "capabilities": {
-                    # The server is byte-native; utf-8 avoids its utf-16 conversions.
-                    "general": {"positionEncodings": ["utf-8", "utf-16"]},
+                    "general": {"positionEncodings": list(encodings)},
                     "textDocument": {"documentSymbol": {"hierarchicalDocumentSymbolSupport": True}},
                 },
             },

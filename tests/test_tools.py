@@ -1,0 +1,216 @@
+"""Every tool through the daemon, with the behaviours agents rely on."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import GOOD_SCRIPT
+from holsrv import errors
+from holsrv.rpc import messages as m
+
+UNICODE = """\
+Theory uni
+Ancestors arithmetic
+
+Theorem imp_self:
+  !p:bool. p ==> p
+Proof
+  (* ∀ ⇒ ‘’ ∧ 𝔸 *) rpt strip_tac >> FAIL_TAC "stuck"
+QED
+"""
+
+
+def line_of(text: str, needle: str) -> int:
+    return next(i for i, line in enumerate(text.split("\n"), 1) if needle in line)
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16"])
+def test_positions_convert_both_ways_under_either_encoding(daemon_factory, write_script, encoding):
+    daemon = daemon_factory(position_encodings=(encoding,))
+    path = write_script(UNICODE, "uniScript.sml")
+    line = line_of(UNICODE, "FAIL_TAC")
+    text = UNICODE.split("\n")[line - 1]
+    result = daemon.call(m.Diagnostics(str(path), wait=20))
+    [diag] = result.diagnostics
+    assert (diag.range.line, diag.range.col) == (line, text.index("FAIL_TAC") + 1)
+    assert diag.range.end_col == text.index('"stuck"') + len('"stuck"') + 1
+    goal = daemon.call(m.GoalState(str(path), line, text.index("FAIL_TAC") + 1))
+    assert (goal.state, goal.step, [g.goal for g in goal.goals]) == ("ok", 1, ["p"])
+    assert goal.goals[0].asms == ["p"]
+
+
+def test_cheats_make_the_verdict_never_ok_and_are_listed_with_their_theorem(daemon, write_script):
+    text = GOOD_SCRIPT.replace("gen_tac >> simp[]", "cheat").replace(
+        "rpt strip_tac >> simp[]", 'simp[] (* cheat *) >> print "cheat"'
+    )
+    result = daemon.call(m.Diagnostics(str(write_script(text)), wait=20))
+    assert result.verdict == "CHEATS"
+    assert result.headline == "CHEATS: 1 proof uses cheat (add0)"
+    assert [(c.theorem, c.line) for c in result.cheats] == [("add0", line_of(text, "cheat"))]
+    assert result.tally.proved == 2  # the pool calls a cheated proof proved
+
+
+def test_cache_answers_a_second_client_without_touching_hol(daemon, write_script, monkeypatch, tmp_path):
+    log = tmp_path / "wire.jsonl"
+    monkeypatch.setenv("FAKE_HOL_LOG", str(log))
+    path = write_script(GOOD_SCRIPT)
+    line = line_of(GOOD_SCRIPT, "gen_tac")
+    first = daemon.call(m.Diagnostics(str(path), wait=20), name="agent-1")
+    daemon.call(m.GoalState(str(path), line, 3), name="agent-1")
+    sent_before = _client_messages(log)
+    second = daemon.call(m.Diagnostics(str(path), wait=20), name="agent-2")
+    goal = daemon.call(m.GoalState(str(path), line, 3), name="agent-2")
+    assert second.cached and goal.cached and not first.cached
+    assert second.verdict == first.verdict and goal.goals
+    assert _client_messages(log) == sent_before, "the cached answers went to HOL"
+    status = daemon.call(m.Status())
+    assert status.cache_hits == 2 and status.cache_misses == 2
+
+
+def test_an_edit_invalidates_the_cache_and_only_changed_bytes_are_sent(daemon, write_script, monkeypatch, tmp_path):
+    log = tmp_path / "wire.jsonl"
+    monkeypatch.setenv("FAKE_HOL_LOG", str(log))
+    path = write_script(GOOD_SCRIPT)
+    daemon.call(m.Diagnostics(str(path), wait=20))
+    daemon.call(m.Diagnostics(str(path), wait=20))
+    assert [msg["method"] for msg in _client_messages(log) if "didChange" in msg.get("method", "")] == []
+    path.write_text(GOOD_SCRIPT.replace("simp[]\nQED\n\nTheorem conj", "rw[]\nQED\n\nTheorem conj"))
+    after = daemon.call(m.Diagnostics(str(path), wait=20))
+    assert not after.cached and after.verdict == "OK"
+    changes = [msg for msg in _client_messages(log) if msg.get("method") == "textDocument/didChange"]
+    assert len(changes) == 1 and "range" not in changes[0]["params"]["contentChanges"][0]
+
+
+def test_census_prunes_a_deleted_theorem_from_the_tally(daemon, write_script):
+    path = write_script(GOOD_SCRIPT + '\nTheorem gone:\n  F\nProof\n  FAIL_TAC "x"\nQED\n')
+    assert daemon.call(m.Diagnostics(str(path), wait=20)).verdict == "FAILED"
+    path.write_text(GOOD_SCRIPT)
+    after = daemon.call(m.Diagnostics(str(path), wait=20))
+    assert after.verdict == "OK" and [p.name for p in after.proofs] == ["add0", "conj_comm"]
+    assert after.diagnostics == []
+
+
+def test_blocked_file_reports_modules_then_retry_compile_unblocks_it(daemon, write_script, tmp_path):
+    text = GOOD_SCRIPT.replace("Ancestors arithmetic", "Ancestors arithmetic mylib")
+    path = write_script(text)
+    blocked = daemon.call(m.Diagnostics(str(path), wait=20))
+    assert blocked.verdict == "BLOCKED" and blocked.blocked.modules == ["arithmeticTheory", "mylibTheory"]
+    assert "retryCompile" in blocked.headline
+    goal = daemon.call(m.GoalState(str(path), line_of(text, "gen_tac"), 3))
+    assert goal.state == "blocked" and "mylibTheory" in goal.message
+    still = daemon.call(m.RetryCompile(str(path)))
+    assert still.was_blocked
+    assert daemon.call(m.Diagnostics(str(path), wait=20)).verdict == "BLOCKED"
+    (tmp_path / "mylibTheory.uo").write_text("built")
+    assert daemon.call(m.RetryCompile(str(path))).was_blocked
+    assert daemon.call(m.Diagnostics(str(path), wait=20)).verdict == "OK"
+
+
+def test_retry_compile_on_a_file_that_is_not_blocked_changes_nothing(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    daemon.call(m.Diagnostics(str(path), wait=20))
+    reply = daemon.call(m.RetryCompile(str(path)))
+    assert not reply.was_blocked and "restart" in reply.message
+    after = daemon.call(m.Diagnostics(str(path), wait=20))
+    assert after.verdict == "OK" and after.tally.unchecked == 0
+
+
+def test_probably_looping_names_the_proof_its_line_and_the_footprint(daemon_factory, write_script):
+    daemon = daemon_factory(looping_after_s=0.3)
+    text = GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", "LOOP_TAC")
+    result = daemon.call(m.Diagnostics(str(write_script(text)), wait=0.8))
+    assert result.verdict == "INCOMPLETE"
+    [warning] = result.warnings
+    assert warning.startswith(f"PROBABLY LOOPING: proof conj_comm (line {line_of(text, 'conj_comm')})")
+    assert "server footprint" in warning and warning.endswith("Cancel it or restart?")
+    assert any("conj_comm" in item and "slowest finished proof" in item for item in result.outstanding)
+
+
+def test_hover_definition_and_completion_answer_at_a_position(daemon, write_script):
+    text = GOOD_SCRIPT + "\nTheorem use_add0:\n  !n:num. n + 0 = n\nProof\n  ACCEPT_TAC add0\nQED\n"
+    path = write_script(text)
+    line = line_of(text, "ACCEPT_TAC add0")
+    col = text.split("\n")[line - 1].index("add0") + 1
+    hover = daemon.call(m.Hover(str(path), line, col))
+    assert hover.text and "add0" in hover.text
+    definition = daemon.call(m.Definition(str(path), line, col))
+    assert [(t.path, t.range.line) for t in definition.targets] == [(str(path), line_of(text, "Theorem add0"))]
+    completion = daemon.call(m.Completion(str(path), line, col + 3))
+    assert "add0" in [item.label for item in completion.items]
+    assert len(completion.items) <= 50
+
+
+def test_references_is_reported_unsupported_in_plain_words(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    reply = daemon.call(m.References(str(path), line_of(GOOD_SCRIPT, "Theorem add0"), 9))
+    assert not reply.supported and "does not support references" in reply.message
+
+
+def test_document_symbol_outlines_a_file_that_does_not_compile(daemon, write_script):
+    text = GOOD_SCRIPT.replace("Ancestors arithmetic", "Ancestors nosuchthing")
+    reply = daemon.call(m.DocumentSymbol(str(write_script(text))))
+    names = [(s.name, s.kind, s.line) for s in reply.symbols]
+    assert ("add0", "theorem", line_of(text, "Theorem add0")) in names
+    assert ("conj_comm", "theorem", line_of(text, "Theorem conj_comm")) in names
+
+
+def test_workspace_symbol_finds_this_files_and_stored_theorems(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    reply = daemon.call(m.WorkspaceSymbol(str(path), "conj_c"))
+    assert [(s.name, s.theory) for s in reply.symbols][:1] == [("conj_comm", "this file")]
+    stored = daemon.call(m.WorkspaceSymbol(str(path), "ADD_COMM"))
+    assert any(s.name == "ADD_COMM" and s.theory == "arithmeticTheory" for s in stored.symbols)
+    with pytest.raises(errors.BadRequest, match="at least 2 characters"):
+        daemon.call(m.WorkspaceSymbol(str(path), "a"))
+
+
+def test_eval_returns_printed_values_errors_and_stderr(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    printed = daemon.call(m.Eval(str(path), "PolyML.print (1 + 2);"))
+    assert printed.output == "3\n" and printed.errors == [] and not printed.timed_out
+    assert daemon.call(m.Eval(str(path), "val x = 1 + 2;")).output == ""
+    bad = daemon.call(m.Eval(str(path), "val z = 1 + true;"))
+    assert bad.errors and bad.errors[0].startswith("1:")
+    said = daemon.call(m.Eval(str(path), 'print "hello from eval\\n";'))
+    assert said.output == "" and "hello from eval" in said.stderr
+
+
+def test_eval_that_runs_too_long_is_cancelled_and_says_so(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    reply = daemon.call(m.Eval(str(path), "while true do ();", timeout=0.5))
+    assert reply.timed_out and any("timed out after 0.5s" in e for e in reply.errors)
+    assert daemon.call(m.Eval(str(path), "PolyML.print 7;")).output == "7\n"
+
+
+def test_hol_crash_during_a_request_is_an_error_with_the_stderr_tail(daemon, write_script, monkeypatch):
+    monkeypatch.setenv("FAKE_HOL_CRASH_ON", "textDocument/hover")
+    path = write_script(GOOD_SCRIPT)
+    with pytest.raises(errors.ServerDied) as caught:
+        daemon.call(m.Hover(str(path), 7, 3))
+    assert "Fatal: fake crash" in caught.value.detail
+
+
+def test_a_broken_frame_from_hol_is_a_server_death_not_a_daemon_crash(daemon, write_script, monkeypatch):
+    monkeypatch.setenv("FAKE_HOL_BROKEN_FRAME_ON", "textDocument/hover")
+    path = write_script(GOOD_SCRIPT)
+    with pytest.raises(errors.ServerDied, match="broke the protocol|died"):
+        daemon.call(m.Hover(str(path), 7, 3))
+    monkeypatch.delenv("FAKE_HOL_BROKEN_FRAME_ON")
+    assert daemon.call(m.Diagnostics(str(path), wait=20)).verdict == "OK"
+
+
+def test_a_hung_hol_server_times_out_the_request_with_a_clear_error(daemon_factory, write_script, monkeypatch):
+    monkeypatch.setenv("FAKE_HOL_HANG_ON", "textDocument/hover")
+    daemon = daemon_factory(request_timeout_s=0.5)
+    path = write_script(GOOD_SCRIPT)
+    with pytest.raises(errors.ServerTimeout, match="did not answer textDocument/hover"):
+        daemon.call(m.Hover(str(path), 7, 3))
+
+
+def _client_messages(log) -> list[dict]:
+    if not log.exists():
+        return []
+    entries = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    return [e["msg"] for e in entries if e.get("dir") == "C->S"]
