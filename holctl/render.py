@@ -276,6 +276,9 @@ def _server_lines(server: ServerNote) -> list[str]:
         lines.append(f"restarted the HOL server (now pid {server.pid})")
     if server.note:
         lines.append(server.note)
+    if server.stderr_tail:
+        lines.append("its last words on stderr:")
+        lines.extend(_indented(server.stderr_tail))
     return lines
 
 

@@ -33,8 +33,3 @@ class AnswerCache:
         self._entries.move_to_end(key)
         while len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)
-
-    def forget(self, session_id: int) -> None:
-        """Drop every answer that came from the session `session_id`."""
-        for key in [k for k in self._entries if isinstance(k, tuple) and k and k[0] == session_id]:
-            del self._entries[key]

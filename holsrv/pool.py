@@ -41,6 +41,7 @@ class Lease:
     session: Session
     start: str  # "warm" | "started" | "restarted"
     note: str = ""
+    stderr_tail: str = ""  # of the previous server, when it died
 
 
 @dataclass
@@ -88,11 +89,12 @@ class Pool:
         if session is not None and session.alive:
             return Lease(session, "warm")
         history = self._history.setdefault(path, _History())
-        start, note = "started", ""
+        start, note, tail = "started", "", ""
         if session is not None:  # it died, or was stopped for idleness
             self.sessions.pop(path, None)
             start = "restarted"
             note = self._restart_note(session, history)
+            tail = session.tail(10) if session.state == "dead" else ""
         self._check_backoff(path, history)
         await self._make_room()
         session = self._new_session(path, history)
@@ -104,7 +106,7 @@ class Pool:
             raise
         history.restarts += start == "restarted"
         self._write_record()
-        return Lease(session, start, note)
+        return Lease(session, start, note, tail)
 
     def _restart_note(self, old: Session, history: _History) -> str:
         if old.state == "dead":

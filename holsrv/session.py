@@ -151,6 +151,10 @@ class Session:
     async def _read(self) -> None:
         assert self.lsp and self.proc
         await self.lsp.run()
+        # A dying server closes its output first; give it a moment to exit.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(1.0):
+                await self.proc.wait()
         if self.alive and self.proc.returncode is None:
             # Output ended or broke while the process lives on: it can no
             # longer be talked to, so it is as good as dead.  Kill it.

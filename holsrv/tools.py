@@ -54,7 +54,8 @@ class Tools:
 
     @staticmethod
     def _note(lease: Lease) -> m.ServerNote:
-        return m.ServerNote(pid=lease.session.pid or 0, start=lease.start, note=lease.note)
+        return m.ServerNote(pid=lease.session.pid or 0, start=lease.start, note=lease.note,
+                            stderr_tail=lease.stderr_tail)
 
     async def _wait_compiled(self, session: Session, deadline: float) -> None:
         """Until the server's compile of our text has ended (or the deadline)."""

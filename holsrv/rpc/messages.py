@@ -146,6 +146,8 @@ class ServerNote(Struct):
     # started a new one (see `note`).
     start: str = "warm"
     note: str = ""
+    # After a death: the last lines the previous server wrote to stderr.
+    stderr_tail: str = ""
 
 
 class Diagnostic(Struct):
