@@ -214,3 +214,21 @@ def _client_messages(log) -> list[dict]:
         return []
     entries = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     return [e["msg"] for e in entries if e.get("dir") == "C->S"]
+
+
+def test_a_desync_report_makes_the_daemon_resend_the_whole_text(daemon, write_script, monkeypatch, tmp_path):
+    log = tmp_path / "wire.jsonl"
+    monkeypatch.setenv("FAKE_HOL_LOG", str(log))
+    path = write_script(GOOD_SCRIPT)
+    daemon.call(m.Diagnostics(str(path), wait=20))
+    [session] = daemon.daemon.pool.sessions.values()
+
+    async def report_desync() -> None:
+        session._notified("$/hol/desync", {"uri": session.uri, "version": 1, "message": "test"})
+        await session.wait_change(5)
+
+    daemon.run(report_desync())
+    after = daemon.call(m.Diagnostics(str(path), wait=20))
+    changes = [msg for msg in _client_messages(log) if msg.get("method") == "textDocument/didChange"]
+    assert [c["params"]["contentChanges"] for c in changes] == [[{"text": GOOD_SCRIPT}]]
+    assert after.verdict == "OK"
