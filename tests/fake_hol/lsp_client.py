@@ -19,7 +19,7 @@ WAIT_S = 10.0
 
 class Client:
     def __init__(self, args=("lsp", "--lsp-check-proofs"), cwd=None, env=None):
-        full_env = dict(os.environ, **FAST_ENV, **(env or {}))
+        full_env = {**os.environ, **FAST_ENV, **(env or {})}
         self.proc = subprocess.Popen([sys.executable, FAKE, *args], cwd=cwd, env=full_env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE)
@@ -27,8 +27,10 @@ class Client:
         self.seen = []
         self.stderr_lines = []
         self.next_id = 1
-        threading.Thread(target=self._read, daemon=True).start()
-        threading.Thread(target=self._drain_stderr, daemon=True).start()
+        self.threads = [threading.Thread(target=self._read, daemon=True),
+                        threading.Thread(target=self._drain_stderr, daemon=True)]
+        for t in self.threads:
+            t.start()
 
     # ---------------------------------------------------------------- io
 
@@ -42,7 +44,13 @@ class Client:
                     self.inbox.put(None)
                     return
                 header += c
-            length = int(header.split(b":")[1].strip())
+            try:
+                length = int(header.split(b":")[1].strip())
+            except ValueError:
+                # A malformed frame (FAKE_HOL_BROKEN_FRAME_ON): report it and stop.
+                self.inbox.put({"broken_frame": header.decode("ascii", "replace")})
+                self.inbox.put(None)
+                return
             self.inbox.put(json.loads(out.read(length)))
 
     def _drain_stderr(self):
@@ -128,21 +136,21 @@ class Client:
                                                "contentChanges": [{"text": text}]})
 
     def close(self, timeout=5.0):
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.close()
-            except OSError:
-                pass
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout)
-        for f in (self.proc.stdout, self.proc.stderr):
-            try:
-                f.close()
-            except OSError:
-                pass
+        """End of input, bounded wait (then SIGKILL), and let the reader
+        threads see end of output before their pipes are closed."""
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout)
+        for t in self.threads:
+            t.join(timeout)
+        self.proc.stdout.close()
+        self.proc.stderr.close()
 
     def wait_exit(self, timeout=5.0):
         return self.proc.wait(timeout)

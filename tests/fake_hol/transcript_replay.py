@@ -1,0 +1,119 @@
+"""Replay the client side of a recorded real session against the fake and
+reduce both server sides to comparable sequences."""
+
+import json
+import os
+
+from .lsp_client import Client
+
+REAL_DIR = "/home/me/proofs"
+_NOISE = {"$/compileProgress"}
+_VERDICTS = {"proved", "failed", "suspended", "diverged"}
+
+
+def find_transcripts():
+    """The shared transcript directory, searched upwards from here."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for _ in range(6):
+        cand = os.path.join(here, "shared", "hol-lsp", "transcripts")
+        if os.path.isdir(cand):
+            return cand
+        here = os.path.dirname(here)
+    return os.environ.get("HOL_LSP_TRANSCRIPTS", "")
+
+
+def load(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def rewrite(obj, new_dir):
+    return json.loads(json.dumps(obj).replace(REAL_DIR, new_dir))
+
+
+def replay(records, workdir, env=None):
+    """Run the fake with the recorded argv; send each recorded client
+    message once the fake has produced the anchors the real server had
+    produced before it.  Returns (expected, received) server messages."""
+    argv = next(r["msg"]["argv"] for r in records if r["dir"] == "meta" and "argv" in r["msg"])
+    client = Client(tuple(argv[1:]), cwd=workdir, env=env)
+    expected, received = [], []
+    try:
+        segments = _segments(records)
+        for sent, answers in segments:
+            msg = rewrite(sent, workdir)
+            client.send({k: v for k, v in msg.items() if k != "jsonrpc"})
+            expected += [rewrite(a, workdir) for a in answers]
+            received += _await_anchors(client, answers)
+        received += client.quiet_for(0.3)
+        client.proc.wait(5)
+    finally:
+        client.close()
+    return expected, received
+
+
+def _segments(records):
+    out = []
+    for r in records:
+        if r["dir"] == "C->S":
+            out.append((r["msg"], []))
+        elif r["dir"] == "S->C" and out:
+            out[-1][1].append(r["msg"])
+    return out
+
+
+def _anchor_count(msgs):
+    return sum(1 for m in msgs if _is_anchor(m))
+
+
+def _is_anchor(m):
+    if "method" not in m:
+        return True
+    if m["method"] in ("$/compileCompleted", "$/compileBlocked"):
+        return True
+    return m["method"] == "$/proofStates" and len(m["params"]["states"]) == 1 \
+        and m["params"]["states"][0]["status"] in _VERDICTS
+
+
+def _await_anchors(client, answers):
+    need, got = _anchor_count(answers), []
+    if need == 0:
+        return client.quiet_for(0.05)
+    while _anchor_count(got) < need:
+        got += client.until(_is_anchor)
+    return got + client.quiet_for(0.05)
+
+
+def shape(x):
+    if isinstance(x, dict):
+        return {k: shape(v) for k, v in sorted(x.items())}
+    if isinstance(x, list):
+        return [shape(x[0])] if x else []
+    return type(x).__name__
+
+
+def reduce(msgs):
+    """(sequence, verdicts): the sequence drops $/compileProgress, progress
+    reports and single-proof verdicts (they arrive in completion order) and
+    collapses runs of publishDiagnostics to the last one; verdicts are
+    returned separately as a sorted list."""
+    seq, verdicts = [], []
+    for m in msgs:
+        method = m.get("method")
+        if method in _NOISE or (method == "$/progress" and m["params"]["value"]["kind"] == "report"):
+            continue
+        if method == "$/proofStates" and len(m["params"]["states"]) == 1 \
+                and m["params"]["states"][0]["status"] in _VERDICTS:
+            s = m["params"]["states"][0]
+            verdicts.append((s["name"], s["status"], s.get("detail")))
+            continue
+        if method == "$/eval/1" and seq and seq[-1][0] == "$/eval/1" \
+                and m["params"]["out"]["kind"] == "compileProgress":
+            continue
+        key = method or ("error" if "error" in m else "result")
+        item = (key, shape(m.get("params", m.get("result", m.get("error")))))
+        if key == "textDocument/publishDiagnostics" and seq and seq[-1][0] == key:
+            seq[-1] = item
+            continue
+        seq.append(item)
+    return seq, sorted(verdicts, key=repr)
