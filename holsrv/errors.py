@@ -56,6 +56,12 @@ class ServerTimeout(HolsrvError):
     code = "server_timeout"
 
 
+class Starting(ServerTimeout):
+    """The file's HOL server is still loading; the caller may ask again."""
+
+    code = "server_starting"
+
+
 class ProtocolMismatch(HolsrvError):
     code = "protocol_mismatch"
 

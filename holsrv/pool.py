@@ -63,6 +63,9 @@ class Pool:
         self.sessions: OrderedDict[Path, Session] = OrderedDict()
         self._history: dict[Path, _History] = {}
         self._locks: dict[Path, asyncio.Lock] = {}
+        # Held while counting servers and adding one, so two files cannot both
+        # take the last free place.
+        self._room_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task] = []
         self._record = paths.servers_record(settings.socket)
 
@@ -96,17 +99,24 @@ class Pool:
             note = self._restart_note(session, history)
             tail = session.tail(10) if session.state == "dead" else ""
         self._check_backoff(path, history)
-        await self._make_room()
-        session = self._new_session(path, history)
-        self.sessions[path] = session
+        async with self._room_lock:
+            await self._make_room()
+            session = self._new_session(path, history)
+            self.sessions[path] = session
+        # The start runs on its own: a caller whose wait ends first gives up
+        # waiting, not the start (loading a heap can take minutes).
+        session.start_task = asyncio.create_task(self._start(session), name=f"start-{path.name}")
+        # Whoever waits sees a failed start; this keeps an unwatched one from
+        # being logged as "never retrieved".
+        session.start_task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        history.restarts += start == "restarted"
+        return Lease(session, start, note, tail)
+
+    async def _start(self, session: Session) -> None:
         try:
             await session.start()
-        except ServerDied:
-            self.sessions.pop(path, None)
-            raise
-        history.restarts += start == "restarted"
-        self._write_record()
-        return Lease(session, start, note, tail)
+        finally:
+            self._write_record()
 
     def _restart_note(self, old: Session, history: _History) -> str:
         if old.state == "dead":
@@ -156,7 +166,7 @@ class Pool:
     # -- limits ------------------------------------------------------------------
 
     def busy(self, session: Session) -> bool:
-        if session.waiting > 0 or session.state == "starting":
+        if session.waiting > 0 or session.state in ("new", "starting"):
             return True
         now = self.clock()
         return any(

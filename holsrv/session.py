@@ -88,6 +88,7 @@ class Session:
         self._tasks: list[asyncio.Task] = []
         self._exited = asyncio.Event()
         self._broken = ""  # why we killed a server whose output broke
+        self.start_task: asyncio.Task | None = None
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -129,8 +130,9 @@ class Session:
                 limit=1 << 20,
             )
         except OSError as err:
-            self._set_state("dead")
             self.exit_reason = f"could not start {self.hol_cmd}: {err}"
+            self._set_state("dead")
+            self._on_exit(self)
             raise ServerDied(self.exit_reason) from None
         log.info("started %s for %s (pid %d)", " ".join(self.command()), self.path, self.proc.pid)
         self.lsp = LspClient(self.proc.stdout, self.proc.stdin, self._notified)
@@ -142,11 +144,32 @@ class Session:
         try:
             await self.lsp.initialize(self.settings.start_timeout_s, self.settings.position_encodings)
         except (ServerDied, ServerTimeout) as err:
-            await self.stop()
+            if not self._exited.is_set():
+                # Killed, not stopped: a failed start is a death, backoff and all.
+                self._broken = f"it did not complete the handshake: {err}"
+                self._signal_group(signal.SIGKILL)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.settings.stop_timeout_s):
+                        await self._exited.wait()
             raise ServerDied(
-                f"the HOL server for {self.path.name} did not start: {err}", detail=self.tail()
+                f"the HOL server for {self.path.name} did not start: {self.exit_reason or err}",
+                detail=self.tail(),
             ) from None
         self._set_state("ready")
+
+    async def wait_started(self, timeout: float) -> bool:
+        """True once the handshake is done; False if `timeout` passes first.
+
+        Raises the start's error if it failed.  Giving up does not stop the
+        start: the next call finds the server further along.
+        """
+        if self.start_task is None:
+            return self.state not in ("new", "starting")
+        done, _ = await asyncio.wait({self.start_task}, timeout=max(0.0, timeout))
+        if not done:
+            return False
+        self.start_task.result()
+        return True
 
     async def _read(self) -> None:
         assert self.lsp and self.proc

@@ -17,7 +17,7 @@ import msgspec
 
 from holsrv import files, script, verdict
 from holsrv.cache import AnswerCache
-from holsrv.errors import BadRequest, LspError, ServerTimeout
+from holsrv.errors import BadRequest, LspError, ServerTimeout, Starting
 from holsrv.pool import Lease, Pool
 from holsrv.positions import Text
 from holsrv.rpc import messages as m
@@ -46,10 +46,21 @@ class Tools:
         self.clock = clock
 
     @contextlib.asynccontextmanager
-    async def _open(self, file: str, client: str) -> AsyncIterator[tuple[files.Script, Lease]]:
+    async def _open(
+        self, file: str, client: str, wait: float | None = None, *, tolerate_start: bool = False
+    ) -> AsyncIterator[tuple[files.Script, Lease]]:
+        """Read the file, lease its server, wait (up to `wait`) for it to start, sync it.
+
+        If the server is still starting when `wait` runs out, raise `Starting`,
+        unless `tolerate_start`: then yield unsynced and let the caller say so.
+        """
         script_ = files.read(file)  # bad input fails here, before any HOL starts
         async with self.pool.lease(script_.path, client) as lease:
-            await lease.session.sync(script_.data, script_.text)
+            session = lease.session
+            if await session.wait_started(self.settings.start_timeout_s if wait is None else wait):
+                await session.sync(script_.data, script_.text)
+            elif not tolerate_start:
+                raise Starting(_starting_message(session, self.clock()))
             yield script_, lease
 
     @staticmethod
@@ -67,15 +78,15 @@ class Tools:
     # -- diagnostics -----------------------------------------------------------
 
     async def diagnostics(self, req: m.Diagnostics, client: str) -> m.DiagnosticsResult:
-        async with self._open(req.file, client) as (src, lease):
+        started = self.clock()
+        deadline = started + max(0.0, req.wait)  # covers a server start too
+        async with self._open(req.file, client, req.wait, tolerate_start=True) as (src, lease):
             session = lease.session
             key = (session.id, session.epoch, "diagnostics", src.hash)
             cached = self.cache.get(key)
             if cached is not None:
                 return _replace(cached, cached=True, server=self._note(lease))
-            started = self.clock()
-            deadline = started + max(0.0, req.wait)
-            while True:
+            while session.state not in ("new", "starting"):
                 session.check_alive()
                 now = self.clock()
                 file = session.file
@@ -85,9 +96,15 @@ class Tools:
                 calm = file.phase != "compiling" and not file.checking()
                 await session.wait_change(min(deadline - now, quiet_left) if calm else deadline - now)
             result = verdict.build(
-                session.file, src.text, src.hash, session.lsp.position_encoding, self.clock(),
-                self.settings, self._note(lease), session.footprint, self.clock() - started,
+                session.file, src.text, src.hash, session.lsp.position_encoding if session.lsp else "utf-8",
+                self.clock(), self.settings, self._note(lease), session.footprint, self.clock() - started,
             )
+            if session.state in ("new", "starting"):
+                result.outstanding = [_starting_message(session, self.clock())]
+                result.headline = (
+                    f"INCOMPLETE after {self.clock() - started:.0f}s: the HOL server is still starting. "
+                    "Nothing was cancelled; call diagnostics again to carry on."
+                )
             if result.complete:
                 self.cache.put(key, result)
             return result
@@ -95,8 +112,15 @@ class Tools:
     # -- goal state ------------------------------------------------------------
 
     async def goal_state(self, req: m.GoalState, client: str) -> m.GoalStateResult:
-        async with self._open(req.file, client) as (src, lease):
+        deadline = self.clock() + max(0.0, req.wait)
+        async with self._open(req.file, client, req.wait, tolerate_start=True) as (src, lease):
             session = lease.session
+            if session.state in ("new", "starting"):
+                Text(src.text).to_lsp(req.line, req.col, "utf-8")  # still refuse a bad position
+                return m.GoalStateResult(
+                    file=str(src.path), content_hash=src.hash, line=req.line, col=req.col,
+                    state="starting", message=_starting_message(session, self.clock()), server=self._note(lease),
+                )
             encoding = session.lsp.position_encoding
             position = Text(src.text).to_lsp(req.line, req.col, encoding)
             key = (session.id, session.epoch, "goalState", src.hash, req.line, req.col)
@@ -107,7 +131,6 @@ class Tools:
                 file=str(src.path), content_hash=src.hash, line=req.line, col=req.col,
                 state="", message="", server=self._note(lease),
             )
-            deadline = self.clock() + max(0.0, req.wait)
             while True:
                 answer = await session.request(
                     "$/hol/goalState",
@@ -312,6 +335,14 @@ def _is_pending(answer) -> bool:
 def _raise_lsp(answer) -> None:
     if isinstance(answer, LspError):
         raise answer
+
+
+def _starting_message(session: Session, now: float) -> str:
+    return (
+        f"the HOL server for {session.path.name} (pid {session.pid or '-'}) is still starting "
+        f"(loading its heap; {now - session.started_at:.0f}s so far). It carries on; ask again "
+        "in a few seconds."
+    )
 
 
 def _blocked_message(session: Session) -> str:

@@ -216,3 +216,29 @@ def test_holctl_started_daemon_is_one_even_when_two_clients_race(short_tmp, monk
     with rpc_client.connect(sock, name="test", autostart=False) as client:
         client.call(m.Shutdown(), 30)
     psutil.Process(daemon_pid).wait(timeout=30)
+
+
+def test_a_slow_start_is_waited_for_within_the_callers_wait_and_never_cancelled(daemon, write_script, monkeypatch):
+    monkeypatch.setenv("FAKE_HOL_STARTUP_MS", "1500")
+    path = write_script(GOOD_SCRIPT)
+    early = daemon.call(m.Diagnostics(str(path), wait=0.2))
+    assert early.verdict == "INCOMPLETE" and "still starting" in early.headline
+    goal = daemon.call(m.GoalState(str(path), 7, 3, wait=0.1))
+    assert goal.state == "starting" and "ask again" in goal.message
+    done = daemon.call(m.Diagnostics(str(path), wait=20))
+    assert done.verdict == "OK" and done.server.pid == early.server.pid
+
+
+def test_a_hol_that_cannot_start_is_reported_with_its_stderr_and_backs_off(daemon_factory, write_script, tmp_path):
+    broken = tmp_path / "hol"
+    broken.write_text("#!/bin/sh\necho 'Unrecognized option: --lsp-check-proofs' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    daemon = daemon_factory(hol_bin=str(broken), restart_backoff_s=30)
+    path = write_script(GOOD_SCRIPT)
+    for _ in range(2):
+        with pytest.raises(errors.ServerDied) as caught:
+            daemon.call(m.Diagnostics(str(path), wait=10))
+        assert "did not start" in str(caught.value)
+        assert "Unrecognized option" in caught.value.detail
+    with pytest.raises(errors.ServerDied, match="not restarting for another"):
+        daemon.call(m.Diagnostics(str(path), wait=10))

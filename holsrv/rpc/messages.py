@@ -247,7 +247,7 @@ class SessionStatus(Struct):
 class DiagnosticsResult(Struct, tag="diagnostics", tag_field="type"):
     file: str
     content_hash: str
-    # One of OK, FAILED, ERRORS, CHEATS, BLOCKED, INCOMPLETE.
+    # One of OK, FAILED, ERRORS, CHEATS, UNCHECKED, BLOCKED, INCOMPLETE.
     verdict: str
     headline: str
     complete: bool
@@ -268,8 +268,9 @@ class GoalStateResult(Struct, tag="goalState", tag_field="type"):
     line: int
     col: int
     # "ok": goals below; "not_in_proof": position is not inside Proof…QED;
-    # "compiling": the file is still compiling, ask again; "blocked": the
-    # file's dependencies could not be loaded.
+    # "compiling": the file is still compiling, ask again; "starting": its
+    # HOL server is still loading, ask again; "blocked": the file's
+    # dependencies could not be loaded.
     state: str
     message: str
     server: ServerNote
