@@ -94,6 +94,8 @@ def _diagnostics(reply: DiagnosticsResult) -> list[str]:
         first, *rest = d.message.splitlines() or [""]
         lines.append(f"{d.range.line}:{d.range.col} {d.severity}: {first}")
         lines += ["    " + line for line in rest]
+    if reply.diagnostics_omitted:
+        lines.append(f"… and {reply.diagnostics_omitted} more diagnostics (fix the first ones, then ask again)")
     return lines + _footer(reply.content_hash, reply.server, reply.cached, reply.complete)
 
 

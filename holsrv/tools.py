@@ -36,6 +36,7 @@ _SYMBOL_KINDS = {
 }
 MAX_COMPLETIONS = 50
 MAX_SYMBOLS = 500
+MAX_EVAL_CHARS = 64 * 1024
 
 
 class Tools:
@@ -115,14 +116,15 @@ class Tools:
         deadline = self.clock() + max(0.0, req.wait)
         async with self._open(req.file, client, req.wait, tolerate_start=True) as (src, lease):
             session = lease.session
+            lines = Text(src.text)
+            lines.to_lsp(req.line, req.col, "utf-8")  # a bad position is refused even while starting
             if session.state in ("new", "starting"):
-                Text(src.text).to_lsp(req.line, req.col, "utf-8")  # still refuse a bad position
                 return m.GoalStateResult(
                     file=str(src.path), content_hash=src.hash, line=req.line, col=req.col,
                     state="starting", message=_starting_message(session, self.clock()), server=self._note(lease),
                 )
             encoding = session.lsp.position_encoding
-            position = Text(src.text).to_lsp(req.line, req.col, encoding)
+            position = lines.to_lsp(req.line, req.col, encoding)
             key = (session.id, session.epoch, "goalState", src.hash, req.line, req.col)
             cached = self.cache.get(key)
             if cached is not None:
@@ -284,8 +286,12 @@ class Tools:
             output, errors = _eval_reports(reports or [], req.code, session.lsp.position_encoding)
             if timed_out:
                 errors.append(f"timed out after {req.timeout:g}s; the evaluation was cancelled")
-            return m.EvalResult(file=str(src.path), output=output, errors=errors,
-                                stderr=session.stderr_since(mark), timed_out=timed_out, server=self._note(lease))
+            return m.EvalResult(
+                file=str(src.path), output=verdict.clip(output, MAX_EVAL_CHARS),
+                errors=[verdict.clip(e, verdict.MAX_MESSAGE_CHARS) for e in errors[:50]],
+                stderr=verdict.clip(session.stderr_since(mark), MAX_EVAL_CHARS),
+                timed_out=timed_out, server=self._note(lease),
+            )
 
     async def retry_compile(self, req: m.RetryCompile, client: str) -> m.RetryCompileResult:
         async with self._open(req.file, client) as (src, lease):

@@ -16,6 +16,9 @@ from holsrv.rpc import messages as m
 from holsrv.settings import Settings
 
 _SEVERITY = {1: "error", 2: "warning", 3: "info", 4: "hint"}
+# Bounds on what one answer carries: an agent's context is not a log file.
+MAX_DIAGNOSTICS = 200
+MAX_MESSAGE_CHARS = 2000
 _WORD = re.compile(r"[A-Za-z0-9_']+")
 
 
@@ -44,6 +47,8 @@ def build(
         (_diagnostic(lines, d, encoding) for d in file.diagnostics),
         key=lambda d: (d.range.line, d.range.col),
     )
+    omitted = max(0, len(diagnostics) - MAX_DIAGNOSTICS)
+    diagnostics = diagnostics[:MAX_DIAGNOSTICS]
     cheats = [_cheat(text, c) for c in script.cheats(text)]
     blocked = m.Blocked(**file.blocked) if file.phase == "blocked" and file.blocked else None
     result = m.DiagnosticsResult(
@@ -58,6 +63,7 @@ def build(
         cheats=cheats,
         server=server,
         blocked=blocked,
+        diagnostics_omitted=omitted,
     )
     result.warnings = _looping_warnings(file, proofs, now, settings, footprint_mb)
     if not complete:
@@ -90,7 +96,7 @@ def _diagnostic(text: Text, diag: dict, encoding: str) -> m.Diagnostic:
     return m.Diagnostic(
         range=lsp_range(text, diag.get("range", {}), encoding),
         severity=_SEVERITY.get(diag.get("severity", 1), "error"),
-        message=str(diag.get("message", "")),
+        message=clip(str(diag.get("message", "")), MAX_MESSAGE_CHARS),
     )
 
 
@@ -100,7 +106,8 @@ def _cheat(text: str, cheat: script.Cheat) -> m.CheatUse:
 
 
 def _proof(file: FileState, entry: ProofEntry, text: Text, now: float) -> m.Proof:
-    proof = m.Proof(name=entry.name, line=entry.line0 + 1, status=entry.status, detail=entry.detail.strip())
+    detail = clip(entry.detail.strip(), MAX_MESSAGE_CHARS)
+    proof = m.Proof(name=entry.name, line=entry.line0 + 1, status=entry.status, detail=detail)
     if entry.status == "checking":
         proof.checking_s = round(file.checking_for(entry, now), 1)
     return proof
@@ -170,6 +177,13 @@ def _verdict(r: m.DiagnosticsResult, waited_s: float) -> tuple[str, str]:
 def _and_errors(errors: list[m.Diagnostic]) -> str:
     proof_errors = [e for e in errors if not e.message.startswith("proof failed")]
     return f", and {len(proof_errors)} compile errors" if proof_errors else ""
+
+
+def clip(text: str, limit: int) -> str:
+    """`text`, cut to `limit` characters with a note saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n… ({len(text) - limit} more characters cut)"
 
 
 def _duration(seconds: float) -> str:

@@ -232,3 +232,10 @@ def test_a_desync_report_makes_the_daemon_resend_the_whole_text(daemon, write_sc
     changes = [msg for msg in _client_messages(log) if msg.get("method") == "textDocument/didChange"]
     assert [c["params"]["contentChanges"] for c in changes] == [[{"text": GOOD_SCRIPT}]]
     assert after.verdict == "OK"
+
+
+def test_a_flood_of_diagnostics_is_bounded_and_counted(daemon, write_script):
+    body = "".join(f"\nTheorem t{i}:\n  T\nProof\n  not_a_tactic\nQED\n" for i in range(230))
+    result = daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT + body)), wait=30))
+    assert result.verdict == "ERRORS"
+    assert len(result.diagnostics) == 200 and result.diagnostics_omitted == 30

@@ -260,6 +260,8 @@ class DiagnosticsResult(Struct, tag="diagnostics", tag_field="type"):
     outstanding: list[str] = []
     warnings: list[str] = []
     cached: bool = False
+    # Diagnostics beyond the first MAX_DIAGNOSTICS are counted, not listed.
+    diagnostics_omitted: int = 0
 
 
 class GoalStateResult(Struct, tag="goalState", tag_field="type"):
