@@ -44,7 +44,7 @@ def replay(records, workdir, env=None):
             msg = rewrite(sent, workdir)
             client.send({k: v for k, v in msg.items() if k != "jsonrpc"})
             expected += [rewrite(a, workdir) for a in answers]
-            received += _await_anchors(client, answers)
+            received += _await_anchors(client, _anchor_count(expected) - _anchor_count(received))
         received += client.quiet_for(0.3)
         client.proc.wait(5)
     finally:
@@ -75,10 +75,10 @@ def _is_anchor(m):
         and m["params"]["states"][0]["status"] in _VERDICTS
 
 
-def _await_anchors(client, answers):
-    need, got = _anchor_count(answers), []
-    if need == 0:
-        return client.quiet_for(0.05)
+def _await_anchors(client, need):
+    """Wait for `need` more anchors (responses, terminal notifications,
+    verdicts); anchors that already arrived early count as a surplus."""
+    got = []
     while _anchor_count(got) < need:
         got += client.until(_is_anchor)
     return got + client.quiet_for(0.05)
@@ -117,3 +117,23 @@ def reduce(msgs):
             continue
         seq.append(item)
     return seq, sorted(verdicts, key=repr)
+
+
+_EXACT_METHODS = ("$/compileCompleted", "$/compileBlocked", "window/showMessage")
+_EXACT_REQUESTS = ("textDocument/documentSymbol", "textDocument/references", "$/eval")
+
+
+def exact_parts(records, msgs, workdir):
+    """Messages whose content (not just shape) must match: terminal
+    notifications, multi-proof batches, and answers to parse-driven
+    requests (symbols, references, eval)."""
+    ids = {r["msg"]["id"] for r in records if r["dir"] == "C->S"
+           and r["msg"].get("method") in _EXACT_REQUESTS}
+    out = []
+    for m in msgs:
+        method = m.get("method")
+        if method in _EXACT_METHODS or (method == "$/proofStates" and len(m["params"]["states"]) > 1):
+            out.append((method, m["params"]))
+        elif method is None and m.get("id") in ids:
+            out.append((m["id"], m.get("result", m.get("error"))))
+    return out
