@@ -43,6 +43,7 @@ class FileState:
     last_edit: float = 0.0
     # Longest check seen to finish in this file, for spotting a looping proof.
     slowest_s: float = 0.0
+    events: int = 0  # notifications about this file so far
 
     def sent(self, version: int, text: str, now: float) -> None:
         """We sent `text` as `version` (didOpen or a full didChange)."""
@@ -59,6 +60,7 @@ class FileState:
             return False
         handler(self, params, now)
         self.last_event = now
+        self.events += 1
         return True
 
     # -- handlers, one per notification ---------------------------------

@@ -292,12 +292,26 @@ class Session:
             else:
                 spill = script.spilling_proof(self.file.text, text)
                 if spill is not None:
-                    # Make the server see a statement edit at that proof, so it
-                    # re-checks everything below instead of only this proof.
-                    interim = text[: spill.start] + "\n" + text[spill.start:]
-                    await self._send_change(interim)
+                    await self._send_statement_edit(text, spill)
                 await self._send_change(text)
             self.data = data
+
+    async def _send_statement_edit(self, text: str, spill: script.ProofBlock) -> None:
+        """Send `text` with a blank line before `spill`, and let HOL act on it.
+
+        HOL would take an edit that starts in `spill`'s body as confined to
+        it, and leave the checks of the proofs it runs into going on stale
+        text.  A blank line before the theorem is a statement edit: HOL drops
+        every proof from there on, and a pass that follows cancelled proofs
+        re-checks them all.  Its attempt must start before the real text
+        goes, or the debounce folds the two edits into one.
+        """
+        seen = self.file.events
+        await self._send_change(text[: spill.start] + "\n" + text[spill.start:])
+        deadline = self.clock() + self.settings.spill_wait_s
+        while self.file.events == seen and self.clock() < deadline:
+            self.check_alive()
+            await self.wait_change(deadline - self.clock())
 
     async def _send_open(self, text: str) -> None:
         version = 1

@@ -57,6 +57,9 @@ class Settings:
     restart_backoff_s: float = 2.0
     restart_backoff_max_s: float = 60.0
     stderr_tail_lines: int = 200
+    # How long an edit that spills from one proof into the next waits for HOL
+    # to start acting on its interim text (HOL debounces edits by 300 ms).
+    spill_wait_s: float = 3.0
     # Offered to HOL in this order.  HOL is byte-native and picks utf-8 when
     # offered (PROTOCOL.md §4.4); tests offer only utf-16 to cover that path.
     position_encodings: tuple[str, ...] = ("utf-8", "utf-16")

@@ -239,3 +239,35 @@ def test_a_flood_of_diagnostics_is_bounded_and_counted(daemon, write_script):
     result = daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT + body)), wait=30))
     assert result.verdict == "ERRORS"
     assert len(result.diagnostics) == 200 and result.diagnostics_omitted == 30
+
+
+TWO_PROOFS = """\
+Theory two
+Ancestors arithmetic
+
+Theorem one:
+  T
+Proof
+  simp[]
+QED
+
+Theorem two:
+  T
+Proof
+  LOOP_TAC
+QED
+"""
+
+
+def test_an_edit_running_from_one_proof_into_the_next_rechecks_both(daemon, write_script, monkeypatch):
+    # This fake takes any edit that starts in a body as tactic-only: without the
+    # daemon's workaround, `two` would keep its old (looping) check forever.
+    monkeypatch.setenv("FAKE_HOL_FAST_PATH_FROM_START", "1")
+    path = write_script(TWO_PROOFS, "twoScript.sml")
+    before = daemon.call(m.Diagnostics(str(path), wait=1))
+    assert before.verdict == "INCOMPLETE" and before.tally.checking == 1
+    path.write_text(TWO_PROOFS.replace("  simp[]\nQED\n\nTheorem two:\n  T\nProof\n  LOOP_TAC",
+                                       "  rw[]\nQED\n\nTheorem two:\n  T\nProof\n  simp[]"))
+    after = daemon.call(m.Diagnostics(str(path), wait=20))
+    assert after.verdict == "OK", after.headline
+    assert after.server.pid == before.server.pid

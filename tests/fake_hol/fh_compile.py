@@ -233,6 +233,8 @@ class Compiler:
         a, b = old.decls[k], new.decls[k]
         if not (a.is_proof() and b.is_proof() and a.pool_name == b.pool_name and a.body and b.body):
             return None
+        if self.s.settings.fast_path_from_start:
+            return k if a.body[0] <= p < a.body[1] else None
         if a.body[0] <= p and old_end <= a.body[1] and b.body[0] <= p and new_end <= b.body[1]:
             if len(old.decls) == len(new.decls):
                 return k

@@ -24,6 +24,9 @@ class Settings:
         self.startup_ms = ms("FAKE_HOL_STARTUP_MS", 0)
         default_workers = min(os.cpu_count() or 1, 8)
         self.workers = int(env.get("FAKE_HOL_WORKERS", default_workers))
+        # Judge an edit tactic-only from where it starts alone, as the server
+        # the daemon's two-proof workaround was written for does.
+        self.fast_path_from_start = env.get("FAKE_HOL_FAST_PATH_FROM_START") == "1"
 
 
 class Server:
