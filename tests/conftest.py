@@ -43,6 +43,24 @@ Proof
 QED
 """
 
+# One proved theorem and one whose proof fails at a known step.
+FAILING_SCRIPT = """\
+Theory demo
+Ancestors arithmetic
+
+Theorem add0:
+  !n:num. n + 0 = n
+Proof
+  gen_tac >> simp[]
+QED
+
+Theorem wrong:
+  !p q. p /\\ q ==> q
+Proof
+  rpt strip_tac >> FAIL_TAC "nope"
+QED
+"""
+
 
 def pytest_asyncio_loop_factories(config, item):
     """Every async test runs on both loops the daemon may use."""

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from holctl.cli import cli, failure_for
 from holsrv.errors import error_for_code
 from holsrv.rpc.messages import DiagnosticsResult
+from conftest import FAILING_SCRIPT
 
 
 def run(*args: str, stdin: str | None = None):
@@ -79,22 +80,6 @@ def test_an_error_with_detail_prints_code_message_and_the_detail_indented(capsys
 
 # -- against a daemon with the fake HOL server ----------------------------------
 
-SCRIPT = """\
-Theory demo
-Ancestors arithmetic
-
-Theorem add0:
-  !n:num. n + 0 = n
-Proof
-  gen_tac >> simp[]
-QED
-
-Theorem wrong:
-  !p q. p /\\ q ==> q
-Proof
-  rpt strip_tac >> FAIL_TAC "nope"
-QED
-"""
 
 
 def ask(daemon, *args: str):
@@ -102,7 +87,7 @@ def ask(daemon, *args: str):
 
 
 def test_diagnostics_of_a_failed_proof_is_an_answer_with_exit_0(daemon, write_script):
-    path = write_script(SCRIPT)
+    path = write_script(FAILING_SCRIPT)
     result = ask(daemon, "diagnostics", str(path), "--wait", "20")
     assert result.exit_code == 0, result.stderr
     out = result.stdout.splitlines()
@@ -114,7 +99,7 @@ def test_diagnostics_of_a_failed_proof_is_an_answer_with_exit_0(daemon, write_sc
 
 
 def test_diagnostics_json_is_the_reply_struct_about_the_absolute_path(daemon, write_script, monkeypatch):
-    path = write_script(SCRIPT.replace('FAIL_TAC "nope"', "simp[]"))
+    path = write_script(FAILING_SCRIPT.replace('FAIL_TAC "nope"', "simp[]"))
     monkeypatch.chdir(path.parent)
     result = ask(daemon, "diagnostics", path.name, "--wait", "20", "--json")
     assert result.exit_code == 0, result.stderr
@@ -124,7 +109,7 @@ def test_diagnostics_json_is_the_reply_struct_about_the_absolute_path(daemon, wr
 
 
 def test_goal_state_inside_a_proof_prints_the_theorem_and_its_goal(daemon, write_script):
-    path = write_script(SCRIPT)
+    path = write_script(FAILING_SCRIPT)
     result = ask(daemon, "goalState", str(path), "7", "3", "--wait", "20")
     assert result.exit_code == 0, result.stderr
     out = result.stdout.splitlines()
@@ -133,7 +118,7 @@ def test_goal_state_inside_a_proof_prints_the_theorem_and_its_goal(daemon, write
 
 
 def test_goal_state_outside_a_proof_says_so_and_exits_0(daemon, write_script):
-    path = write_script(SCRIPT)
+    path = write_script(FAILING_SCRIPT)
     result = ask(daemon, "goalState", str(path), "1", "1", "--wait", "20")
     assert result.exit_code == 0, result.stderr
     assert "Proof" in result.stdout.splitlines()[0]
@@ -148,14 +133,14 @@ def test_a_missing_file_exits_3_naming_the_absolute_path(daemon, tmp_path, monke
 
 
 def test_a_line_past_the_end_exits_3(daemon, write_script):
-    path = write_script(SCRIPT)
+    path = write_script(FAILING_SCRIPT)
     result = ask(daemon, "hover", str(path), "500", "1")
     assert result.exit_code == 3
     assert result.stderr.startswith("holctl: position_out_of_range: ")
 
 
 def test_status_lists_the_server_a_call_started(daemon, write_script):
-    path = write_script(SCRIPT)
+    path = write_script(FAILING_SCRIPT)
     assert ask(daemon, "diagnostics", str(path), "--wait", "20").exit_code == 0
     result = ask(daemon, "status")
     assert result.exit_code == 0, result.stderr
@@ -173,7 +158,7 @@ def test_a_socket_directory_that_cannot_be_made_is_daemon_unreachable(tmp_path: 
 
 
 def test_eval_reads_code_from_stdin_and_prints_errors(daemon, write_script):
-    path = write_script(SCRIPT)
+    path = write_script(FAILING_SCRIPT)
     result = run("--socket", str(daemon.socket), "--no-start", "eval", str(path), "-",
                  stdin="val y = undefined_thing;")
     assert result.exit_code == 0, result.stderr

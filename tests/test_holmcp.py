@@ -8,6 +8,7 @@ import pytest
 from mcp import Client
 
 from holmcp.server import build_server
+from conftest import FAILING_SCRIPT
 
 TOOLS = {
     "diagnostics", "goalState", "hover", "definition", "references", "completion",
@@ -97,27 +98,11 @@ async def test_a_position_before_the_first_column_is_rejected_before_reaching_th
 
 # -- against a daemon with the fake HOL server ----------------------------------
 
-SCRIPT = """\
-Theory demo
-Ancestors arithmetic
-
-Theorem add0:
-  !n:num. n + 0 = n
-Proof
-  gen_tac >> simp[]
-QED
-
-Theorem wrong:
-  !p q. p /\\ q ==> q
-Proof
-  rpt strip_tac >> FAIL_TAC "nope"
-QED
-"""
 
 
 @pytest.mark.asyncio
 async def test_diagnostics_returns_the_verdict_as_structured_content_and_text(daemon, write_script):
-    path = write_script(SCRIPT)
+    path = write_script(FAILING_SCRIPT)
     # A relative path is taken from the directory holmcp was started in.
     server = build_server(daemon.socket, path.parent, autostart=False)
     async with Client(server) as client:
@@ -133,7 +118,7 @@ async def test_diagnostics_returns_the_verdict_as_structured_content_and_text(da
 
 @pytest.mark.asyncio
 async def test_goal_state_returns_the_goals_inside_a_proof(daemon, write_script):
-    path = write_script(SCRIPT)
+    path = write_script(FAILING_SCRIPT)
     server = build_server(daemon.socket, path.parent, autostart=False)
     async with Client(server) as client:
         result = await client.call_tool("goalState", {"file": str(path), "line": 7, "col": 3, "wait": 20})
@@ -156,7 +141,7 @@ async def test_a_missing_file_is_a_tool_error_with_the_daemons_code(daemon, tmp_
 
 @pytest.mark.asyncio
 async def test_status_lists_the_server_an_earlier_call_started(daemon, write_script):
-    path = write_script(SCRIPT)
+    path = write_script(FAILING_SCRIPT)
     server = build_server(daemon.socket, path.parent, autostart=False)
     async with Client(server) as client:
         await client.call_tool("diagnostics", {"file": str(path), "wait": 20})
@@ -169,7 +154,7 @@ async def test_status_lists_the_server_an_earlier_call_started(daemon, write_scr
 async def test_every_tool_answers_with_content_its_output_schema_accepts(daemon, write_script):
     # The SDK client checks structured content against the advertised schema
     # and raises if it does not conform, so each call below is that check.
-    path = write_script(SCRIPT)
+    path = write_script(FAILING_SCRIPT)
     calls = {
         "hover": {"line": 7, "col": 3},
         "definition": {"line": 7, "col": 3},
