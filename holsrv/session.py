@@ -1,6 +1,7 @@
 """One `hol lsp --lsp-check-proofs` child serving one script, for its whole life.
 
-Life: starting → ready → (compiling ⇄ settled) → stopping → stopped, or → dead
+Life: starting → ready → (compiling → checking → settled, again on each edit)
+→ stopping → stopped, or → dead
 when the process exits on its own.  Every transition is logged.  The child
 runs in its own process group with a parent-death signal, and its stdin is a
 pipe only we hold, so it cannot outlive the daemon: the real server exits on
@@ -255,9 +256,14 @@ class Session:
             # if it does, resend the whole text (PROTOCOL.md §13).
             asyncio.get_running_loop().create_task(self._resync())
         if self.file.apply(method, params, self.clock()):
-            if self.state in ("ready", "compiling", "settled"):
-                self._set_state("compiling" if self.file.phase == "compiling" else "settled")
+            if self.state in ("ready", "compiling", "checking", "settled"):
+                self._set_state(self._activity())
             self._wake()
+
+    def _activity(self) -> str:
+        if self.file.phase == "compiling":
+            return "compiling"
+        return "checking" if self.file.checking() else "settled"
 
     def _wake(self) -> None:
         self._changed.set()

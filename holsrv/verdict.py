@@ -187,6 +187,8 @@ def clip(text: str, limit: int) -> str:
 
 
 def _duration(seconds: float) -> str:
+    if seconds < 10:
+        return f"{seconds:.1f}s"
     if seconds < 90:
         return f"{seconds:.0f}s"
     if seconds < 5400:
