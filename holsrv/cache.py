@@ -9,7 +9,7 @@ never served twice.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Hashable
+from collections.abc import Hashable
 
 
 class AnswerCache:

@@ -130,8 +130,9 @@ class Daemon:
             message = (
                 f"protocol mismatch: client {hello.client} {hello.client_version} speaks protocol "
                 f"{hello.protocol}, this daemon ({__version__}) speaks {m.PROTOCOL_VERSION}. "
-                "Restart the daemon so it matches the installed clients: `holctl shutdown` "
-                "(or `systemctl --user restart holsrv`), then try again."
+                "Restart the daemon so it matches the installed clients: stop it with "
+                f"`kill {os.getpid()}` (or `systemctl --user restart holsrv`); the next call "
+                "starts a matching one."
             )
             log.warning("rejected %s: %s", hello.client, message)
             await _send(writer, m.ErrorReply(ProtocolMismatch.code, message))

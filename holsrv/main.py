@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
+import logging.handlers
 import os
 import sys
 from pathlib import Path
@@ -17,24 +17,24 @@ from holsrv.settings import Settings
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--socket", type=click.Path(path_type=Path), help="Socket path (default: $HOLSRV_SOCKET or $XDG_RUNTIME_DIR/holsrv/holsrv.sock).")
+@click.option(
+    "--socket", type=click.Path(path_type=Path),
+    help="Socket path (default: $HOLSRV_SOCKET or $XDG_RUNTIME_DIR/holsrv/holsrv.sock).",
+)
 @click.option("--hol", "hol_bin", help="The `hol` executable (default: $HOL_BIN, $HOLDIR/bin/hol, or `hol` on PATH).")
 @click.option("--max-servers", type=int, help="Most HOL servers alive at once.")
 @click.option("--max-heap-mb", type=int, help="Poly/ML --maxheap for each server, MB (0: no cap).")
 @click.option("--idle-timeout", "idle_timeout_s", type=float, help="Stop a server unused for this many seconds.")
 @click.option("--ready-fd", type=int, hidden=True, help="Write 'ready' to this fd once listening.")
 @click.option("--detach", is_flag=True, hidden=True, help="Fork into the background first.")
+@click.option("--log-file", type=click.Path(path_type=Path), help="Log here, rotated at 5 MB (default: stderr).")
 @click.option("--log-level", default="INFO", show_default=True)
 @click.version_option(__version__)
-def main(socket, hol_bin, max_servers, max_heap_mb, idle_timeout_s, ready_fd, detach, log_level) -> None:
+def main(socket, hol_bin, max_servers, max_heap_mb, idle_timeout_s, ready_fd, detach, log_file, log_level) -> None:
     """Keep HOL4 language servers warm and answer holctl and holmcp."""
     if detach and os.fork() > 0:
         os._exit(0)  # the client waits on the ready fd, which the daemon inherited
-    logging.basicConfig(
-        level=log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    _configure_logging(log_file, log_level)
     settings = Settings.from_env(
         socket=socket, hol_bin=hol_bin, max_servers=max_servers,
         max_heap_mb=max_heap_mb, idle_timeout_s=idle_timeout_s,
@@ -51,6 +51,17 @@ async def _serve(settings: Settings, ready_fd: int | None) -> None:
     await daemon.start()
     _ready(ready_fd, b"ready\n")
     await daemon.run()
+
+
+def _configure_logging(log_file: Path | None, level: str) -> None:
+    if log_file is None:
+        handler: logging.Handler = logging.StreamHandler(sys.stderr)
+    else:
+        # A daemon started on demand may run for weeks: keep its log bounded.
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.handlers.RotatingFileHandler(log_file, maxBytes=5 * 1024 * 1024, backupCount=2)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level.upper(), handlers=[handler])
 
 
 def _ready(fd: int | None, line: bytes) -> None:

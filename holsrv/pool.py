@@ -16,9 +16,9 @@ import os
 import signal
 import time
 from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import AsyncIterator, Callable
 
 import psutil
 

@@ -20,8 +20,8 @@ import os
 import signal
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import psutil
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import contextlib
 import re
 import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import AsyncIterator, Callable
 
 import msgspec
 
@@ -40,7 +40,9 @@ MAX_EVAL_CHARS = 64 * 1024
 
 
 class Tools:
-    def __init__(self, pool: Pool, cache: AnswerCache, settings: Settings, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, pool: Pool, cache: AnswerCache, settings: Settings, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.pool = pool
         self.cache = cache
         self.settings = settings
@@ -147,7 +149,9 @@ class Tools:
                 self.cache.put(key, result)
             return result
 
-    def _goal_result(self, base: m.GoalStateResult, answer, text: str, session: Session, encoding: str) -> m.GoalStateResult:
+    def _goal_result(
+        self, base: m.GoalStateResult, answer, text: str, session: Session, encoding: str
+    ) -> m.GoalStateResult:
         if answer is None:
             if session.file.phase == "blocked":
                 return _replace(base, state="blocked", message=_blocked_message(session))
@@ -260,13 +264,17 @@ class Tools:
 
     async def workspace_symbol(self, req: m.WorkspaceSymbol, client: str) -> m.WorkspaceSymbolResult:
         if len(req.query.strip()) < 2:
-            raise BadRequest("the query must have at least 2 characters (it is matched as a case-insensitive substring)")
+            raise BadRequest(
+                "the query must have at least 2 characters (it is matched as a case-insensitive substring)"
+            )
         async with self._open(req.file, client) as (src, lease):
             session = lease.session
             await self._wait_compiled(session, self.clock() + self.settings.diagnostics_wait_s)
             answer = await session.request("workspace/symbol", {"query": req.query.strip()})
             symbols = [_workspace_item(s) for s in answer or []]
-            return m.WorkspaceSymbolResult(file=str(src.path), query=req.query, symbols=symbols, server=self._note(lease))
+            return m.WorkspaceSymbolResult(
+                file=str(src.path), query=req.query, symbols=symbols, server=self._note(lease)
+            )
 
     # -- eval, retry, restart --------------------------------------------------
 

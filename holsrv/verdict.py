@@ -66,6 +66,12 @@ def build(
         diagnostics_omitted=omitted,
     )
     result.warnings = _looping_warnings(file, proofs, now, settings, footprint_mb)
+    if footprint_mb is not None and footprint_mb > settings.soft_footprint_mb:
+        result.warnings.append(
+            f"SERVER LARGE: this file's HOL server uses {footprint_mb / 1024:.1f} GB, above the soft "
+            f"limit of {settings.soft_footprint_mb / 1024:.1f} GB; restart it when convenient "
+            "(nothing is stopped for this)."
+        )
     if not complete:
         result.outstanding = _outstanding(file, proofs, now)
     result.verdict, result.headline = _verdict(result, waited_s)

@@ -12,6 +12,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -193,6 +194,20 @@ def _start_in_thread(settings: Settings) -> RunningDaemon:
     if "error" in box:
         raise box["error"]
     return RunningDaemon(settings.socket, settings, box["daemon"], box["loop"], thread)
+
+
+def wait_until(predicate, timeout: float = 10.0, what: str = "condition") -> None:
+    """Re-check `predicate` until it holds; fail after `timeout` seconds.
+
+    For conditions only observable from outside (a process's death, a call
+    reaching the daemon); everything else waits on events.
+    """
+    deadline = time.monotonic() + timeout
+    pause = threading.Event()
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        pause.wait(0.02)
 
 
 def pid_alive(pid: int) -> bool:

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import stat
+import subprocess
+import sys
 import threading
 
 import msgspec
 import pytest
 
-from conftest import GOOD_SCRIPT
 from holsrv import errors
+from holsrv.rpc import client as rpc_client
 from holsrv.rpc import framing
 from holsrv.rpc import messages as m
+
+from conftest import FAKE_HOL, GOOD_SCRIPT, pid_alive, wait_until
 
 FAILING = GOOD_SCRIPT + """
 Theorem bad:
@@ -207,8 +213,6 @@ def test_a_stale_socket_file_is_replaced(short_tmp, daemon_factory):
 
 
 def test_shutdown_stops_every_hol_server_and_removes_the_socket(daemon, write_script):
-    from conftest import pid_alive
-
     path = write_script(GOOD_SCRIPT)
     pid = daemon.call(m.Diagnostics(str(path), wait=20)).server.pid
     daemon.call(m.Shutdown())
@@ -226,3 +230,53 @@ def _write_bytes(path, data: bytes) -> str:
 def _raw_frame(obj) -> bytes:
     body = msgspec.msgpack.encode(obj)
     return len(body).to_bytes(4, "big") + body
+
+
+def test_hol_not_found_names_every_place_it_looked(daemon_factory, write_script, monkeypatch):
+    monkeypatch.delenv("HOL_BIN", raising=False)
+    monkeypatch.setenv("HOLDIR", "/nonexistent-holdir")
+    monkeypatch.setenv("PATH", "/nonexistent-bin")
+    daemon = daemon_factory(hol_bin=None)
+    with pytest.raises(errors.HolNotFound) as caught:
+        daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT)), wait=5))
+    message = str(caught.value)
+    assert "HOL_BIN" in message and "HOLDIR=/nonexistent-holdir" in message and "PATH" in message
+
+
+def test_sigterm_stops_the_daemon_its_hol_servers_and_removes_the_socket(short_tmp, write_script, monkeypatch):
+    monkeypatch.setenv("HOL_BIN", str(FAKE_HOL))
+    sock = short_tmp / "t.sock"
+    read_fd, write_fd = os.pipe()
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "holsrv", "--socket", str(sock), "--ready-fd", str(write_fd)],
+        pass_fds=(write_fd,), stderr=subprocess.DEVNULL,
+    )
+    os.close(write_fd)
+    try:
+        with os.fdopen(read_fd, "rb") as ready:
+            assert ready.readline().startswith(b"ready")
+        with rpc_client.connect(sock, name="test", autostart=False) as client:
+            hol_pid = client.call(m.Diagnostics(str(write_script(GOOD_SCRIPT)), wait=20), 60).server.pid
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(timeout=30) == 0
+        assert not sock.exists() and not pid_alive(hol_pid)
+    finally:
+        daemon.kill()
+        daemon.wait()
+
+
+def test_killing_holctl_mid_wait_leaves_the_daemon_and_its_hol_server_running(daemon, write_script):
+    path = write_script(GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", "LOOP_TAC"))
+    first = daemon.call(m.Diagnostics(str(path), wait=0.3))
+    holctl = subprocess.Popen(
+        [sys.executable, "-m", "holctl", "--socket", str(daemon.socket), "diagnostics", str(path), "--wait", "60"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    wait_until(lambda: daemon.call(m.Status()).sessions[0].waiting_calls == 1, timeout=20,
+               what="the holctl call to reach the daemon")
+    holctl.kill()
+    holctl.wait(10)
+    again = daemon.call(m.Diagnostics(str(path), wait=0.3))
+    assert again.server.pid == first.server.pid and again.server.start == "warm"
+    assert pid_alive(first.server.pid)
+

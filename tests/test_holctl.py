@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from holctl.cli import cli, failure_for
 from holsrv.errors import error_for_code
 from holsrv.rpc.messages import DiagnosticsResult
+
 from conftest import FAILING_SCRIPT
 
 

@@ -8,6 +8,7 @@ import pytest
 from mcp import Client
 
 from holmcp.server import build_server
+
 from conftest import FAILING_SCRIPT
 
 TOOLS = {

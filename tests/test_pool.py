@@ -8,29 +8,19 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
 import psutil
 import pytest
 
-from conftest import FAKE_HOL, GOOD_SCRIPT, _start_in_thread, fake_settings, pid_alive
 from holsrv import errors
 from holsrv.rpc import client as rpc_client
 from holsrv.rpc import messages as m
 from holsrv.rpc import paths
 
+from conftest import FAKE_HOL, GOOD_SCRIPT, _start_in_thread, fake_settings, pid_alive, wait_until
+
 SLOW = GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", "SLOW_TAC 6000 >> simp[]")
 LOOPING = GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", "LOOP_TAC")
-
-
-def wait_until(predicate, timeout: float = 10.0, what: str = "condition") -> None:
-    """Re-check `predicate` until it holds; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        pause.wait(0.02)
 
 
 def sessions(daemon) -> dict[str, m.SessionStatus]:

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAKE_HOL
 from holsrv import errors
 from holsrv.rpc import messages as m
 from holsrv.settings import Settings
+
+from conftest import FAKE_HOL
 
 # Long enough for a heap load and the arithmetic theory on a slow machine.
 WAIT_S = 180.0

@@ -6,9 +6,10 @@ import json
 
 import pytest
 
-from conftest import GOOD_SCRIPT
 from holsrv import errors
 from holsrv.rpc import messages as m
+
+from conftest import GOOD_SCRIPT
 
 UNICODE = """\
 Theory uni
@@ -271,3 +272,12 @@ def test_an_edit_running_from_one_proof_into_the_next_rechecks_both(daemon, writ
     after = daemon.call(m.Diagnostics(str(path), wait=20))
     assert after.verdict == "OK", after.headline
     assert after.server.pid == before.server.pid
+
+
+def test_a_server_above_the_soft_footprint_is_reported_large_and_left_running(daemon_factory, write_script):
+    daemon = daemon_factory(soft_footprint_mb=1, memory_sample_s=0.05)
+    result = daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT)), wait=20))
+    assert result.verdict == "OK"
+    assert any(w.startswith("SERVER LARGE: this file's HOL server uses") for w in result.warnings)
+    [session] = daemon.call(m.Status()).sessions
+    assert session.large and session.pid == result.server.pid

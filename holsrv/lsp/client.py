@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from holsrv.errors import FrameError, LspError, ServerDied, ServerTimeout
 from holsrv.lsp import framing

@@ -135,12 +135,14 @@ def _spawn_and_wait(path: Path) -> None:
     log.parent.mkdir(parents=True, exist_ok=True)
     read_fd, write_fd = os.pipe()
     try:
-        with open(log, "ab") as log_file:
+        # The daemon logs to `log` itself (rotated); its stderr file only
+        # catches what a crash prints before logging is set up.
+        with open(log.with_name(log.name + ".stderr"), "ab") as log_file:
             # --detach: the daemon forks away and this child exits at once, so
             # the daemon is nobody's child (no zombie in a long-lived holmcp).
             launcher = subprocess.Popen(
                 [sys.executable, "-m", "holsrv", "--detach", "--socket", str(path),
-                 "--ready-fd", str(write_fd)],
+                 "--ready-fd", str(write_fd), "--log-file", str(log)],
                 stdin=subprocess.DEVNULL,
                 stdout=log_file,
                 stderr=log_file,
