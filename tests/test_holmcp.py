@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from pathlib import Path
 
 import pytest
 from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 
 from holmcp.server import build_server
+from holsrv import errors
+from holsrv.rpc import client as rpc_client
+from holsrv.rpc import messages
 
-from conftest import FAILING_SCRIPT
+from conftest import FAILING_SCRIPT, FAKE_HOL
 
 TOOLS = {
     "diagnostics", "goalState", "hover", "definition", "references", "completion",
@@ -175,3 +181,29 @@ async def test_every_tool_answers_with_content_its_output_schema_accepts(daemon,
             assert not result.is_error, (name, result.content)
             assert result.structured_content["type"] == name
             assert result.content[0].text
+
+
+@pytest.mark.asyncio
+async def test_an_agent_restart_finds_the_same_warm_hol_server(short_tmp, write_script):
+    """holmcp as an agent host runs it: a subprocess on stdio that starts the daemon itself."""
+    sock = short_tmp / "mcp.sock"
+    path = write_script(FAILING_SCRIPT)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "holmcp", "--socket", str(sock)],
+        env={"HOL_BIN": str(FAKE_HOL)},
+        cwd=str(path.parent),
+    )
+    try:
+        async with Client(params) as agent:
+            first = await agent.call_tool("diagnostics", {"file": path.name, "wait": 20})
+        async with Client(params) as restarted_agent:
+            again = await restarted_agent.call_tool("diagnostics", {"file": path.name, "wait": 20})
+        assert not first.is_error and not again.is_error
+        assert first.structured_content["server"]["start"] == "started"
+        assert again.structured_content["server"]["pid"] == first.structured_content["server"]["pid"]
+        assert again.structured_content["cached"] is True
+    finally:
+        with contextlib.suppress(errors.DaemonUnreachable):
+            with rpc_client.connect(sock, name="test", autostart=False) as client:
+                client.call(messages.Shutdown(), 30)
