@@ -18,14 +18,7 @@ from holsrv import __version__
 from holsrv.errors import DaemonUnreachable, HolsrvError
 from holsrv.rpc import client, messages
 
-# The daemon may have to start a HOL server (a minute or more) before a
-# request's own wait even begins, so every reply timeout allows for that.
-SERVER_START_S = 90.0
-
-
-def reply_timeout(own_wait: float = 0.0) -> float:
-    """How long to wait for a reply: the request's own wait, a server start, and a margin."""
-    return own_wait + SERVER_START_S + client.REPLY_MARGIN_S
+reply_timeout = client.reply_timeout
 
 EXIT_CODES = """\b
 Exit codes:
@@ -70,7 +63,11 @@ _FAILURE_BY_CODE = {
     **dict.fromkeys(
         ["file_not_found", "not_a_file", "not_utf8", "position_out_of_range", "bad_request"], BadInput
     ),
-    **dict.fromkeys(["hol_not_found", "server_died", "servers_busy", "server_timeout", "hol_error"], HolProblem),
+    **dict.fromkeys(
+        ["hol_not_found", "server_died", "server_stopped", "servers_busy", "server_timeout", "server_starting",
+         "hol_error"],
+        HolProblem,
+    ),
     **dict.fromkeys(["daemon_unreachable", "protocol_mismatch", "bad_frame"], Unreachable),
 }
 

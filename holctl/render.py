@@ -49,18 +49,19 @@ def render(reply: Reply) -> str:
         case GoalStateResult():
             lines = _goal_state(reply)
         case HoverResult():
-            lines = [reply.text or "nothing to show here", *_footer(reply.content_hash, reply.server)]
+            lines = [reply.text or "nothing to show here", *_noted(reply.note),
+                     *_footer(reply.content_hash, reply.server)]
         case DefinitionResult():
             found = [_location(t) for t in reply.targets] or ["no definition found"]
-            lines = [*found, *_footer(reply.content_hash, reply.server)]
+            lines = [*found, *_noted(reply.note), *_footer(reply.content_hash, reply.server)]
         case ReferencesResult():
             lines = [*_references(reply), *_footer(reply.content_hash, reply.server)]
         case CompletionResult():
-            lines = [*_completion(reply), *_footer(reply.content_hash, reply.server)]
+            lines = [*_completion(reply), *_noted(reply.note), *_footer(reply.content_hash, reply.server)]
         case DocumentSymbolResult():
             lines = [*_document_symbols(reply), *_footer(reply.content_hash, reply.server)]
         case WorkspaceSymbolResult():
-            lines = [*_workspace_symbols(reply), *_server_lines(reply.server)]
+            lines = [*_workspace_symbols(reply), *_noted(reply.note), *_server_lines(reply.server)]
         case EvalResult():
             lines = _eval(reply)
         case RetryCompileResult():
@@ -282,6 +283,10 @@ def _server_lines(server: ServerNote) -> list[str]:
         lines.append("its last words on stderr:")
         lines.extend(_indented(server.stderr_tail))
     return lines
+
+
+def _noted(note: str) -> list[str]:
+    return [f"note: {note}"] if note else []
 
 
 def _location(loc: Location) -> str:

@@ -28,10 +28,6 @@ from holsrv import __version__
 from holsrv.errors import HolsrvError
 from holsrv.rpc import client, messages
 
-# The daemon may have to start a HOL server (a minute or more) before a
-# request's own wait even begins, so every reply timeout allows for that.
-SERVER_START_S = 90.0
-
 INSTRUCTIONS = """\
 Tools for HOL4 proof scripts (*Script.sml), answered by warm HOL language servers
 that the holsrv daemon keeps across sessions. Start with `diagnostics` after each
@@ -259,7 +255,7 @@ class Tools:
     async def _ask(self, request: messages.Request, own_wait: float = 0.0) -> CallToolResult:
         # The client helper blocks; abandoning its thread on cancel lets a
         # cancelled tool call return at once while the socket timeout bounds it.
-        call = partial(self._call, request, own_wait + SERVER_START_S + client.REPLY_MARGIN_S)
+        call = partial(self._call, request, client.reply_timeout(own_wait))
         reply = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
         return CallToolResult(
             content=[TextContent(type="text", text=render(reply))],

@@ -48,6 +48,12 @@ class ServerDied(HolsrvError):
     code = "server_died"
 
 
+class ServerStopped(ServerDied):
+    """The daemon stopped the server (eviction, idleness, restart) during the call."""
+
+    code = "server_stopped"
+
+
 class ServerBusy(HolsrvError):
     code = "servers_busy"
 

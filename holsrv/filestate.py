@@ -44,6 +44,9 @@ class FileState:
     # Longest check seen to finish in this file, for spotting a looping proof.
     slowest_s: float = 0.0
     events: int = 0  # notifications about this file so far
+    # Compile attempts HOL has been seen to start (PROTOCOL.md §9.3): a pass
+    # beginning, a block, or the batch of proofs an edit invalidated.
+    attempts: int = 0
 
     def sent(self, version: int, text: str, now: float) -> None:
         """We sent `text` as `version` (didOpen or a full didChange)."""
@@ -66,8 +69,19 @@ class FileState:
     # -- handlers, one per notification ---------------------------------
 
     def _progress(self, params: dict, now: float) -> None:
-        if self.phase != "blocked":
-            self.phase = "compiling"
+        # A block never comes with compile progress (§8.8): a pass is running.
+        self.phase = "compiling"
+        self.blocked = None
+
+    def pass_began(self, now: float) -> None:
+        """HOL announced a compile pass (`$/progress` begin, which names no file)."""
+        self.attempts += 1
+        self.last_event = now
+
+    def retried(self, now: float) -> None:
+        """We asked HOL to retry a blocked compile."""
+        self.phase = "compiling"
+        self.last_event = now
 
     def _completed(self, params: dict, now: float) -> None:
         version = params.get("version", self.version)
@@ -85,6 +99,7 @@ class FileState:
         self.phase = "compiling"  # a newer pass is already scheduled
 
     def _blocked(self, params: dict, now: float) -> None:
+        self.attempts += 1
         self.phase = "blocked"
         self.blocked = {"modules": list(params.get("modules", [])), "message": params.get("message", "")}
 
@@ -92,6 +107,8 @@ class FileState:
         self.diagnostics = list(params.get("diagnostics", []))
 
     def _proof_states(self, params: dict, now: float) -> None:
+        if any(state.get("status") == "cheated" for state in params.get("states", [])):
+            self.attempts += 1  # dropped at the start of an attempt
         for state in params.get("states", []):
             name = state.get("name", "")
             if name:  # unnamed proofs are not pool entries (§10.2)

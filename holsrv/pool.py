@@ -16,7 +16,7 @@ import os
 import signal
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,6 +67,7 @@ class Pool:
         # take the last free place.
         self._room_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task] = []
+        self._stopping: set[asyncio.Task] = set()  # evictions in progress
         self._record = paths.servers_record(settings.socket)
 
     # -- leases ----------------------------------------------------------------
@@ -92,13 +93,15 @@ class Pool:
         if session is not None and session.alive:
             return Lease(session, "warm")
         history = self._history.setdefault(path, _History())
+        # Before forgetting the old session, so the call after the backoff
+        # still says what happened to it.
+        self._check_backoff(path, history)
         start, note, tail = "started", "", ""
-        if session is not None:  # it died, or was stopped for idleness
+        if session is not None:  # it died, or the daemon stopped it
             self.sessions.pop(path, None)
             start = "restarted"
-            note = self._restart_note(session, history)
+            note = self._restart_note(session)
             tail = session.tail(10) if session.state == "dead" else ""
-        self._check_backoff(path, history)
         async with self._room_lock:
             await self._make_room()
             session = self._new_session(path, history)
@@ -118,10 +121,10 @@ class Pool:
         finally:
             self._write_record()
 
-    def _restart_note(self, old: Session, history: _History) -> str:
+    def _restart_note(self, old: Session) -> str:
         if old.state == "dead":
             return f"started a new HOL server: the previous one died ({old.exit_reason})"
-        return "started a new HOL server: the previous one was stopped after being idle"
+        return f"started a new HOL server: the previous one was stopped ({old.stop_reason or 'by the daemon'})"
 
     def _check_backoff(self, path: Path, history: _History) -> None:
         wait = history.retry_at - self.clock()
@@ -169,6 +172,10 @@ class Pool:
         if session.waiting > 0 or session.state in ("new", "starting"):
             return True
         now = self.clock()
+        file = session.file
+        # A compile that has gone silent for this long is not coming back.
+        if file.phase == "compiling" and now - file.last_event < self.settings.looping_after_s:
+            return True
         return any(
             not looping.probably_looping(session.file, entry, now, self.settings)
             for entry in session.file.checking()
@@ -181,7 +188,13 @@ class Pool:
         for victim in alive:  # least recently used first
             if not self.busy(victim):
                 log.info("stopping %s (pid %s) to make room", victim.path, victim.pid)
-                await self.stop_session(victim)
+                # Counted as gone at once; stopped outside the caller's lock,
+                # since a stuck server can take a while to stop.
+                victim.mark_stopping("to make room for another file: at most "
+                                     f"{self.settings.max_servers} servers run at once")
+                task = asyncio.create_task(self.stop_session(victim, victim.stop_reason))
+                self._stopping.add(task)
+                task.add_done_callback(self._stopping.discard)
                 return
         raise ServerBusy(
             f"all {self.settings.max_servers} HOL servers are busy "
@@ -189,8 +202,8 @@ class Pool:
             "or raise HOLSRV_MAX_SERVERS"
         )
 
-    async def stop_session(self, session: Session) -> None:
-        await session.stop()
+    async def stop_session(self, session: Session, reason: str = "stopped by the daemon") -> None:
+        await session.stop(reason)
         self._write_record()
 
     async def restart(self, path: Path, max_heap_mb: int | None) -> tuple[int | None, Lease]:
@@ -204,15 +217,9 @@ class Pool:
             old = self.sessions.pop(path, None)
             old_pid = old.pid if old else None
             if old is not None:
-                await self.stop_session(old)
+                await self.stop_session(old, "restart requested")
             lease = await self._running(path)
         return old_pid, Lease(lease.session, "restarted", "restarted on request")
-
-    def heap_for(self, path: Path) -> int:
-        history = self._history.get(path)
-        if history and history.max_heap_mb is not None:
-            return history.max_heap_mb
-        return self.settings.max_heap_mb
 
     def restarts(self, path: Path) -> int:
         history = self._history.get(path)
@@ -221,37 +228,44 @@ class Pool:
     # -- background duties ---------------------------------------------------
 
     def start_background(self) -> None:
+        idle_period = max(0.05, min(self.settings.idle_timeout_s / 4, 30.0))
         self._tasks = [
-            asyncio.create_task(self._idle_reaper(), name="idle-reaper"),
-            asyncio.create_task(self._memory_watch(), name="memory-watch"),
+            asyncio.create_task(self._every(idle_period, self._reap_idle), name="idle-reaper"),
+            asyncio.create_task(self._every(self.settings.memory_sample_s, self._sample_memory), name="memory"),
         ]
 
-    async def _idle_reaper(self) -> None:
-        period = max(0.05, min(self.settings.idle_timeout_s / 4, 30.0))
+    async def _every(self, period: float, duty: Callable[[], Awaitable[None]]) -> None:
+        """Run `duty` every `period` seconds for the daemon's life; a failure is logged, not fatal."""
         while True:
             await asyncio.sleep(period)  # a periodic duty, not a synchronisation
-            now = self.clock()
-            for session in list(self.sessions.values()):
-                idle = now - session.last_used
-                if session.alive and idle >= self.settings.idle_timeout_s and not self.busy(session):
-                    log.info("stopping %s (pid %s): idle for %.0fs", session.path, session.pid, idle)
-                    await self.stop_session(session)
+            try:
+                await duty()
+            except Exception:
+                log.exception("background duty %s failed; it runs again in %.1fs", duty.__name__, period)
 
-    async def _memory_watch(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.memory_sample_s)  # periodic sampling
-            for session in list(self.sessions.values()):
-                mb = await asyncio.to_thread(session.footprint_mb)
-                session.footprint = mb
-                if mb is not None and mb > self.settings.soft_footprint_mb:
-                    log.warning("SERVER LARGE: %s (pid %s) uses %.0f MB", session.path, session.pid, mb)
+    async def _reap_idle(self) -> None:
+        now = self.clock()
+        for session in list(self.sessions.values()):
+            idle = now - session.last_used
+            if session.alive and idle >= self.settings.idle_timeout_s and not self.busy(session):
+                log.info("stopping %s (pid %s): idle for %.0fs", session.path, session.pid, idle)
+                await self.stop_session(session, f"idle for {idle:.0f}s")
+
+    async def _sample_memory(self) -> None:
+        for session in list(self.sessions.values()):
+            mb = await asyncio.to_thread(session.footprint_mb)
+            session.footprint = mb
+            if mb is not None and mb > self.settings.soft_footprint_mb:
+                log.warning("SERVER LARGE: %s (pid %s) uses %.0f MB", session.path, session.pid, mb)
 
     async def close(self) -> None:
         """Stop every server (in parallel, each with its own escalation)."""
         for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        await asyncio.gather(*(s.stop() for s in self.sessions.values()), return_exceptions=True)
+        await asyncio.gather(*self._tasks, *self._stopping, return_exceptions=True)
+        await asyncio.gather(
+            *(s.stop("the daemon is shutting down") for s in self.sessions.values()), return_exceptions=True
+        )
         self.sessions.clear()
         self._write_record()
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import psutil
 
 from holsrv import script
-from holsrv.errors import ServerDied, ServerTimeout
+from holsrv.errors import ServerDied, ServerStopped
 from holsrv.filestate import FileState
 from holsrv.lsp.client import LspClient
 from holsrv.settings import Settings
@@ -34,6 +34,7 @@ from holsrv.settings import Settings
 log = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
+MAX_STDERR_LINE = 4096  # characters of one stderr line kept
 _ids = itertools.count(1)
 
 
@@ -89,6 +90,7 @@ class Session:
         self._tasks: list[asyncio.Task] = []
         self._exited = asyncio.Event()
         self._broken = ""  # why we killed a server whose output broke
+        self.stop_reason = ""  # why the daemon stopped it (eviction, idle, restart…)
         self.start_task: asyncio.Task | None = None
 
     # -- lifecycle ----------------------------------------------------------
@@ -144,14 +146,9 @@ class Session:
         ]
         try:
             await self.lsp.initialize(self.settings.start_timeout_s, self.settings.position_encodings)
-        except (ServerDied, ServerTimeout) as err:
-            if not self._exited.is_set():
-                # Killed, not stopped: a failed start is a death, backoff and all.
-                self._broken = f"it did not complete the handshake: {err}"
-                self._signal_group(signal.SIGKILL)
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self.settings.stop_timeout_s):
-                        await self._exited.wait()
+        except Exception as err:  # any failure: an error reply, a garbled result, a timeout
+            # Killed, not stopped: a failed start is a death, backoff and all.
+            await self._kill(f"it did not complete the handshake: {err}")
             raise ServerDied(
                 f"the HOL server for {self.path.name} did not start: {self.exit_reason or err}",
                 detail=self.tail(),
@@ -181,17 +178,44 @@ class Session:
                 await self.proc.wait()
         if self.alive and self.proc.returncode is None:
             # Output ended or broke while the process lives on: it can no
-            # longer be talked to, so it is as good as dead.  Kill it.
-            self._broken = str(self.lsp.closed_reason or "its output ended")
-            log.warning("HOL server pid %d for %s: %s; killing it", self.proc.pid, self.path, self._broken)
-            self._signal_group(signal.SIGKILL)
+            # longer be talked to, so it is as good as dead.
+            await self._kill(str(self.lsp.closed_reason or "its output ended"))
+
+    async def _kill(self, why: str) -> None:
+        """End a server that cannot be used any more; it then counts as dead for `why`."""
+        if self.proc is None or self._exited.is_set():
+            return
+        self._broken = self._broken or why
+        log.warning("HOL server pid %d for %s: %s; killing it", self.proc.pid, self.path, why)
+        self._signal_group(signal.SIGKILL)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.settings.stop_timeout_s):
+                await self._exited.wait()
 
     async def _drain_stderr(self) -> None:
-        # The server blocks if nobody reads its stderr (PROTOCOL.md §1.1).
+        # The server blocks if nobody reads its stderr (PROTOCOL.md §1.1), so
+        # read in chunks: readline() gives up on a line longer than its limit.
         assert self.proc and self.proc.stderr
-        while line := await self.proc.stderr.readline():
-            self.stderr_tail.append(line.decode("utf-8", "replace").rstrip("\n"))
-            self.stderr_seen += 1
+        partial, skipping = b"", False  # skipping: the rest of a line already kept, cut
+        while chunk := await self.proc.stderr.read(1 << 16):
+            *lines, partial = (partial + chunk).split(b"\n")
+            for line in lines:
+                if not skipping:
+                    self._keep_stderr(line)
+                skipping = False
+            if len(partial) > MAX_STDERR_LINE:
+                if not skipping:
+                    self._keep_stderr(partial)
+                partial, skipping = b"", True
+        if partial and not skipping:
+            self._keep_stderr(partial)
+
+    def _keep_stderr(self, line: bytes) -> None:
+        text = line[:MAX_STDERR_LINE].decode("utf-8", "replace")
+        if len(line) > MAX_STDERR_LINE:
+            text += " …(cut)"
+        self.stderr_tail.append(text)
+        self.stderr_seen += 1
 
     async def _watch(self) -> None:
         assert self.proc
@@ -216,12 +240,19 @@ class Session:
     def tail(self, lines: int = 30) -> str:
         return "\n".join(list(self.stderr_tail)[-lines:])
 
-    async def stop(self) -> None:
+    def mark_stopping(self, reason: str) -> None:
+        """From now on this server counts as going; `stop()` does the stopping."""
+        if self.alive:
+            self.stop_reason = reason
+            self._set_state("stopping")
+            self._wake()
+
+    async def stop(self, reason: str = "stopped by the daemon") -> None:
         """Stop the server: shutdown/exit, close stdin, SIGTERM the group, SIGKILL, reap."""
+        self.mark_stopping(reason)
         if self.proc is None or self._exited.is_set():
             self._set_state("stopped" if self.state != "dead" else "dead")
             return
-        self._set_state("stopping")
         grace = self.settings.stop_timeout_s
         if self.lsp is not None:
             with contextlib.suppress(TimeoutError):
@@ -251,10 +282,13 @@ class Session:
     # -- notifications and waiting -----------------------------------------
 
     def _notified(self, method: str, params: dict) -> None:
+        if method == "$/progress" and (params.get("value") or {}).get("kind") == "begin":
+            self.file.pass_began(self.clock())  # one server, one file: it is ours
+            self._wake()
         if method == "$/hol/desync" and params.get("uri") == self.uri:
             # We only send whole-document changes, so this should never come;
             # if it does, resend the whole text (PROTOCOL.md §13).
-            asyncio.get_running_loop().create_task(self._resync())
+            self._tasks.append(asyncio.create_task(self._resync(), name=f"resync-{self.pid}"))
         if self.file.apply(method, params, self.clock()):
             if self.state in ("ready", "compiling", "checking", "settled"):
                 self._set_state(self._activity())
@@ -277,11 +311,17 @@ class Session:
                 await event.wait()
 
     def check_alive(self) -> None:
+        """Raise if this server can no longer answer: it died, or was stopped."""
         if self.state == "dead":
             raise ServerDied(
                 f"the HOL server for {self.path.name} died: {self.exit_reason}. "
                 "The next call starts a new one.",
                 detail=self.tail(),
+            )
+        if self.state in ("stopping", "stopped"):
+            raise ServerStopped(
+                f"the HOL server for {self.path.name} was stopped ({self.stop_reason}) while this "
+                "call waited on it; call again to use its successor."
             )
 
     # -- file sync ------------------------------------------------------------
@@ -312,10 +352,10 @@ class Session:
         re-checks them all.  Its attempt must start before the real text
         goes, or the debounce folds the two edits into one.
         """
-        seen = self.file.events
+        seen = self.file.attempts
         await self._send_change(text[: spill.start] + "\n" + text[spill.start:])
         deadline = self.clock() + self.settings.spill_wait_s
-        while self.file.events == seen and self.clock() < deadline:
+        while self.file.attempts == seen and self.clock() < deadline:
             self.check_alive()
             await self.wait_change(deadline - self.clock())
 
@@ -348,24 +388,30 @@ class Session:
         assert self.lsp is not None
         try:
             return await self.lsp.request(method, params, timeout or self.settings.request_timeout_s)
-        except ServerDied:
-            await self._explain_death()
+        except ServerDied as err:
+            await self._explain_death(err)
             raise
 
     async def notify(self, method: str, params: dict) -> None:
         self.check_alive()
         assert self.lsp is not None
         try:
-            await self.lsp.notify(method, params)
-        except ServerDied:
-            await self._explain_death()
+            await self.lsp.notify(method, params, self.settings.request_timeout_s)
+        except ServerDied as err:
+            await self._explain_death(err)
             raise
 
-    async def _explain_death(self) -> None:
-        """Raise the death with its exit status and stderr tail, once the process is gone."""
+    async def _explain_death(self, err: ServerDied) -> None:
+        """Raise the death with its exit status and stderr tail, once the process is gone.
+
+        A server that broke the protocol or stopped reading is killed first:
+        it could not answer anyone again.
+        """
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self.settings.stop_timeout_s):
+            async with asyncio.timeout(1.0):  # a dying server is gone within this
                 await self._exited.wait()
+        if not self._exited.is_set():
+            await self._kill(str(err))
         self.check_alive()
 
     # -- resources ------------------------------------------------------------

@@ -47,6 +47,8 @@ class Settings:
     # A file counts as settled once the server has been quiet this long.
     quiet_s: float = 1.0
     diagnostics_wait_s: float = 25.0
+    # A compile HOL has been silent about for this long is reported as stuck.
+    compile_silence_s: float = 120.0
     looping_after_s: float = 180.0
     looping_ratio: float = 10.0
     looping_min_s: float = 60.0

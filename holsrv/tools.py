@@ -60,7 +60,7 @@ class Tools:
         script_ = files.read(file)  # bad input fails here, before any HOL starts
         async with self.pool.lease(script_.path, client) as lease:
             session = lease.session
-            if await session.wait_started(self.settings.start_timeout_s if wait is None else wait):
+            if await session.wait_started(self.settings.diagnostics_wait_s if wait is None else wait):
                 await session.sync(script_.data, script_.text)
             elif not tolerate_start:
                 raise Starting(_starting_message(session, self.clock()))
@@ -85,8 +85,8 @@ class Tools:
         deadline = started + max(0.0, req.wait)  # covers a server start too
         async with self._open(req.file, client, req.wait, tolerate_start=True) as (src, lease):
             session = lease.session
-            key = (session.id, session.epoch, "diagnostics", src.hash)
-            cached = self.cache.get(key)
+            question = ("diagnostics", src.hash)
+            cached = self.cache.get(_key(session, question))
             if cached is not None:
                 return _replace(cached, cached=True, server=self._note(lease))
             while session.state not in ("new", "starting"):
@@ -109,7 +109,7 @@ class Tools:
                     "Nothing was cancelled; call diagnostics again to carry on."
                 )
             if result.complete:
-                self.cache.put(key, result)
+                self.cache.put(_key(session, question), result)
             return result
 
     # -- goal state ------------------------------------------------------------
@@ -127,8 +127,8 @@ class Tools:
                 )
             encoding = session.lsp.position_encoding
             position = lines.to_lsp(req.line, req.col, encoding)
-            key = (session.id, session.epoch, "goalState", src.hash, req.line, req.col)
-            cached = self.cache.get(key)
+            question = ("goalState", src.hash, req.line, req.col)
+            cached = self.cache.get(_key(session, question))
             if cached is not None:
                 return _replace(cached, cached=True, server=self._note(lease))
             base = m.GoalStateResult(
@@ -145,8 +145,10 @@ class Tools:
                 # The server answers once the running pass announces completion.
                 await session.wait_change(min(1.0, deadline - self.clock()))
             result = self._goal_result(base, answer, src.text, session, encoding)
-            if result.state == "ok" and not result.provisional and session.file.phase == "completed":
-                self.cache.put(key, result)
+            # A walk that ran out of time may succeed on a less busy machine.
+            timed_out = "timed out" in result.error
+            if result.state == "ok" and not result.provisional and not timed_out and session.file.phase == "completed":
+                self.cache.put(_key(session, question), result)
             return result
 
     def _goal_result(
@@ -196,10 +198,10 @@ class Tools:
                 answer = await session.request(method, params)
             except LspError as err:
                 answer = err
-            return src, lease, answer
+            return src, lease, answer, _frontier_note(session)
 
     async def hover(self, req: m.Hover, client: str) -> m.HoverResult:
-        src, lease, answer = await self._ask_at(req.file, req.line, req.col, client, "textDocument/hover")
+        src, lease, answer, note = await self._ask_at(req.file, req.line, req.col, client, "textDocument/hover")
         _raise_lsp(answer)
         text, rng = None, None
         if isinstance(answer, dict):
@@ -207,15 +209,19 @@ class Tools:
             text = contents.get("value") if isinstance(contents, dict) else str(contents or "") or None
             if answer.get("range"):
                 rng = verdict.lsp_range(Text(src.text), answer["range"], lease.session.lsp.position_encoding)
-        return m.HoverResult(file=str(src.path), content_hash=src.hash, text=text, server=self._note(lease), range=rng)
+        return m.HoverResult(
+            file=str(src.path), content_hash=src.hash, text=text, server=self._note(lease), range=rng, note=note
+        )
 
     async def definition(self, req: m.Definition, client: str) -> m.DefinitionResult:
-        src, lease, answer = await self._ask_at(req.file, req.line, req.col, client, "textDocument/definition")
+        src, lease, answer, note = await self._ask_at(req.file, req.line, req.col, client, "textDocument/definition")
         _raise_lsp(answer)
         links = answer if isinstance(answer, list) else ([answer] if isinstance(answer, dict) else [])
         encoding = lease.session.lsp.position_encoding
         targets = [self._location(link, src, encoding) for link in links]
-        return m.DefinitionResult(file=str(src.path), content_hash=src.hash, targets=targets, server=self._note(lease))
+        return m.DefinitionResult(
+            file=str(src.path), content_hash=src.hash, targets=targets, server=self._note(lease), note=note
+        )
 
     def _location(self, link: dict, src: files.Script, encoding: str) -> m.Location:
         uri = link.get("targetUri") or link.get("uri", "")
@@ -225,7 +231,7 @@ class Tools:
         return m.Location(path=path, range=verdict.lsp_range(text, rng, encoding))
 
     async def references(self, req: m.References, client: str) -> m.ReferencesResult:
-        src, lease, answer = await self._ask_at(req.file, req.line, req.col, client, "textDocument/references")
+        src, lease, answer, note = await self._ask_at(req.file, req.line, req.col, client, "textDocument/references")
         base = dict(file=str(src.path), content_hash=src.hash, server=self._note(lease))
         if isinstance(answer, LspError):
             if "unknown method" in str(answer):
@@ -240,7 +246,7 @@ class Tools:
         return m.ReferencesResult(**base, supported=True, locations=locations, message=f"{len(locations)} references")
 
     async def completion(self, req: m.Completion, client: str) -> m.CompletionResult:
-        src, lease, answer = await self._ask_at(req.file, req.line, req.col, client, "textDocument/completion")
+        src, lease, answer, note = await self._ask_at(req.file, req.line, req.col, client, "textDocument/completion")
         _raise_lsp(answer)
         raw = answer.get("items", []) if isinstance(answer, dict) else (answer or [])
         items = [
@@ -250,7 +256,7 @@ class Tools:
         ]
         incomplete = bool(answer.get("isIncomplete")) if isinstance(answer, dict) else False
         return m.CompletionResult(file=str(src.path), content_hash=src.hash, items=items, total=len(raw),
-                                  incomplete=incomplete, server=self._note(lease))
+                                  incomplete=incomplete, server=self._note(lease), note=note)
 
     async def document_symbol(self, req: m.DocumentSymbol, client: str) -> m.DocumentSymbolResult:
         async with self._open(req.file, client) as (src, lease):
@@ -273,7 +279,8 @@ class Tools:
             answer = await session.request("workspace/symbol", {"query": req.query.strip()})
             symbols = [_workspace_item(s) for s in answer or []]
             return m.WorkspaceSymbolResult(
-                file=str(src.path), query=req.query, symbols=symbols, server=self._note(lease)
+                file=str(src.path), query=req.query, symbols=symbols, server=self._note(lease),
+                note=_frontier_note(session),
             )
 
     # -- eval, retry, restart --------------------------------------------------
@@ -315,7 +322,7 @@ class Tools:
                     "dependencies could not be loaded. To re-check everything, use restart.",
                 )
             session.epoch += 1
-            session.file.phase = "compiling"
+            session.file.retried(self.clock())
             await session.notify("$/hol/retryCompile", {"textDocument": {"uri": session.uri}})
             return m.RetryCompileResult(
                 **base, was_blocked=True,
@@ -338,6 +345,15 @@ class Tools:
             )
 
 
+def _key(session: Session, question: tuple) -> tuple:
+    """What a cached answer depends on: the server, and everything it has said.
+
+    Anything the server says later (a failure moved to its step, an extra
+    pass) makes a new answer, so its count of notifications is in the key.
+    """
+    return (session.id, session.epoch, session.file.events, *question)
+
+
 def _replace(struct, **changes):
     return msgspec.structs.replace(struct, **changes)
 
@@ -357,6 +373,18 @@ def _starting_message(session: Session, now: float) -> str:
         f"(loading its heap; {now - session.started_at:.0f}s so far). It carries on; ask again "
         "in a few seconds."
     )
+
+
+def _frontier_note(session: Session) -> str:
+    """Why a lookup may have found less than there is, or "" when the file is compiled."""
+    if session.file.phase == "compiling":
+        return (
+            "The file is still compiling: HOL answers only as far as it has compiled, so this "
+            "may be incomplete or stale. Ask again once diagnostics has settled."
+        )
+    if session.file.phase == "blocked":
+        return "The file is blocked: " + _blocked_message(session)
+    return ""
 
 
 def _blocked_message(session: Session) -> str:

@@ -65,6 +65,8 @@ def build(
         blocked=blocked,
         diagnostics_omitted=omitted,
     )
+    if file.phase == "completed":
+        _add_unreported(result, file, text)
     result.warnings = _looping_warnings(file, proofs, now, settings, footprint_mb)
     if footprint_mb is not None and footprint_mb > settings.soft_footprint_mb:
         result.warnings.append(
@@ -73,7 +75,7 @@ def build(
             "(nothing is stopped for this)."
         )
     if not complete:
-        result.outstanding = _outstanding(file, proofs, now)
+        result.outstanding = _outstanding(file, proofs, now, settings)
     result.verdict, result.headline = _verdict(result, waited_s)
     return result
 
@@ -87,6 +89,21 @@ def visible_proofs(file: FileState, text: str) -> list[ProofEntry]:
     words = set(_WORD.findall(script.blank_comments_and_strings(text)))
     visible = [e for e in file.proofs.values() if e.name.split("#")[0].split("[")[0] in words]
     return sorted(visible, key=lambda e: e.line0)
+
+
+def _add_unreported(result: m.DiagnosticsResult, file: FileState, text: str) -> None:
+    """Count as unchecked every proof in the text that HOL never mentioned.
+
+    After a completed compile each proof should have a pool entry; one
+    without (an interrupted pass that never handed it over, a tactic that
+    did not compile) was not checked, and must not vanish from the tally.
+    """
+    for name, block in script.pool_names(text):
+        if name not in file.proofs:
+            line, _ = script.line_col(text, block.start)
+            result.proofs.append(m.Proof(name, line, "unreported", "HOL reported no check of this proof"))
+            result.tally.unchecked += 1
+    result.proofs.sort(key=lambda p: p.line)
 
 
 def tally_of(proofs: list[ProofEntry]) -> m.Tally:
@@ -131,9 +148,16 @@ def _looping_warnings(
     ]
 
 
-def _outstanding(file: FileState, proofs: list[ProofEntry], now: float) -> list[str]:
+def _outstanding(file: FileState, proofs: list[ProofEntry], now: float, settings: Settings) -> list[str]:
     items = []
-    if file.phase == "compiling":
+    silent = now - file.last_event
+    if file.phase == "compiling" and silent > settings.compile_silence_s:
+        # Some attempts end without a word (PROTOCOL.md §9.3): waiting longer will not help.
+        items.append(
+            f"HOL has said nothing about this file for {_duration(silent)} while compiling it; it may "
+            "have abandoned the compile. If the next call says the same, call restart."
+        )
+    elif file.phase == "compiling":
         items.append(f"the compile of the current text (version {file.version}) has not finished")
     slowest = f"; the slowest finished proof took {_duration(file.slowest_s)}" if file.slowest_s else ""
     for entry in proofs:
@@ -169,7 +193,7 @@ def _verdict(r: m.DiagnosticsResult, waited_s: float) -> tuple[str, str]:
         owners = sorted({c.theorem or "top level" for c in r.cheats})
         verb = "uses" if len(owners) == 1 else "use"
         return "CHEATS", f"CHEATS: {len(owners)} proof{'s' * (len(owners) != 1)} {verb} cheat ({', '.join(owners)})"
-    unchecked = [p.name for p in r.proofs if p.status == "cheated"]
+    unchecked = [p.name for p in r.proofs if p.status in ("cheated", "unreported")]
     if unchecked:
         return "UNCHECKED", (
             f"UNCHECKED: {len(unchecked)} proofs were not checked by the server ({', '.join(unchecked)}); "

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 import psutil
 import pytest
@@ -232,3 +233,85 @@ def test_a_hol_that_cannot_start_is_reported_with_its_stderr_and_backs_off(daemo
         assert "Unrecognized option" in caught.value.detail
     with pytest.raises(errors.ServerDied, match="not restarting for another"):
         daemon.call(m.Diagnostics(str(path), wait=10))
+
+
+def test_a_server_that_stops_reading_its_input_is_killed_not_waited_on_forever(
+    daemon_factory, write_script, monkeypatch
+):
+    monkeypatch.setenv("FAKE_HOL_HANG_ON", "textDocument/didChange")
+    daemon = daemon_factory(request_timeout_s=1.0)
+    path = write_script(GOOD_SCRIPT)
+    first = daemon.call(m.Diagnostics(str(path), wait=20))
+    padding = "(* " + "x" * 400_000 + " *)\n"
+    path.write_text(GOOD_SCRIPT + padding)  # read whole; the fake then stops reading
+    daemon.call(m.Diagnostics(str(path), wait=0.3))
+    path.write_text(GOOD_SCRIPT + padding + padding)  # larger than any pipe buffer
+    started = time.monotonic()
+    with pytest.raises(errors.ServerDied, match="stopped reading its input"):
+        daemon.call(m.Diagnostics(str(path), wait=20))
+    assert time.monotonic() - started < 15
+    assert not pid_alive(first.server.pid)
+
+
+def test_a_handshake_answered_with_an_error_is_a_failed_start_not_a_stuck_one(daemon_factory, write_script, tmp_path):
+    rude = tmp_path / "hol"
+    rude.write_text(
+        "#!/usr/bin/env python3\n"
+        "import sys, json\n"
+        "hdr = sys.stdin.buffer.readline(); sys.stdin.buffer.readline()\n"
+        "body = json.loads(sys.stdin.buffer.read(int(hdr.split(b':')[1])))\n"
+        "out = json.dumps({'jsonrpc': '2.0', 'id': body['id'], 'error': {'code': -32603, 'message': 'boom'}})\n"
+        "sys.stdout.buffer.write(b'Content-Length: %d\\r\\n\\r\\n' % len(out) + out.encode()); sys.stdout.flush()\n"
+        "sys.stdin.buffer.read()\n"
+    )
+    rude.chmod(0o755)
+    daemon = daemon_factory(hol_bin=str(rude))
+    with pytest.raises(errors.ServerDied, match="did not start.*boom"):
+        daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT)), wait=10))
+    [session] = daemon.call(m.Status()).sessions
+    assert session.state == "dead" and not pid_alive(session.pid)
+
+
+def test_a_megabyte_stderr_line_neither_kills_the_reader_nor_blocks_hol(daemon_factory, write_script, tmp_path):
+    noisy = tmp_path / "hol"
+    noisy.write_text(f"#!/bin/sh\nhead -c 3000000 /dev/zero | tr '\\\\0' x >&2\nexec {sys.executable} {FAKE_HOL} \"$@\"\n")
+    noisy.chmod(0o755)
+    daemon = daemon_factory(hol_bin=str(noisy))
+    result = daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT)), wait=20))
+    assert result.verdict == "OK"
+    [session] = daemon.daemon.pool.sessions.values()
+    tail = session.tail()
+    assert "…(cut)" in tail and "LSP-init" in tail.split("…(cut)")[-1], "the reader stopped at the long line"
+
+
+def test_a_compiling_server_is_not_evicted_for_another_file(daemon_factory, write_script, monkeypatch):
+    monkeypatch.setenv("FAKE_HOL_DECL_MS", "1500")
+    daemon = daemon_factory(max_servers=1)
+    compiling = daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT, "aScript.sml")), wait=0.3))
+    assert compiling.verdict == "INCOMPLETE"
+    with pytest.raises(errors.ServerBusy):
+        daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT, "bScript.sml")), wait=1))
+    assert pid_alive(compiling.server.pid)
+
+
+def test_a_call_waiting_on_a_server_that_is_restarted_is_told_so(daemon, write_script):
+    path = write_script(LOOPING)
+    daemon.call(m.Diagnostics(str(path), wait=0.3))
+    outcome: dict = {}
+
+    def wait_long() -> None:
+        try:
+            outcome["reply"] = daemon.call(m.Diagnostics(str(path), wait=30))
+        except errors.HolsrvError as err:
+            outcome["error"] = err
+
+    waiter = threading.Thread(target=wait_long)
+    waiter.start()
+    wait_until(lambda: sessions(daemon)["demoScript.sml"].waiting_calls == 1, what="the call to wait")
+    started = time.monotonic()
+    daemon.call(m.Restart(str(path)))
+    waiter.join(20)
+    assert time.monotonic() - started < 15
+    err = outcome.get("error")
+    assert err is not None and err.code == "server_stopped", outcome
+    assert "restart requested" in str(err)

@@ -66,3 +66,8 @@ def test_edit_from_one_body_past_its_qed_spills():
     new = TWO[:start] + "  rw[]\nQED\n\nTheorem two:\n  F\n" + TWO[end:]
     spill = script.spilling_proof(TWO, new)
     assert spill is not None and spill.name == "one"
+
+
+def test_pool_names_number_rebound_theorems_and_keep_resume_labels():
+    text = TWO + TWO.replace("Theory t\n", "") + "Resume one[p]:\n  simp[]\nQED\n"
+    assert [name for name, _ in script.pool_names(text)] == ["one", "two", "one#2", "two#2", "one[p]"]

@@ -9,7 +9,7 @@ import pytest
 from holsrv import errors
 from holsrv.rpc import messages as m
 
-from conftest import GOOD_SCRIPT
+from conftest import GOOD_SCRIPT, wait_until
 
 UNICODE = """\
 Theory uni
@@ -264,10 +264,16 @@ def test_an_edit_running_from_one_proof_into_the_next_rechecks_both(daemon, writ
     # This fake takes any edit that starts in a body as tactic-only: without the
     # daemon's workaround, `two` would keep its old (looping) check forever.
     monkeypatch.setenv("FAKE_HOL_FAST_PATH_FROM_START", "1")
-    path = write_script(TWO_PROOFS, "twoScript.sml")
-    before = daemon.call(m.Diagnostics(str(path), wait=1))
-    assert before.verdict == "INCOMPLETE" and before.tally.checking == 1
-    path.write_text(TWO_PROOFS.replace("  simp[]\nQED\n\nTheorem two:\n  T\nProof\n  LOOP_TAC",
+    # Verdicts of other proofs keep arriving while the daemon waits for HOL to
+    # act on its interim text; they must not be mistaken for that.
+    noisy = "".join(
+        f"Theorem slow{i}:\n  T\nProof\n  SLOW_TAC {250 + 40 * i} >> simp[]\nQED\n\n" for i in range(20)
+    )
+    text = TWO_PROOFS.replace("Theorem one:", noisy + "Theorem one:")
+    path = write_script(text, "twoScript.sml")
+    before = daemon.call(m.Diagnostics(str(path), wait=1.0))  # compiled; proofs still checking
+    assert before.verdict == "INCOMPLETE" and before.tally.checking
+    path.write_text(text.replace("  simp[]\nQED\n\nTheorem two:\n  T\nProof\n  LOOP_TAC",
                                        "  rw[]\nQED\n\nTheorem two:\n  T\nProof\n  simp[]"))
     after = daemon.call(m.Diagnostics(str(path), wait=20))
     assert after.verdict == "OK", after.headline
@@ -281,3 +287,48 @@ def test_a_server_above_the_soft_footprint_is_reported_large_and_left_running(da
     assert any(w.startswith("SERVER LARGE: this file's HOL server uses") for w in result.warnings)
     [session] = daemon.call(m.Status()).sessions
     assert session.large and session.pid == result.server.pid
+
+
+def test_a_failure_moved_to_its_step_after_a_cached_answer_is_not_served_stale(
+    daemon_factory, write_script, monkeypatch, tmp_path
+):
+    log = tmp_path / "wire.jsonl"
+    monkeypatch.setenv("FAKE_HOL_LOG", str(log))
+    monkeypatch.setenv("FAKE_HOL_RELOCATE_MS", "1200")
+    daemon = daemon_factory(quiet_s=0.3)
+    text = GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", 'rpt strip_tac >> FAIL_TAC "x"')
+    path = write_script(text)
+    early = daemon.call(m.Diagnostics(str(path), wait=20))
+    assert [d.range.line for d in early.diagnostics] == [line_of(text, "Theorem conj_comm")]
+    wait_until(lambda: _publishes(log) >= 2, what="the failure to move to its step")
+    late = daemon.call(m.Diagnostics(str(path), wait=20))
+    assert not late.cached
+    assert [d.range.line for d in late.diagnostics] == [line_of(text, "FAIL_TAC")]
+    assert daemon.call(m.Diagnostics(str(path), wait=20)).cached
+
+
+def test_lookups_during_a_compile_say_their_answer_may_be_incomplete(daemon_factory, write_script, monkeypatch):
+    monkeypatch.setenv("FAKE_HOL_DECL_MS", "3000")
+    daemon = daemon_factory(diagnostics_wait_s=0.3)
+    path = write_script(GOOD_SCRIPT)
+    hover = daemon.call(m.Hover(str(path), line_of(GOOD_SCRIPT, "gen_tac"), 3))
+    assert "still compiling" in hover.note
+
+
+def _publishes(log) -> int:
+    if not log.exists():
+        return 0
+    entries = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    return sum(
+        1 for e in entries
+        if e.get("dir") == "S->C" and e["msg"].get("method") == "textDocument/publishDiagnostics"
+        and e["msg"]["params"]["diagnostics"]
+    )
+
+
+def test_a_proof_hol_never_reported_counts_as_unchecked_not_as_fine(daemon, write_script):
+    text = GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", "rpt strip_tac >> not_a_tactic")
+    result = daemon.call(m.Diagnostics(str(write_script(text)), wait=20))
+    assert result.verdict == "ERRORS"
+    assert [(p.name, p.status) for p in result.proofs if p.status != "proved"] == [("conj_comm", "unreported")]
+    assert result.tally.unchecked == 1 and result.tally.proved == 1

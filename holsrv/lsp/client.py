@@ -8,6 +8,7 @@ pending request fails with the reason, so no caller waits on a dead server.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 
@@ -84,9 +85,10 @@ class LspClient:
             raise ServerDied("the HOL server's input is closed")
         self._writer.write(framing.encode(message))
 
-    async def notify(self, method: str, params: dict | None) -> None:
+    async def notify(self, method: str, params: dict | None, timeout: float) -> None:
+        """Send a notification; a server that will not take it within `timeout` is stuck."""
         self._send({"jsonrpc": "2.0", "method": method, "params": params})
-        await self._drain()
+        await self._drain(timeout)
 
     async def request(self, method: str, params: dict | None, timeout: float):
         """Send a request and await its result; `$/cancelRequest` it on timeout."""
@@ -94,28 +96,32 @@ class LspClient:
         self._next_id += 1
         future = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
+        deadline = asyncio.get_running_loop().time() + timeout
         try:
             self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-            await self._drain()
-            async with asyncio.timeout(timeout):
+            await self._drain(timeout)
+            async with asyncio.timeout_at(deadline):
                 return await future
         except TimeoutError:
-            await self._cancel(request_id)
+            self._cancel(request_id)
             raise ServerTimeout(
                 f"the HOL server did not answer {method} within {timeout:.0f}s"
             ) from None
         finally:
             self._pending.pop(request_id, None)
 
-    async def _cancel(self, request_id: int) -> None:
-        try:
-            await self.notify("$/cancelRequest", {"id": request_id})
-        except (ServerDied, ConnectionError):
-            pass  # nothing left to cancel
+    def _cancel(self, request_id: int) -> None:
+        # Buffered, not drained: a server too busy to answer may be too busy
+        # to read, and giving up must not wait on it.
+        with contextlib.suppress(ServerDied, ConnectionError):
+            self._send({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": request_id}})
 
-    async def _drain(self) -> None:
+    async def _drain(self, timeout: float) -> None:
         try:
-            await self._writer.drain()
+            async with asyncio.timeout(timeout):
+                await self._writer.drain()
+        except TimeoutError:
+            raise ServerDied(f"the HOL server stopped reading its input (nothing taken for {timeout:.0f}s)") from None
         except (ConnectionError, OSError) as err:
             raise ServerDied(f"cannot write to the HOL server: {err}") from None
 
@@ -132,7 +138,7 @@ class LspClient:
             },
             timeout,
         )
-        await self.notify("initialized", {})
+        await self.notify("initialized", {}, timeout)
         result = result or {}
         # A server that names no encoding is the July 2026 one, which counts
         # bytes whatever the client offers (PROTOCOL.md §16).
@@ -144,6 +150,6 @@ class LspClient:
         """`shutdown` then `exit`; errors mean the server is already gone."""
         try:
             await self.request("shutdown", None, timeout)
-            await self.notify("exit", None)
+            await self.notify("exit", None, timeout)
         except (ServerDied, ServerTimeout, LspError, ConnectionError):
             pass

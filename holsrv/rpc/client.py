@@ -26,6 +26,14 @@ CONNECT_TIMEOUT_S = 5.0
 START_TIMEOUT_S = 30.0
 # Added to a request's own wait so a slow reply is not cut off by the socket.
 REPLY_MARGIN_S = 30.0
+# The daemon spends at most a request's own wait on a server start, compile
+# and proofs, but a lookup also waits its LSP request (60 s by default).
+LOOKUP_ALLOWANCE_S = 90.0
+
+
+def reply_timeout(own_wait: float = 0.0) -> float:
+    """How long a client waits for a reply: the request's own wait, the lookup allowance and a margin."""
+    return own_wait + LOOKUP_ALLOWANCE_S + REPLY_MARGIN_S
 
 
 class Client:

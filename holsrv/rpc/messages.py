@@ -159,7 +159,9 @@ class Diagnostic(Struct):
 class Proof(Struct):
     name: str
     line: int
-    status: str  # proved, checking, failed, suspended, diverged, cheated
+    # The pool's proved, checking, failed, suspended, diverged, cheated (dropped
+    # unchecked), or "unreported": in the text, but HOL never mentioned it.
+    status: str
     detail: str = ""
     # Seconds this daemon has seen the proof checking (since the last edit at most).
     checking_s: float | None = None
@@ -293,6 +295,8 @@ class HoverResult(Struct, tag="hover", tag_field="type"):
     text: str | None
     server: ServerNote
     range: Range | None = None
+    # Set when the answer may be incomplete: the file is still compiling or blocked.
+    note: str = ""
 
 
 class DefinitionResult(Struct, tag="definition", tag_field="type"):
@@ -300,6 +304,8 @@ class DefinitionResult(Struct, tag="definition", tag_field="type"):
     content_hash: str
     targets: list[Location]
     server: ServerNote
+    # Set when the answer may be incomplete: the file is still compiling or blocked.
+    note: str = ""
 
 
 class ReferencesResult(Struct, tag="references", tag_field="type"):
@@ -318,6 +324,8 @@ class CompletionResult(Struct, tag="completion", tag_field="type"):
     total: int
     incomplete: bool
     server: ServerNote
+    # Set when the answer may be incomplete: the file is still compiling or blocked.
+    note: str = ""
 
 
 class DocumentSymbolResult(Struct, tag="documentSymbol", tag_field="type"):
@@ -332,6 +340,8 @@ class WorkspaceSymbolResult(Struct, tag="workspaceSymbol", tag_field="type"):
     query: str
     symbols: list[WorkspaceSymbolItem]
     server: ServerNote
+    # Set when the answer may be incomplete: the file is still compiling or blocked.
+    note: str = ""
 
 
 class EvalResult(Struct, tag="eval", tag_field="type"):
