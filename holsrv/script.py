@@ -136,19 +136,6 @@ def pool_names(text: str) -> list[tuple[str, ProofBlock]]:
     return named
 
 
-def pool_names(text: str) -> list[tuple[str, ProofBlock]]:
-    """Each proof block with the name HOL's proof pool gives it (PROTOCOL.md §10.2).
-
-    A rebound theorem is `foo#2`, `foo#3`, …; a Resume block keeps `thm[label]`.
-    """
-    seen: dict[str, int] = {}
-    named = []
-    for block in proof_blocks(text):
-        count = seen[block.name] = seen.get(block.name, 0) + 1
-        named.append((block.name if count == 1 or "[" in block.name else f"{block.name}#{count}", block))
-    return named
-
-
 def cheats(text: str) -> list[Cheat]:
     """Every whole-word `cheat` outside comments and strings, with its theorem."""
     code = blank_comments_and_strings(text)

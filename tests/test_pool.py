@@ -274,7 +274,11 @@ def test_a_handshake_answered_with_an_error_is_a_failed_start_not_a_stuck_one(da
 
 def test_a_megabyte_stderr_line_neither_kills_the_reader_nor_blocks_hol(daemon_factory, write_script, tmp_path):
     noisy = tmp_path / "hol"
-    noisy.write_text(f"#!/bin/sh\nhead -c 3000000 /dev/zero | tr '\\\\0' x >&2\nexec {sys.executable} {FAKE_HOL} \"$@\"\n")
+    noisy.write_text(
+        "#!/bin/sh\n"
+        "head -c 3000000 /dev/zero | tr '\\\\0' x >&2\n"  # one 3 MB line, no newline
+        f'exec {sys.executable} {FAKE_HOL} "$@"\n'
+    )
     noisy.chmod(0o755)
     daemon = daemon_factory(hol_bin=str(noisy))
     result = daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT)), wait=20))
