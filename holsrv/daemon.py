@@ -222,6 +222,7 @@ class Daemon:
             waiting_calls=s.waiting,
             clients=sorted(s.clients),
             restarts=self.pool.restarts(s.path),
+            hol_version=str(s.lsp.server_info.get("version", "")) if s.lsp else "",
             large=footprint is not None and footprint > self.settings.soft_footprint_mb,
         )
 

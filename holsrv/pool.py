@@ -206,8 +206,8 @@ class Pool:
         await session.stop(reason)
         self._write_record()
 
-    async def restart(self, path: Path, max_heap_mb: int | None) -> tuple[int | None, Lease]:
-        """Stop `path`'s server (if any) and start a fresh one; returns (old pid, lease)."""
+    async def restart(self, path: Path, max_heap_mb: int | None) -> int | None:
+        """Stop `path`'s server (if any) and start a fresh one; returns the old pid."""
         history = self._history.setdefault(path, _History())
         if max_heap_mb is not None:
             history.max_heap_mb = max_heap_mb
@@ -218,8 +218,8 @@ class Pool:
             old_pid = old.pid if old else None
             if old is not None:
                 await self.stop_session(old, "restart requested")
-            lease = await self._running(path)
-        return old_pid, Lease(lease.session, "restarted", "restarted on request")
+            await self._running(path)
+        return old_pid
 
     def restarts(self, path: Path) -> int:
         history = self._history.get(path)

@@ -334,14 +334,17 @@ class Tools:
         if req.max_heap_mb is not None and req.max_heap_mb < 0:
             raise BadRequest("max_heap_mb must be 0 (no cap) or a positive number of MB")
         src = files.read(req.file)
-        old_pid, _ = await self.pool.restart(src.path, req.max_heap_mb)
-        async with self._open(req.file, client) as (_, lease):
-            heap = lease.session.max_heap_mb
+        old_pid = await self.pool.restart(src.path, req.max_heap_mb)
+        async with self._open(req.file, client, tolerate_start=True) as (_, lease):
+            session = lease.session
+            heap = session.max_heap_mb
             cap = f"{heap} MB" if heap else "no cap"
+            starting = session.state in ("new", "starting")
+            doing = "still starting (loading its heap)" if starting else "compiling the file"
             return m.RestartResult(
-                file=str(src.path), old_pid=old_pid, new_pid=lease.session.pid or 0, max_heap_mb=heap,
+                file=str(src.path), old_pid=old_pid, new_pid=session.pid or 0, max_heap_mb=heap,
                 message=f"Restarted the HOL server for {src.path.name} (pid {old_pid or '-'} → "
-                f"{lease.session.pid}; heap {cap}). It is compiling the file now.",
+                f"{session.pid or 'pending'}; heap {cap}). It is {doing} now; call diagnostics to follow it.",
             )
 
 

@@ -241,6 +241,7 @@ class SessionStatus(Struct):
     clients: list[str]
     restarts: int = 0
     large: bool = False
+    hol_version: str = ""  # serverInfo.version of the HOL server, when it said
 
 
 # -- replies ----------------------------------------------------------------
