@@ -85,8 +85,9 @@ class Tools:
 
         Returns a verdict: OK only when every proof is proved and nothing is
         cheated; otherwise FAILED (a proof failed), ERRORS (the script does not
-        compile), CHEATS (a proof uses cheat), BLOCKED (a theory it needs could
-        not be loaded) or INCOMPLETE (still checking when the wait ran out).
+        compile), CHEATS (a proof uses cheat), UNCHECKED (HOL did not check some
+        proofs; restart re-checks them), BLOCKED (a theory it needs could not be
+        loaded) or INCOMPLETE (still checking when the wait ran out).
         Also: a tally of proofs, each proof that is not proved (line, name,
         status, reason), and compiler messages at 1-based line:col.
         The file is re-read from disk on each call. A failed proof is an
@@ -199,16 +200,20 @@ class Tools:
         ],
         timeout: Annotated[
             float,
-            Field(ge=0, description="Seconds the code may run; output so far is returned if it runs out."),
+            Field(ge=0, description="Seconds the code may run; past that it is cancelled and the answer says so."),
         ] = _default(messages.Eval, "timeout"),
     ) -> CallToolResult:
-        """Evaluate SML in the HOL session of a script, where its theory and
-        ancestors are loaded.
+        """Evaluate SML in the HOL server of a script, where the script's
+        ancestor theories are loaded (it does not see the script's own
+        declarations).
 
-        Returns what HOL printed, the errors, and anything written to stderr.
+        Returns what PolyML.print printed, the errors, and what the server
+        wrote to stderr meanwhile (plain `print` goes there). Bindings such as
+        `val x = ...;` are not echoed: wrap a value in PolyML.print to see it.
         Use it to experiment: EVAL or type-check a term, search with DB.find or
         DB.match, try a tactic with prove. It never changes the file. If it
-        times out the answer says so; use restart if the server stays stuck.
+        times out it is cancelled and the answer says so; use restart if the
+        server stays stuck.
         """
         request = messages.Eval(file=self._path(file), code=code, timeout=timeout)
         return await self._ask(request, timeout)
