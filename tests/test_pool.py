@@ -28,6 +28,25 @@ def sessions(daemon) -> dict[str, m.SessionStatus]:
     return {os.path.basename(s.file): s for s in daemon.call(m.Status()).sessions}
 
 
+def waiting_call(daemon, request) -> tuple[threading.Thread, dict]:
+    """Send `request` from another thread; return once the daemon has it waiting.
+
+    The outcome dict gets "reply" or "error" when the call ends.
+    """
+    outcome: dict = {}
+
+    def call() -> None:
+        try:
+            outcome["reply"] = daemon.call(request)
+        except errors.HolsrvError as err:
+            outcome["error"] = err
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    wait_until(lambda: any(s.waiting_calls for s in daemon.call(m.Status()).sessions), what="the call to wait")
+    return thread, outcome
+
+
 def test_lru_eviction_skips_a_server_whose_proofs_are_checking(daemon_factory, write_script):
     daemon = daemon_factory(max_servers=2)
     busy = write_script(SLOW, "busyScript.sml")
@@ -70,17 +89,7 @@ def test_idle_server_is_stopped_and_the_next_call_says_it_started_a_new_one(daem
 def test_killed_server_fails_the_waiting_call_with_its_stderr_and_the_next_call_restarts(daemon, write_script):
     path = write_script(LOOPING)
     pid = daemon.call(m.Diagnostics(str(path), wait=0.3)).server.pid
-    outcome: dict = {}
-
-    def wait_long() -> None:
-        try:
-            outcome["reply"] = daemon.call(m.Diagnostics(str(path), wait=30))
-        except errors.HolsrvError as err:
-            outcome["error"] = err
-
-    waiter = threading.Thread(target=wait_long)
-    waiter.start()
-    wait_until(lambda: sessions(daemon)["demoScript.sml"].waiting_calls == 1, what="the call to wait")
+    waiter, outcome = waiting_call(daemon, m.Diagnostics(str(path), wait=30))
     os.kill(pid, signal.SIGKILL)
     waiter.join(15)
     err = outcome.get("error")
@@ -301,17 +310,7 @@ def test_a_compiling_server_is_not_evicted_for_another_file(daemon_factory, writ
 def test_a_call_waiting_on_a_server_that_is_restarted_is_told_so(daemon, write_script):
     path = write_script(LOOPING)
     daemon.call(m.Diagnostics(str(path), wait=0.3))
-    outcome: dict = {}
-
-    def wait_long() -> None:
-        try:
-            outcome["reply"] = daemon.call(m.Diagnostics(str(path), wait=30))
-        except errors.HolsrvError as err:
-            outcome["error"] = err
-
-    waiter = threading.Thread(target=wait_long)
-    waiter.start()
-    wait_until(lambda: sessions(daemon)["demoScript.sml"].waiting_calls == 1, what="the call to wait")
+    waiter, outcome = waiting_call(daemon, m.Diagnostics(str(path), wait=30))
     started = time.monotonic()
     daemon.call(m.Restart(str(path)))
     waiter.join(20)
