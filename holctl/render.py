@@ -217,14 +217,20 @@ def _eval(reply: EvalResult) -> list[str]:
 _STATUS_COLUMNS = ("FILE", "PID", "STATE", "UP", "IDLE", "MB", "CAP", "PROOFS", "WAITING", "CLIENTS")
 
 
+_GONE = ("stopping", "stopped", "dead")
+
+
 def _status(reply: StatusResult) -> list[str]:
     lines = [
         f"holsrv {reply.daemon_version}  pid {reply.pid}  up {_duration(reply.uptime_s)}  "
         f"protocol {reply.protocol}",
         f"socket: {reply.socket}",
-        f"servers: {len(reply.sessions)} of {reply.max_servers}  "
+        f"servers: {sum(s.state not in _GONE for s in reply.sessions)} running of {reply.max_servers}  "
         f"cache: {reply.cache_hits} hits, {reply.cache_misses} misses",
     ]
+    versions = sorted({s.hol_version for s in reply.sessions if s.hol_version})
+    if versions:
+        lines.append(f"HOL: {', '.join(versions)}")
     if not reply.sessions:
         return lines + ["no HOL servers running"]
     return lines + _table([_STATUS_COLUMNS, *(_session_row(s) for s in reply.sessions)])

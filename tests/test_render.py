@@ -277,7 +277,7 @@ def test_status_prints_daemon_line_and_a_row_per_session():
     reply = StatusResult("0.1.0", 1, 77, 90, "/run/holsrv.sock", 4, [session], 10, 3)
     out = lines(reply)
     assert out[0] == "holsrv 0.1.0  pid 77  up 1m30s  protocol 1"
-    assert "servers: 1 of 4  cache: 10 hits, 3 misses" in out
+    assert "servers: 1 running of 4  cache: 10 hits, 3 misses" in out
     header, row = out[-2].split(), out[-1].split("  ")
     assert header == ["FILE", "PID", "STATE", "UP", "IDLE", "MB", "CAP", "PROOFS", "WAITING", "CLIENTS"]
     cells = [c.strip() for c in row if c.strip()]
