@@ -89,7 +89,7 @@ def _diagnostics(reply: DiagnosticsResult) -> list[str]:
         lines.append(f"blocked: {reply.blocked.message}" + (f" (modules: {modules})" if modules else ""))
     lines += [f"warning: {w}" for w in reply.warnings]
     lines += [f"outstanding: {o}" for o in reply.outstanding]
-    lines += [f"cheat: theorem {c.theorem} (line {c.line})" for c in reply.cheats]
+    lines += [f"cheat at line {c.line}" + (f", in theorem {c.theorem}" if c.theorem else "") for c in reply.cheats]
     lines += [_proof(p) for p in reply.proofs if p.status != "proved"]
     for d in reply.diagnostics:
         first, *rest = d.message.splitlines() or [""]
@@ -109,9 +109,7 @@ def tally_line(tally: Tally) -> str:
 
 
 def _proof(proof: Proof) -> str:
-    status = proof.status
-    if proof.checking_s is not None and status == "checking":
-        status = f"checking for {_duration(proof.checking_s)}"
+    status = proof.status  # how long a proof has been checking is in `outstanding`
     detail = proof.detail.splitlines()[0] if proof.detail else ""
     return "  ".join(filter(None, [f"  line {proof.line}", proof.name, status, detail]))
 
@@ -214,7 +212,7 @@ def _eval(reply: EvalResult) -> list[str]:
 
 # -- status -----------------------------------------------------------------
 
-_STATUS_COLUMNS = ("FILE", "PID", "STATE", "UP", "IDLE", "MB", "CAP", "PROOFS", "WAITING", "CLIENTS")
+_STATUS_COLUMNS = ("FILE", "PID", "STATE", "UP", "IDLE", "MB", "CAP", "PROOFS", "LAST VERDICT", "WAITING", "CLIENTS")
 
 
 _GONE = ("stopping", "stopped", "dead")
@@ -246,7 +244,8 @@ def _session_row(s: SessionStatus) -> tuple[str, ...]:
         _duration(s.idle_s),
         f"{s.footprint_mb:.0f}" if s.footprint_mb is not None else "-",
         str(s.max_heap_mb) if s.max_heap_mb else "none",
-        _short_tally(s.tally),
+        _short_tally(s.tally) if s.state not in _GONE else "-",
+        s.last_verdict or "-",
         str(s.waiting_calls),
         ",".join(s.clients) or "-",
     )

@@ -85,9 +85,11 @@ class Tools:
 
         Returns a verdict: OK only when every proof is proved and nothing is
         cheated; otherwise FAILED (a proof failed), ERRORS (the script does not
-        compile), CHEATS (a proof uses cheat), UNCHECKED (HOL did not check some
-        proofs; restart re-checks them), BLOCKED (a theory it needs could not be
-        loaded) or INCOMPLETE (still checking when the wait ran out).
+        compile), CHEATS (a proof uses cheat, CHEAT_TAC or mk_thm), SUSPENDED
+        (subgoals left without a proved Resume block), UNCHECKED (HOL did not
+        check some proofs; each says why), BLOCKED (a theory it needs could not
+        be loaded) or INCOMPLETE (still checking when the wait ran out; a
+        proof that is probably looping is named: edit it).
         Also: a tally of proofs, each proof that is not proved (line, name,
         status, reason), and compiler messages at 1-based line:col.
         The file is re-read from disk on each call. A failed proof is an

@@ -223,6 +223,7 @@ class Daemon:
             clients=sorted(s.clients),
             restarts=self.pool.restarts(s.path),
             hol_version=str(s.lsp.server_info.get("version", "")) if s.lsp else "",
+            last_verdict=s.last_verdict,
             large=footprint is not None and footprint > self.settings.soft_footprint_mb,
         )
 

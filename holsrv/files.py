@@ -14,6 +14,8 @@ from holsrv.errors import BadRequest, FileNotFound, NotAFile, NotUtf8
 from holsrv.session import content_hash
 
 MAX_SCRIPT_BYTES = 32 * 1024 * 1024
+# Each file gets a HOL server costing hundreds of MB: refuse what is not SML.
+SCRIPT_SUFFIXES = (".sml", ".sig", ".ML")
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,11 @@ def resolve(file: str) -> Path:
 def read(file: str) -> Script:
     """Read and decode `file`; raise a coded error saying what to do otherwise."""
     path = resolve(file)
+    if path.suffix not in SCRIPT_SUFFIXES:
+        raise BadRequest(
+            f"{file} is not a HOL script: holsrv answers about SML files ({', '.join(SCRIPT_SUFFIXES)}), "
+            "usually a theory script named fooScript.sml"
+        )
     if not path.exists():
         raise FileNotFound(f"no such file: {file}. Check the path (absolute, or relative to where the client runs).")
     if not path.is_file():

@@ -14,11 +14,17 @@ from holsrv.settings import Settings
 
 
 def probably_looping(file: FileState, entry: ProofEntry, now: float, settings: Settings) -> bool:
-    seconds = file.checking_for(entry, now)
-    if seconds > settings.looping_after_s:
-        return True
-    return (
-        file.slowest_s > 0
-        and seconds > settings.looping_ratio * file.slowest_s
-        and seconds >= settings.looping_min_s
-    )
+    return file.checking_for(entry, now) > _threshold(file, settings)
+
+
+def looping_from(file: FileState, entry: ProofEntry, now: float, settings: Settings) -> float:
+    """When `entry`, still checking, will count as probably looping (clock time)."""
+    return now - file.checking_for(entry, now) + _threshold(file, settings)
+
+
+def _threshold(file: FileState, settings: Settings) -> float:
+    """Seconds of checking after which a proof is probably looping."""
+    if file.slowest_s <= 0:
+        return settings.looping_after_s
+    relative = max(settings.looping_ratio * file.slowest_s, settings.looping_min_s)
+    return min(settings.looping_after_s, relative)

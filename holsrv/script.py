@@ -12,7 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_WORD = re.compile(r"(?<![A-Za-z0-9_'])cheat(?![A-Za-z0-9_'])")
+# `cheat` is CHEAT_TAC; mk_thm makes a theorem without proof.  HOL's pool
+# reports proofs using any of them as proved.
+_WORD = re.compile(r"(?<![A-Za-z0-9_'.])(?:cheat|CHEAT_TAC|mk_thm)(?![A-Za-z0-9_'])")
 _HEAD = re.compile(
     r"^(Theorem|Triviality|Resume)[ \t]+([A-Za-z0-9_']+(?:\[[^\]\n]*\])?)", re.MULTILINE
 )

@@ -83,6 +83,7 @@ class Session:
         self.started_at = self.last_used = clock()
         self.waiting = 0
         self.footprint: float | None = None  # MB, last sample
+        self.last_verdict = ""  # of the last diagnostics answer, for status
         self.clients: set[str] = set()
         self.data: bytes | None = None  # the bytes the server last got from us
         self._changed = asyncio.Event()
@@ -313,8 +314,10 @@ class Session:
     def check_alive(self) -> None:
         """Raise if this server can no longer answer: it died, or was stopped."""
         if self.state == "dead":
+            checking = [f"{e.name} (line {e.line0 + 1})" for e in self.file.checking()]
+            during = f" while checking {', '.join(checking)}" if checking else ""
             raise ServerDied(
-                f"the HOL server for {self.path.name} died: {self.exit_reason}. "
+                f"the HOL server for {self.path.name} died{during}: {self.exit_reason}. "
                 "The next call starts a new one.",
                 detail=self.tail(),
             )

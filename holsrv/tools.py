@@ -15,13 +15,13 @@ from pathlib import Path
 
 import msgspec
 
-from holsrv import files, script, verdict
+from holsrv import files, looping, script, verdict
 from holsrv.cache import AnswerCache
 from holsrv.errors import BadRequest, LspError, ServerTimeout, Starting
 from holsrv.pool import Lease, Pool
 from holsrv.positions import Text
 from holsrv.rpc import messages as m
-from holsrv.session import Session
+from holsrv.session import Session, content_hash
 from holsrv.settings import Settings
 
 _ANSI = re.compile(r"\x1B\[[0-9;]*m")
@@ -89,28 +89,48 @@ class Tools:
             cached = self.cache.get(_key(session, question))
             if cached is not None:
                 return _replace(cached, cached=True, server=self._note(lease))
-            while session.state not in ("new", "starting"):
-                session.check_alive()
-                now = self.clock()
-                file = session.file
-                if file.settled(now, self.settings.quiet_s) or now >= deadline:
-                    break
-                quiet_left = self.settings.quiet_s - (now - file.last_event)
-                calm = file.phase != "compiling" and not file.checking()
-                await session.wait_change(min(deadline - now, quiet_left) if calm else deadline - now)
+            if session.state not in ("new", "starting"):
+                await self._settle(session, deadline)
+            text, content = src.text, src.hash
+            if session.data is not None and session.data != src.data:
+                # Another call synced a newer text meanwhile: what HOL said is
+                # about that text, so the answer must say so.
+                text, content = session.file.text, content_hash(session.data)
             result = verdict.build(
-                session.file, src.text, src.hash, session.lsp.position_encoding if session.lsp else "utf-8",
+                session.file, text, content, session.lsp.position_encoding if session.lsp else "utf-8",
                 self.clock(), self.settings, self._note(lease), session.footprint, self.clock() - started,
             )
+            if content != src.hash:
+                result.warnings.append(
+                    f"The file changed on disk during this call; this answer is about the newer text "
+                    f"(content {content[:12]}), not the one the call started with."
+                )
+                question = ("diagnostics", content)
             if session.state in ("new", "starting"):
                 result.outstanding = [_starting_message(session, self.clock())]
                 result.headline = (
                     f"INCOMPLETE after {self.clock() - started:.0f}s: the HOL server is still starting. "
                     "Nothing was cancelled; call diagnostics again to carry on."
                 )
+            session.last_verdict = result.verdict
             if result.complete:
                 self.cache.put(_key(session, question), result)
             return result
+
+    async def _settle(self, session: Session, deadline: float) -> None:
+        """Wait until the file is settled, only looping proofs are left, or the deadline."""
+        quiet = self.settings.quiet_s
+        while True:
+            session.check_alive()
+            now = self.clock()
+            file = session.file
+            if now >= deadline or file.settled(now, quiet) or verdict.complete_but_looping(file, now, self.settings):
+                return
+            # Besides a notification, only time can change the answer: the quiet
+            # period ending, or a proof turning "probably looping".
+            moments = [deadline, file.last_event + quiet]
+            moments += [looping.looping_from(file, e, now, self.settings) for e in file.checking()]
+            await session.wait_change(max(0.01, min(t for t in moments if t > now) - now))
 
     # -- goal state ------------------------------------------------------------
 
@@ -322,13 +342,21 @@ class Tools:
                     "dependencies could not be loaded. To re-check everything, use restart.",
                 )
             session.epoch += 1
+            attempts = session.file.attempts
             session.file.retried(self.clock())
             await session.notify("$/hol/retryCompile", {"textDocument": {"uri": session.uri}})
-            return m.RetryCompileResult(
-                **base, was_blocked=True,
-                message="Asked the server to load the dependencies and compile again; "
-                "call diagnostics to see the outcome.",
-            )
+            # HOL answers a retry with a new block or a compile pass (§9.4).
+            deadline = self.clock() + self.settings.diagnostics_wait_s
+            while session.file.attempts == attempts and self.clock() < deadline:
+                session.check_alive()
+                await session.wait_change(deadline - self.clock())
+            if session.file.phase == "blocked":
+                message = f"Still blocked: {_blocked_message(session)}"
+            elif session.file.attempts == attempts:
+                message = "Asked HOL to compile again; it has not said how it went yet: call diagnostics."
+            else:
+                message = "Unblocked: HOL is compiling the file now; call diagnostics for the verdict."
+            return m.RetryCompileResult(**base, was_blocked=True, message=message)
 
     async def restart(self, req: m.Restart, client: str) -> m.RestartResult:
         if req.max_heap_mb is not None and req.max_heap_mb < 0:

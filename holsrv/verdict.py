@@ -67,17 +67,46 @@ def build(
     )
     if file.phase == "completed":
         _add_unreported(result, file, text)
+    open_suspensions = _open_suspensions(file, proofs)
     result.warnings = _looping_warnings(file, proofs, now, settings, footprint_mb)
     if footprint_mb is not None and footprint_mb > settings.soft_footprint_mb:
         result.warnings.append(
-            f"SERVER LARGE: this file's HOL server uses {footprint_mb / 1024:.1f} GB, above the soft "
-            f"limit of {settings.soft_footprint_mb / 1024:.1f} GB; restart it when convenient "
+            f"SERVER LARGE: this file's HOL server uses {_size(footprint_mb)}, above the soft "
+            f"limit of {_size(settings.soft_footprint_mb)}; restart it when convenient "
             "(nothing is stopped for this)."
         )
     if not complete:
         result.outstanding = _outstanding(file, proofs, now, settings)
-    result.verdict, result.headline = _verdict(result, waited_s)
+    only_looping = complete_but_looping(file, now, settings)
+    result.verdict, result.headline = _verdict(result, waited_s, open_suspensions, only_looping)
     return result
+
+
+def complete_but_looping(file: FileState, now: float, settings: Settings) -> bool:
+    """The compile is done and quiet, and every proof still checking is probably looping.
+
+    Waiting longer cannot change such an answer, so a caller need not.
+    """
+    checking = file.checking()
+    return (
+        file.phase == "completed"
+        and bool(checking)
+        and now - file.last_event >= settings.quiet_s
+        and all(looping.probably_looping(file, e, now, settings) for e in checking)
+    )
+
+
+def _open_suspensions(file: FileState, proofs: list[ProofEntry]) -> list[str]:
+    """Suspended proofs with a subgoal that no proved `Resume thm[label]` finishes."""
+    open_ = []
+    for entry in proofs:
+        if entry.status != "suspended":
+            continue
+        labels = [label.strip() for label in entry.detail.split(",") if label.strip()]
+        resumed = [file.proofs.get(f"{entry.name}[{label}]") for label in labels]
+        if not labels or any(r is None or r.status != "proved" for r in resumed):
+            open_.append(entry.name)
+    return open_
 
 
 def visible_proofs(file: FileState, text: str) -> list[ProofEntry]:
@@ -100,8 +129,13 @@ def _add_unreported(result: m.DiagnosticsResult, file: FileState, text: str) -> 
     """
     for name, block in script.pool_names(text):
         if name not in file.proofs:
-            line, _ = script.line_col(text, block.start)
-            result.proofs.append(m.Proof(name, line, "unreported", "HOL reported no check of this proof"))
+            first, _ = script.line_col(text, block.start)
+            last, _ = script.line_col(text, block.end)
+            errors = [d.range.line for d in result.diagnostics
+                      if d.severity == "error" and first <= d.range.line <= last]
+            why = (f"not checked: its proof does not compile (error at line {errors[0]})" if errors
+                   else "HOL never reported checking it; edit the file or restart its server to check it")
+            result.proofs.append(m.Proof(name, first, "unreported", why))
             result.tally.unchecked += 1
     result.proofs.sort(key=lambda p: p.line)
 
@@ -119,7 +153,7 @@ def _diagnostic(text: Text, diag: dict, encoding: str) -> m.Diagnostic:
     return m.Diagnostic(
         range=lsp_range(text, diag.get("range", {}), encoding),
         severity=_SEVERITY.get(diag.get("severity", 1), "error"),
-        message=clip(str(diag.get("message", "")), MAX_MESSAGE_CHARS),
+        message=clip(str(diag.get("message", "")).rstrip(), MAX_MESSAGE_CHARS),
     )
 
 
@@ -139,7 +173,7 @@ def _proof(file: FileState, entry: ProofEntry, text: Text, now: float) -> m.Proo
 def _looping_warnings(
     file: FileState, proofs: list[ProofEntry], now: float, settings: Settings, footprint_mb: float | None
 ) -> list[str]:
-    size = f"{footprint_mb / 1024:.1f} GB" if footprint_mb is not None else "unknown"
+    size = _size(footprint_mb) if footprint_mb is not None else "unknown"
     return [
         f"PROBABLY LOOPING: proof {e.name} (line {e.line0 + 1}) has been checking for "
         f"{_duration(file.checking_for(e, now))}; server footprint {size}. Cancel it or restart?"
@@ -171,42 +205,70 @@ def _outstanding(file: FileState, proofs: list[ProofEntry], now: float, settings
     return items
 
 
-def _verdict(r: m.DiagnosticsResult, waited_s: float) -> tuple[str, str]:
+def _verdict(
+    r: m.DiagnosticsResult, waited_s: float, open_suspensions: list[str], only_looping: bool
+) -> tuple[str, str]:
     t = r.tally
     errors = [d for d in r.diagnostics if d.severity == "error"]
     if r.blocked is not None:
+        missing = _missing_modules(r.blocked)
         return "BLOCKED", (
-            f"BLOCKED: not compiling, cannot load {', '.join(r.blocked.modules)}. "
-            "Build the missing dependency (Holmake), then call retryCompile."
+            f"BLOCKED: not compiling: cannot load {', '.join(missing)}. Build "
+            f"{'it' if len(missing) == 1 else 'them'} (Holmake), then call retryCompile."
         )
     if not r.complete:
+        if only_looping:
+            loops = [f"{p.name} (line {p.line})" for p in r.proofs if p.status == "checking"]
+            return "INCOMPLETE", (
+                f"INCOMPLETE: everything else is done, but {', '.join(loops)} is still checking and "
+                "probably looping. Edit that proof (a tactic that does not terminate?); waiting longer "
+                "will not help, and nothing was cancelled."
+            )
         return "INCOMPLETE", (
             f"INCOMPLETE after {waited_s:.0f}s: {t.proved} proved, {t.checking} still checking, "
             f"{t.failed} failed. Nothing was cancelled; call diagnostics again to carry on."
         )
     wrong = [p.name for p in r.proofs if p.status in ("failed", "diverged")]
     if wrong:
-        return "FAILED", f"FAILED: {len(wrong)} of {t.total} proofs failed ({', '.join(wrong)})" + _and_errors(errors)
+        proof_errors = [e for e in errors if not e.message.startswith("proof failed")]
+        also = f", and {_plural(len(proof_errors), 'compile error')}" if proof_errors else ""
+        return "FAILED", f"FAILED: {len(wrong)} of {t.total} proofs failed ({', '.join(wrong)}){also}"
     if errors:
-        return "ERRORS", f"ERRORS: {len(errors)} compile error{'s' * (len(errors) != 1)}"
+        return "ERRORS", f"ERRORS: {_plural(len(errors), 'compile error')}"
     if r.cheats:
         owners = sorted({c.theorem or "top level" for c in r.cheats})
         verb = "uses" if len(owners) == 1 else "use"
-        return "CHEATS", f"CHEATS: {len(owners)} proof{'s' * (len(owners) != 1)} {verb} cheat ({', '.join(owners)})"
+        return "CHEATS", f"CHEATS: {_plural(len(owners), 'proof')} {verb} cheat ({', '.join(owners)})"
+    if open_suspensions:
+        return "SUSPENDED", (
+            f"SUSPENDED: {', '.join(open_suspensions)} left subgoals suspended with no proved "
+            "Resume block for them"
+        )
     unchecked = [p.name for p in r.proofs if p.status in ("cheated", "unreported")]
     if unchecked:
         return "UNCHECKED", (
-            f"UNCHECKED: {len(unchecked)} proofs were not checked by the server ({', '.join(unchecked)}); "
-            "edit the file or restart its server to check them"
+            f"UNCHECKED: {_plural(len(unchecked), 'proof')} not checked by HOL ({', '.join(unchecked)}); "
+            "see each one's reason below"
         )
+    if t.total == 0:
+        return "OK", "OK: compiles with no errors; there are no proofs in this file"
     warnings = len(r.diagnostics)
-    extra = f" ({warnings} warning{'s' * (warnings != 1)})" if warnings else ""
-    return "OK", f"OK: all {t.total} proofs proved, no errors{extra}"
+    extra = f" ({_plural(warnings, 'warning')})" if warnings else ""
+    return "OK", f"OK: all {_plural(t.total, 'proof')} proved, no errors{extra}"
 
 
-def _and_errors(errors: list[m.Diagnostic]) -> str:
-    proof_errors = [e for e in errors if not e.message.startswith("proof failed")]
-    return f", and {len(proof_errors)} compile errors" if proof_errors else ""
+def _missing_modules(blocked: m.Blocked) -> list[str]:
+    """The modules the block message says could not load (the header lists them all)."""
+    named = re.findall(r"cannot load ([^\s:;]+)", blocked.message)
+    return list(dict.fromkeys(named)) or blocked.modules
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'s' * (count != 1)}"
+
+
+def _size(mb: float) -> str:
+    return f"{mb / 1024:.1f} GB" if mb >= 1024 else f"{mb:.0f} MB"
 
 
 def clip(text: str, limit: int) -> str:

@@ -83,10 +83,11 @@ def test_positions_count_characters_on_lines_full_of_unicode(daemon, write_scrip
     ("make", "code"),
     [
         (lambda d: str(d / "missingScript.sml"), "file_not_found"),
-        (lambda d: str(d), "not_a_file"),
+        (lambda d: _mkdir(d / "dirScript.sml"), "not_a_file"),
+        (lambda d: _write_bytes(d / "notes.txt", b"hello\n"), "bad_request"),
         (lambda d: _write_bytes(d / "latinScript.sml", b"Theory latin\n(* caf\xe9 *)\n"), "not_utf8"),
     ],
-    ids=["missing", "directory", "not-utf8"],
+    ids=["missing", "directory", "not-utf8", "not-sml"],
 )
 def test_bad_files_get_a_coded_error_and_start_no_server(daemon, tmp_path, make, code):
     with pytest.raises(errors.HolsrvError) as caught:
@@ -220,6 +221,11 @@ def test_shutdown_stops_every_hol_server_and_removes_the_socket(daemon, write_sc
     assert not daemon.thread.is_alive()
     assert not daemon.socket.exists()
     assert not pid_alive(pid)
+
+
+def _mkdir(path) -> str:
+    path.mkdir()
+    return str(path)
 
 
 def _write_bytes(path, data: bytes) -> str:

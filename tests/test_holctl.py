@@ -146,7 +146,7 @@ def test_status_lists_the_server_a_call_started(daemon, write_script):
     assert ask(daemon, "diagnostics", str(path), "--wait", "20").exit_code == 0
     result = ask(daemon, "status")
     assert result.exit_code == 0, result.stderr
-    assert "servers: 1 of 4" in result.stdout
+    assert "servers: 1 running of 4" in result.stdout
     row = next(line for line in result.stdout.splitlines() if line.startswith(str(path)))
     assert "1/2 proved, 1 failed" in row
 

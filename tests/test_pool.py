@@ -95,6 +95,7 @@ def test_killed_server_fails_the_waiting_call_with_its_stderr_and_the_next_call_
     err = outcome.get("error")
     assert err is not None and err.code == "server_died", outcome
     assert "exited with status -9" in str(err) and "LSP" in err.detail
+    assert "while checking conj_comm (line 10)" in str(err)
     again = daemon.call(m.Diagnostics(str(path), wait=0.3))
     assert again.server.start == "restarted" and "died" in again.server.note
     assert "LSP" in again.server.stderr_tail

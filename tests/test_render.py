@@ -117,7 +117,7 @@ def test_diagnostics_says_when_the_answer_is_not_settled_and_what_is_outstanding
     assert out[:2] == ["INCOMPLETE: 1 proof still checking after 25s", "proofs: 1 proved, 1 checking (2 total)"]
     assert "warning: theorem slow (line 4) has been checking for 2m05s: PROBABLY LOOPING" in out
     assert "outstanding: theorem slow (line 4) still checking" in out
-    assert "  line 4  slow  checking for 2m05s" in out
+    assert "  line 4  slow  checking" in out  # its time is in `outstanding`, once
     assert out[-1] == "(content 0123456789ab; not settled yet)"
 
 
@@ -133,7 +133,7 @@ def test_diagnostics_names_cheats_and_blocked_dependencies():
     out = lines(reply)
     assert "proofs: 1 unchecked (1 total)" in out
     assert "blocked: barTheory failed to build (modules: barTheory)" in out
-    assert "cheat: theorem lazy (line 12)" in out
+    assert "cheat at line 12, in theorem lazy" in out
 
 
 def test_diagnostics_with_no_proofs_says_so_rather_than_zero_total():
@@ -278,11 +278,12 @@ def test_status_prints_daemon_line_and_a_row_per_session():
     out = lines(reply)
     assert out[0] == "holsrv 0.1.0  pid 77  up 1m30s  protocol 1"
     assert "servers: 1 running of 4  cache: 10 hits, 3 misses" in out
-    header, row = out[-2].split(), out[-1].split("  ")
-    assert header == ["FILE", "PID", "STATE", "UP", "IDLE", "MB", "CAP", "PROOFS", "WAITING", "CLIENTS"]
+    header, row = out[-2].split("  "), out[-1].split("  ")
+    assert [c.strip() for c in header if c.strip()] == [
+        "FILE", "PID", "STATE", "UP", "IDLE", "MB", "CAP", "PROOFS", "LAST VERDICT", "WAITING", "CLIENTS"]
     cells = [c.strip() for c in row if c.strip()]
     assert cells == ["/p/fooScript.sml", "321", "ready", "1h02m", "42s", "812", "none",
-                     "3/4 proved, 1 failed", "1", "holctl,holmcp"]
+                     "3/4 proved, 1 failed", "-", "1", "holctl,holmcp"]
 
 
 def test_status_with_no_sessions_says_no_servers():

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
 from holsrv import errors
 from holsrv.rpc import messages as m
+from holsrv.session import content_hash
 
 from conftest import GOOD_SCRIPT, wait_until
 
@@ -99,13 +101,15 @@ def test_blocked_file_reports_modules_then_retry_compile_unblocks_it(daemon, wri
     blocked = daemon.call(m.Diagnostics(str(path), wait=20))
     assert blocked.verdict == "BLOCKED" and blocked.blocked.modules == ["arithmeticTheory", "mylibTheory"]
     assert "retryCompile" in blocked.headline
+    assert "mylibTheory" in blocked.headline and "arithmeticTheory" not in blocked.headline
     goal = daemon.call(m.GoalState(str(path), line_of(text, "gen_tac"), 3))
     assert goal.state == "blocked" and "mylibTheory" in goal.message
     still = daemon.call(m.RetryCompile(str(path)))
-    assert still.was_blocked
+    assert still.was_blocked and still.message.startswith("Still blocked") and "mylibTheory" in still.message
     assert daemon.call(m.Diagnostics(str(path), wait=20)).verdict == "BLOCKED"
     (tmp_path / "mylibTheory.uo").write_text("built")
-    assert daemon.call(m.RetryCompile(str(path))).was_blocked
+    unblocked = daemon.call(m.RetryCompile(str(path)))
+    assert unblocked.was_blocked and unblocked.message.startswith("Unblocked")
     assert daemon.call(m.Diagnostics(str(path), wait=20)).verdict == "OK"
 
 
@@ -332,3 +336,48 @@ def test_a_proof_hol_never_reported_counts_as_unchecked_not_as_fine(daemon, writ
     assert result.verdict == "ERRORS"
     assert [(p.name, p.status) for p in result.proofs if p.status != "proved"] == [("conj_comm", "unreported")]
     assert result.tally.unchecked == 1 and result.tally.proved == 1
+
+
+def test_a_proof_left_suspended_without_a_resume_is_not_ok(daemon, write_script):
+    text = GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", 'rpt strip_tac >> suspend "later"')
+    result = daemon.call(m.Diagnostics(str(write_script(text)), wait=20))
+    assert result.verdict == "SUSPENDED" and "conj_comm" in result.headline
+
+
+def test_cheat_tac_and_mk_thm_count_as_cheats(daemon, write_script):
+    text = GOOD_SCRIPT.replace("gen_tac >> simp[]", "rw[] >> CHEAT_TAC")
+    result = daemon.call(m.Diagnostics(str(write_script(text)), wait=20))
+    assert result.verdict == "CHEATS" and [c.theorem for c in result.cheats] == ["add0"]
+
+
+def test_a_file_with_no_proofs_is_ok_and_says_there_are_none(daemon, write_script):
+    result = daemon.call(m.Diagnostics(str(write_script("Theory empty\n\nval x = 1;\n")), wait=20))
+    assert result.verdict == "OK" and "no proofs in this file" in result.headline
+
+
+def test_when_only_a_looping_proof_is_left_the_answer_comes_without_the_full_wait(daemon_factory, write_script):
+    daemon = daemon_factory(looping_after_s=0.5)
+    text = GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", "LOOP_TAC")
+    started = time.monotonic()
+    result = daemon.call(m.Diagnostics(str(write_script(text)), wait=60))
+    assert time.monotonic() - started < 30
+    assert result.verdict == "INCOMPLETE" and "probably looping" in result.headline
+    assert "Edit that proof" in result.headline and "conj_comm (line" in result.headline
+
+
+def test_an_edit_during_a_wait_gets_an_answer_about_the_newer_text(daemon, write_script):
+    from test_pool import waiting_call
+
+    slow = GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", "SLOW_TAC 2500 >> simp[]")
+    path = write_script(slow)
+    waiter, outcome = waiting_call(daemon, m.Diagnostics(str(path), wait=30))
+    failing = slow.replace("gen_tac >> simp[]", 'FAIL_TAC "changed"')
+    path.write_text(failing)
+    newer = daemon.call(m.Diagnostics(str(path), wait=30))
+    waiter.join(40)
+    first = outcome["reply"]
+    assert first.verdict == newer.verdict == "FAILED"
+    assert first.content_hash == newer.content_hash != content_hash(slow.encode())
+    assert any("changed on disk during this call" in w for w in first.warnings)
+    path.write_text(slow)
+    assert daemon.call(m.Diagnostics(str(path), wait=30)).verdict == "OK"

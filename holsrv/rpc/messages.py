@@ -242,6 +242,8 @@ class SessionStatus(Struct):
     restarts: int = 0
     large: bool = False
     hol_version: str = ""  # serverInfo.version of the HOL server, when it said
+    # The verdict of the last diagnostics answer about this server's file.
+    last_verdict: str = ""
 
 
 # -- replies ----------------------------------------------------------------
@@ -250,7 +252,7 @@ class SessionStatus(Struct):
 class DiagnosticsResult(Struct, tag="diagnostics", tag_field="type"):
     file: str
     content_hash: str
-    # One of OK, FAILED, ERRORS, CHEATS, UNCHECKED, BLOCKED, INCOMPLETE.
+    # One of OK, FAILED, ERRORS, CHEATS, SUSPENDED, UNCHECKED, BLOCKED, INCOMPLETE.
     verdict: str
     headline: str
     complete: bool
