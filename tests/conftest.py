@@ -20,7 +20,9 @@ import pytest
 import uvloop
 
 from holsrv.daemon import Daemon
+from holsrv.errors import HolsrvError
 from holsrv.rpc import client as rpc_client
+from holsrv.rpc import messages
 from holsrv.settings import Settings
 
 FAKE_HOL = Path(__file__).parent / "fake_hol" / "fake_hol_lsp.py"
@@ -139,6 +141,8 @@ class RunningDaemon:
         if self.thread.is_alive():
             self.loop.call_soon_threadsafe(self.daemon.stopping.set)
             self.thread.join(30)
+            if self.thread.is_alive():
+                pytest.fail("the test daemon did not stop within 30s")
 
 
 @pytest.fixture
@@ -146,7 +150,7 @@ def daemon_factory(short_tmp):
     running: list[RunningDaemon] = []
 
     def make(**overrides) -> RunningDaemon:
-        settings = fake_settings(short_tmp / f"d{len(running)}.sock", **overrides)
+        settings = fake_settings(overrides.pop("socket", short_tmp / f"d{len(running)}.sock"), **overrides)
         daemon = _start_in_thread(settings)
         running.append(daemon)
         return daemon
@@ -208,6 +212,28 @@ def wait_until(predicate, timeout: float = 10.0, what: str = "condition") -> Non
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what}")
         pause.wait(0.02)
+
+
+def waiting_call(daemon, request, name: str = "test") -> tuple[threading.Thread, dict]:
+    """Send `request` from another thread; return once the daemon has it waiting.
+
+    The outcome dict gets "reply" or "error" when the call ends.
+    """
+    outcome: dict = {}
+
+    def call() -> None:
+        try:
+            outcome["reply"] = daemon.call(request, name=name)
+        except HolsrvError as err:
+            outcome["error"] = err
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    wait_until(
+        lambda: any(s.waiting_calls for s in daemon.call(messages.Status()).sessions),
+        what="the call to reach the daemon and wait",
+    )
+    return thread, outcome
 
 
 def pid_alive(pid: int) -> bool:

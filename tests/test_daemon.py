@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import socket
 import stat
 import subprocess
 import sys
-import threading
+import time
 
 import msgspec
 import pytest
@@ -18,7 +19,7 @@ from holsrv.rpc import client as rpc_client
 from holsrv.rpc import framing
 from holsrv.rpc import messages as m
 
-from conftest import FAKE_HOL, GOOD_SCRIPT, pid_alive, wait_until
+from conftest import FAKE_HOL, GOOD_SCRIPT, _start_in_thread, pid_alive, wait_until, waiting_call
 
 FAILING = GOOD_SCRIPT + """
 Theorem bad:
@@ -109,7 +110,7 @@ def test_relative_paths_are_refused_with_advice(daemon):
         daemon.call(m.Diagnostics("demoScript.sml"))
 
 
-def test_hol_server_outlives_a_killed_client_and_answers_the_next_call(daemon, write_script):
+def test_hol_server_outlives_a_client_that_hangs_up_and_answers_the_next_call(daemon, write_script):
     path = write_script(GOOD_SCRIPT)
     client = daemon.client("doomed")
     client.call(m.Diagnostics(str(path), wait=20), 30)
@@ -124,27 +125,24 @@ def test_hol_server_outlives_a_killed_client_and_answers_the_next_call(daemon, w
 
 def test_two_clients_on_one_file_share_one_server_and_do_not_queue(daemon, write_script):
     path = write_script(GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", "LOOP_TAC"))
-    slow: dict = {}
-
-    def wait_long() -> None:
-        slow["result"] = daemon.call(m.Diagnostics(str(path), wait=6), name="agent-1")
-
-    waiter = threading.Thread(target=wait_long)
-    waiter.start()
+    waiter, slow = waiting_call(daemon, m.Diagnostics(str(path), wait=8), name="agent-1")
+    started = time.monotonic()
     quick = daemon.call(m.Diagnostics(str(path), wait=0.5), name="agent-2")
-    assert waiter.is_alive(), "the quick call queued behind the slow one"
+    assert time.monotonic() - started < 5 and waiter.is_alive(), "the quick call queued behind the slow one"
     waiter.join(30)
-    assert quick.verdict == "INCOMPLETE" and slow["result"].verdict == "INCOMPLETE"
-    assert quick.server.pid == slow["result"].server.pid
+    assert quick.verdict == "INCOMPLETE" and slow["reply"].verdict == "INCOMPLETE"
+    assert quick.server.pid == slow["reply"].server.pid
     [session] = daemon.call(m.Status()).sessions
     assert session.clients == ["agent-1", "agent-2"]
 
 
 def test_incomplete_answer_says_what_is_outstanding_and_cancels_nothing(daemon, write_script):
-    path = write_script(GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", "SLOW_TAC 1500 >> simp[]"))
-    first = daemon.call(m.Diagnostics(str(path), wait=0.3))
+    path = write_script(GOOD_SCRIPT)
+    daemon.call(m.Diagnostics(str(path), wait=20))  # a warm server: the wait below is all proof
+    path.write_text(GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", "SLOW_TAC 3000 >> simp[]"))
+    first = daemon.call(m.Diagnostics(str(path), wait=1.0))
     assert first.verdict == "INCOMPLETE" and not first.complete
-    assert any("conj_comm" in item for item in first.outstanding) or first.outstanding
+    assert any(item.startswith("proof conj_comm (line 10) checking for") for item in first.outstanding)
     second = daemon.call(m.Diagnostics(str(path), wait=20))
     assert second.verdict == "OK" and second.server.pid == first.server.pid
 
@@ -192,16 +190,21 @@ def test_unknown_request_after_hello_is_refused_and_the_connection_survives(daem
     assert isinstance(client.call(m.Status(), 10), m.StatusResult)
 
 
-def test_socket_is_private_to_its_owner(daemon):
-    assert stat.S_IMODE(daemon.socket.stat().st_mode) == 0o600
-    assert stat.S_IMODE(daemon.socket.parent.stat().st_mode) == 0o700
+def test_socket_is_private_to_its_owner(short_tmp, daemon_factory):
+    shared = short_tmp / "open"
+    shared.mkdir(mode=0o755)
+    shared.chmod(0o755)
+    running = daemon_factory(socket=shared / "d.sock")
+    assert stat.S_IMODE(running.socket.stat().st_mode) == 0o600
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o700
 
 
-def test_a_second_daemon_refuses_to_start_over_a_live_one(daemon, daemon_factory):
-    from conftest import _start_in_thread
-
+def test_a_second_daemon_refuses_to_start_over_a_live_one_and_harms_nothing(daemon, write_script):
+    pid = daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT)), wait=20)).server.pid
     with pytest.raises(errors.HolsrvError, match="already listening"):
         _start_in_thread(daemon.settings)
+    assert pid_alive(pid) and daemon.socket.exists()
+    assert [s.pid for s in daemon.call(m.Status()).sessions] == [pid]
 
 
 def test_a_stale_socket_file_is_replaced(short_tmp, daemon_factory):
@@ -260,6 +263,7 @@ def test_sigterm_stops_the_daemon_its_hol_servers_and_removes_the_socket(short_t
     os.close(write_fd)
     try:
         with os.fdopen(read_fd, "rb") as ready:
+            assert select.select([ready], [], [], 30)[0], "the daemon never said it was ready"
             assert ready.readline().startswith(b"ready")
         with rpc_client.connect(sock, name="test", autostart=False) as client:
             hol_pid = client.call(m.Diagnostics(str(write_script(GOOD_SCRIPT)), wait=20), 60).server.pid

@@ -166,3 +166,31 @@ def test_eval_reads_code_from_stdin_and_prints_errors(daemon, write_script):
     assert result.exit_code == 0, result.stderr
     first = result.stdout.splitlines()[0]
     assert first.startswith("error: ") and "undefined_thing" in first
+
+
+@pytest.mark.parametrize(
+    ("args", "first_line"),
+    [
+        (("hover", "{f}", "7", "3"), "```"),
+        (("definition", "{f}", "7", "13"), "no definition found"),
+        (("references", "{f}", "4", "9"), "This HOL server does not support references"),
+        (("completion", "{f}", "7", "6"), "GEN_TAC  (value)"),
+        (("documentSymbol", "{f}"), "1  theory/structure  demo  Theory"),
+        (("workspaceSymbol", "{f}", "add0"), "add0  theorem  this file  {f}:4"),
+        (("retryCompile", "{f}"), "Not blocked: nothing to retry."),
+        (("restart", "{f}", "--max-heap-mb", "512"), "Restarted the HOL server for demoScript.sml"),
+    ],
+    ids=lambda v: v[0] if isinstance(v, tuple) else None,
+)
+def test_every_command_answers_through_the_daemon(daemon, write_script, args, first_line):
+    path = str(write_script(FAILING_SCRIPT))
+    result = run("--socket", str(daemon.socket), *(a.format(f=path) for a in args))
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[0].startswith(first_line.format(f=path))
+
+
+def test_shutdown_stops_the_daemon(daemon):
+    result = run("--socket", str(daemon.socket), "shutdown")
+    assert result.exit_code == 0 and "stopping" in result.output
+    daemon.thread.join(30)
+    assert not daemon.thread.is_alive()

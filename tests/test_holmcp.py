@@ -6,6 +6,7 @@ import contextlib
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -206,4 +207,7 @@ async def test_an_agent_restart_finds_the_same_warm_hol_server(short_tmp, write_
     finally:
         with contextlib.suppress(errors.DaemonUnreachable):
             with rpc_client.connect(sock, name="test", autostart=False) as client:
+                daemon_pid = client.welcome.pid
                 client.call(messages.Shutdown(), 30)
+            with contextlib.suppress(psutil.NoSuchProcess):
+                psutil.Process(daemon_pid).wait(30)

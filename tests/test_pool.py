@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 import psutil
@@ -18,9 +18,10 @@ from holsrv.rpc import client as rpc_client
 from holsrv.rpc import messages as m
 from holsrv.rpc import paths
 
-from conftest import FAKE_HOL, GOOD_SCRIPT, _start_in_thread, fake_settings, pid_alive, wait_until
+from conftest import FAKE_HOL, GOOD_SCRIPT, _start_in_thread, fake_settings, pid_alive, wait_until, waiting_call
 
-SLOW = GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", "SLOW_TAC 6000 >> simp[]")
+# Checking until edited (and never "probably looping" at the default thresholds).
+BUSY = GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", "LOOP_TAC")
 LOOPING = GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", "LOOP_TAC")
 
 
@@ -28,28 +29,9 @@ def sessions(daemon) -> dict[str, m.SessionStatus]:
     return {os.path.basename(s.file): s for s in daemon.call(m.Status()).sessions}
 
 
-def waiting_call(daemon, request) -> tuple[threading.Thread, dict]:
-    """Send `request` from another thread; return once the daemon has it waiting.
-
-    The outcome dict gets "reply" or "error" when the call ends.
-    """
-    outcome: dict = {}
-
-    def call() -> None:
-        try:
-            outcome["reply"] = daemon.call(request)
-        except errors.HolsrvError as err:
-            outcome["error"] = err
-
-    thread = threading.Thread(target=call)
-    thread.start()
-    wait_until(lambda: any(s.waiting_calls for s in daemon.call(m.Status()).sessions), what="the call to wait")
-    return thread, outcome
-
-
 def test_lru_eviction_skips_a_server_whose_proofs_are_checking(daemon_factory, write_script):
     daemon = daemon_factory(max_servers=2)
-    busy = write_script(SLOW, "busyScript.sml")
+    busy = write_script(BUSY, "busyScript.sml")
     idle = write_script(GOOD_SCRIPT, "idleScript.sml")
     third = write_script(GOOD_SCRIPT, "thirdScript.sml")
     daemon.call(m.Diagnostics(str(busy), wait=0.5))  # oldest, still checking
@@ -62,14 +44,15 @@ def test_lru_eviction_skips_a_server_whose_proofs_are_checking(daemon_factory, w
 
 def test_when_every_server_is_busy_the_caller_is_told_at_once(daemon_factory, write_script):
     daemon = daemon_factory(max_servers=1)
-    daemon.call(m.Diagnostics(str(write_script(SLOW, "busyScript.sml")), wait=0.3))
+    daemon.call(m.Diagnostics(str(write_script(BUSY, "busyScript.sml")), wait=0.3))
     with pytest.raises(errors.ServerBusy, match="all 1 HOL servers are busy"):
         daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT, "otherScript.sml")), wait=5))
 
 
 def test_a_probably_looping_proof_does_not_keep_its_server_from_eviction(daemon_factory, write_script):
     daemon = daemon_factory(max_servers=1, looping_after_s=0.2)
-    looping = daemon.call(m.Diagnostics(str(write_script(LOOPING, "loopScript.sml")), wait=0.6))
+    # Answers as soon as only the looping proof is left.
+    looping = daemon.call(m.Diagnostics(str(write_script(LOOPING, "loopScript.sml")), wait=20))
     assert any(w.startswith("PROBABLY LOOPING: proof conj_comm") for w in looping.warnings)
     other = daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT, "otherScript.sml")), wait=20))
     assert other.verdict == "OK"
@@ -116,6 +99,8 @@ def test_server_passing_its_heap_cap_dies_with_out_of_store_then_restarts_and_ba
     assert "Run out of store" in second.value.detail
     with pytest.raises(errors.ServerDied, match="not restarting for another"):
         daemon.call(m.Diagnostics(str(path), wait=20))
+    [session] = daemon.call(m.Status()).sessions
+    assert session.state == "dead" and session.restarts == 1
 
 
 def test_restart_gives_a_new_server_with_the_requested_heap_cap(daemon, write_script):
@@ -176,8 +161,12 @@ def test_sigkill_of_the_daemon_leaves_no_hol_server_alive(short_tmp, write_scrip
     finally:
         client.close()
     os.kill(daemon_pid, signal.SIGKILL)
-    # Not psutil's wait: an orphan may linger as a zombie until init reaps it.
-    wait_until(lambda: not pid_alive(reply.server.pid), timeout=5, what="the orphaned HOL server to die")
+    try:
+        # Not psutil's wait: an orphan may linger as a zombie until init reaps it.
+        wait_until(lambda: not pid_alive(reply.server.pid), timeout=5, what="the orphaned HOL server to die")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(reply.server.pid, signal.SIGKILL)
 
 
 def test_a_new_daemon_stops_servers_its_killed_predecessor_left(short_tmp):
@@ -211,12 +200,14 @@ def test_holctl_started_daemon_is_one_even_when_two_clients_race(short_tmp, monk
         "print(c.welcome.pid)"
     )
     procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) for _ in range(3)]
-    pids = {p.communicate(timeout=60)[0].strip() for p in procs}
-    assert len(pids) == 1 and all(p.returncode == 0 for p in procs)
-    daemon_pid = int(pids.pop())
-    with rpc_client.connect(sock, name="test", autostart=False) as client:
-        client.call(m.Shutdown(), 30)
-    psutil.Process(daemon_pid).wait(timeout=30)
+    try:
+        pids = {p.communicate(timeout=60)[0].strip() for p in procs}
+        assert len(pids) == 1 and all(p.returncode == 0 for p in procs)
+    finally:
+        with contextlib.suppress(errors.DaemonUnreachable), rpc_client.connect(sock, name="t", autostart=False) as c:
+            daemon_pid = c.welcome.pid
+            c.call(m.Shutdown(), 30)
+            psutil.Process(daemon_pid).wait(timeout=30)
 
 
 def test_a_slow_start_is_waited_for_within_the_callers_wait_and_never_cancelled(daemon, write_script, monkeypatch):
@@ -319,3 +310,12 @@ def test_a_call_waiting_on_a_server_that_is_restarted_is_told_so(daemon, write_s
     err = outcome.get("error")
     assert err is not None and err.code == "server_stopped", outcome
     assert "restart requested" in str(err)
+
+
+def test_the_daemon_records_its_servers_so_a_successor_can_clean_up(daemon, write_script):
+    pid = daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT)), wait=20)).server.pid
+    record = json.loads(paths.servers_record(daemon.socket).read_text())
+    assert record == [{"pid": pid, "create_time": psutil.Process(pid).create_time()}]
+    daemon.call(m.Restart(str(write_script(GOOD_SCRIPT))))
+    [entry] = json.loads(paths.servers_record(daemon.socket).read_text())
+    assert entry["pid"] != pid

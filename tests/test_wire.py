@@ -1,6 +1,7 @@
 """The daemon's wire format: frames, the tagged unions, and refusal of garbage."""
 
 import socket
+import typing
 
 import msgspec
 import pytest
@@ -11,14 +12,13 @@ from holsrv.rpc import messages as m
 
 
 def test_every_request_round_trips_through_a_frame():
+    f = "/p/aScript.sml"
     requests = [
-        m.Diagnostics("/p/aScript.sml", wait=3.5),
-        m.GoalState("/p/aScript.sml", 4, 7),
-        m.Hover("/p/aScript.sml", 1, 1),
-        m.Eval("/p/aScript.sml", "1 + 1;", timeout=2.0),
-        m.Restart("/p/aScript.sml", max_heap_mb=0),
-        m.Status(),
+        m.Diagnostics(f, wait=3.5), m.GoalState(f, 4, 7, wait=1.0), m.Hover(f, 1, 2), m.Definition(f, 3, 4),
+        m.References(f, 5, 6), m.Completion(f, 7, 8), m.DocumentSymbol(f), m.WorkspaceSymbol(f, "ADD_"),
+        m.Eval(f, "1 + 1;", timeout=2.0), m.RetryCompile(f), m.Restart(f, max_heap_mb=0), m.Status(), m.Shutdown(),
     ]
+    assert {type(r) for r in requests} == set(typing.get_args(m.Request)), "a request type is not covered"
     for request in requests:
         frame = framing.encode(request)
         assert int.from_bytes(frame[:4], "big") == len(frame) - 4
