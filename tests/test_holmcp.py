@@ -184,7 +184,8 @@ async def test_every_tool_answers_with_content_its_output_schema_accepts(daemon,
             assert result.content[0].text
 
 
-@pytest.mark.asyncio
+# The loop here is only the SDK client's: one is enough.
+@pytest.mark.asyncio(loop_factories=["asyncio"])
 async def test_an_agent_restart_finds_the_same_warm_hol_server(short_tmp, write_script):
     """holmcp as an agent host runs it: a subprocess on stdio that starts the daemon itself."""
     sock = short_tmp / "mcp.sock"

@@ -240,7 +240,7 @@ def test_a_server_that_stops_reading_its_input_is_killed_not_waited_on_forever(
     daemon_factory, write_script, monkeypatch
 ):
     monkeypatch.setenv("FAKE_HOL_HANG_ON", "textDocument/didChange")
-    daemon = daemon_factory(request_timeout_s=1.0)
+    daemon = daemon_factory(request_timeout_s=0.5)
     path = write_script(GOOD_SCRIPT)
     first = daemon.call(m.Diagnostics(str(path), wait=20))
     padding = "(* " + "x" * 400_000 + " *)\n"

@@ -209,7 +209,7 @@ def test_a_broken_frame_from_hol_is_a_server_death_not_a_daemon_crash(daemon, wr
 
 def test_a_hung_hol_server_times_out_the_request_with_a_clear_error(daemon_factory, write_script, monkeypatch):
     monkeypatch.setenv("FAKE_HOL_HANG_ON", "textDocument/hover")
-    daemon = daemon_factory(request_timeout_s=0.5)
+    daemon = daemon_factory(request_timeout_s=0.5, stop_timeout_s=0.3)  # a hung server stops slowly
     path = write_script(GOOD_SCRIPT)
     with pytest.raises(errors.ServerTimeout, match="did not answer textDocument/hover"):
         daemon.call(m.Hover(str(path), 7, 3))
