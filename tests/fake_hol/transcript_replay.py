@@ -6,7 +6,6 @@ import os
 
 from .lsp_client import Client
 
-REAL_DIR = "/home/me/proofs"
 _NOISE = {"$/compileProgress"}
 _VERDICTS = {"proved", "failed", "suspended", "diverged"}
 
@@ -27,8 +26,13 @@ def load(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
-def rewrite(obj, new_dir):
-    return json.loads(json.dumps(obj).replace(REAL_DIR, new_dir))
+def recorded_dir(records):
+    """The script directory of the recording (its meta line's cwd)."""
+    return next(r["msg"]["cwd"] for r in records if r["dir"] == "meta" and "cwd" in r["msg"])
+
+
+def rewrite(obj, old_dir, new_dir):
+    return json.loads(json.dumps(obj).replace(old_dir, new_dir))
 
 
 def replay(records, workdir, env=None):
@@ -36,14 +40,15 @@ def replay(records, workdir, env=None):
     message once the fake has produced the anchors the real server had
     produced before it.  Returns (expected, received) server messages."""
     argv = next(r["msg"]["argv"] for r in records if r["dir"] == "meta" and "argv" in r["msg"])
+    old_dir = recorded_dir(records)
     client = Client(tuple(argv[1:]), cwd=workdir, env=env)
     expected, received = [], []
     try:
         segments = _segments(records)
         for sent, answers in segments:
-            msg = rewrite(sent, workdir)
+            msg = rewrite(sent, old_dir, workdir)
             client.send({k: v for k, v in msg.items() if k != "jsonrpc"})
-            expected += [rewrite(a, workdir) for a in answers]
+            expected += [rewrite(a, old_dir, workdir) for a in answers]
             received += _await_anchors(client, _anchor_count(expected) - _anchor_count(received))
         received += client.quiet_for(0.3)
         client.proc.wait(5)
