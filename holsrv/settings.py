@@ -44,8 +44,11 @@ class Settings:
     # Above this footprint (resident + swapped) a server is reported LARGE.
     soft_footprint_mb: int = 4096
     idle_timeout_s: float = 1800.0
-    # A file counts as settled once the server has been quiet this long.
+    # A file counts as settled once the server has been quiet this long after
+    # a failure (HOL moves a failure's diagnostic to its step a moment after
+    # the verdict), or quiet_clean_s when no proof failed or was suspended.
     quiet_s: float = 1.0
+    quiet_clean_s: float = 0.2
     diagnostics_wait_s: float = 25.0
     # A compile HOL has been silent about for this long is reported as stuck.
     compile_silence_s: float = 120.0

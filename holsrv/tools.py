@@ -119,11 +119,11 @@ class Tools:
 
     async def _settle(self, session: Session, deadline: float) -> None:
         """Wait until the file is settled, only looping proofs are left, or the deadline."""
-        quiet = self.settings.quiet_s
         while True:
             session.check_alive()
             now = self.clock()
             file = session.file
+            quiet = verdict.quiet_for(file, self.settings)
             if now >= deadline or file.settled(now, quiet) or verdict.complete_but_looping(file, now, self.settings):
                 return
             # Besides a notification, only time can change the answer: the quiet

@@ -39,7 +39,7 @@ def build(
     footprint_mb: float | None,
     waited_s: float,
 ) -> m.DiagnosticsResult:
-    complete = file.settled(now, settings.quiet_s)
+    complete = file.settled(now, quiet_for(file, settings))
     lines = Text(file.text or text)
     proofs = visible_proofs(file, text)
     tally = tally_of(proofs)
@@ -82,6 +82,17 @@ def build(
     return result
 
 
+def quiet_for(file: FileState, settings: Settings) -> float:
+    """How long the server must have been quiet for the file to count as settled.
+
+    After a failure HOL moves its diagnostic to the failing step once the pool
+    is idle, and a suspended or diverged proof brings an extra pass: both come
+    a moment after the verdict.  Without them nothing more is coming.
+    """
+    troubled = any(e.status in ("failed", "diverged", "suspended") for e in file.proofs.values())
+    return settings.quiet_s if troubled else min(settings.quiet_s, settings.quiet_clean_s)
+
+
 def complete_but_looping(file: FileState, now: float, settings: Settings) -> bool:
     """The compile is done and quiet, and every proof still checking is probably looping.
 
@@ -91,7 +102,7 @@ def complete_but_looping(file: FileState, now: float, settings: Settings) -> boo
     return (
         file.phase == "completed"
         and bool(checking)
-        and now - file.last_event >= settings.quiet_s
+        and now - file.last_event >= quiet_for(file, settings)
         and all(looping.probably_looping(file, e, now, settings) for e in checking)
     )
 
