@@ -304,6 +304,19 @@ class Session:
         self._changed.set()
         self._changed = asyncio.Event()
 
+    async def wait_until(self, condition: Callable[[], bool], timeout: float) -> bool:
+        """Wait for `condition` (re-checked whenever the server speaks); False on timeout.
+
+        Raises if the server dies or is stopped meanwhile.
+        """
+        deadline = self.clock() + timeout
+        while not condition():
+            self.check_alive()
+            if self.clock() >= deadline:
+                return False
+            await self.wait_change(deadline - self.clock())
+        return True
+
     async def wait_change(self, timeout: float) -> None:
         """Return when the server says something, dies, or `timeout` passes."""
         event = self._changed
@@ -357,10 +370,7 @@ class Session:
         """
         seen = self.file.attempts
         await self._send_change(text[: spill.start] + "\n" + text[spill.start:])
-        deadline = self.clock() + self.settings.spill_wait_s
-        while self.file.attempts == seen and self.clock() < deadline:
-            self.check_alive()
-            await self.wait_change(deadline - self.clock())
+        await self.wait_until(lambda: self.file.attempts != seen, self.settings.spill_wait_s)
 
     async def _send_open(self, text: str) -> None:
         version = 1

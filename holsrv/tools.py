@@ -71,13 +71,6 @@ class Tools:
         return m.ServerNote(pid=lease.session.pid or 0, start=lease.start, note=lease.note,
                             stderr_tail=lease.stderr_tail)
 
-    async def _wait_compiled(self, session: Session, deadline: float) -> None:
-        """Until the server's compile of our text has ended (or the deadline)."""
-        while session.file.phase == "compiling" and self.clock() < deadline:
-            session.check_alive()
-            await session.wait_change(deadline - self.clock())
-        session.check_alive()
-
     # -- diagnostics -----------------------------------------------------------
 
     async def diagnostics(self, req: m.Diagnostics, client: str) -> m.DiagnosticsResult:
@@ -212,7 +205,7 @@ class Tools:
             session = lease.session
             position = Text(src.text).to_lsp(line, col, session.lsp.position_encoding)
             # Hover and definition read the compiler's trees: let it reach here.
-            await self._wait_compiled(session, self.clock() + self.settings.diagnostics_wait_s)
+            await session.wait_until(lambda: session.file.phase != "compiling", self.settings.diagnostics_wait_s)
             params = {"textDocument": {"uri": session.uri}, "position": position}
             try:
                 answer = await session.request(method, params)
@@ -295,7 +288,7 @@ class Tools:
             )
         async with self._open(req.file, client) as (src, lease):
             session = lease.session
-            await self._wait_compiled(session, self.clock() + self.settings.diagnostics_wait_s)
+            await session.wait_until(lambda: session.file.phase != "compiling", self.settings.diagnostics_wait_s)
             answer = await session.request("workspace/symbol", {"query": req.query.strip()})
             symbols = [_workspace_item(s) for s in answer or []]
             return m.WorkspaceSymbolResult(
@@ -331,7 +324,7 @@ class Tools:
     async def retry_compile(self, req: m.RetryCompile, client: str) -> m.RetryCompileResult:
         async with self._open(req.file, client) as (src, lease):
             session = lease.session
-            await self._wait_compiled(session, self.clock() + self.settings.diagnostics_wait_s)
+            await session.wait_until(lambda: session.file.phase != "compiling", self.settings.diagnostics_wait_s)
             base = dict(file=str(src.path), content_hash=src.hash, server=self._note(lease))
             if session.file.phase != "blocked":
                 # On a file that is not blocked the server would cancel every
@@ -346,10 +339,7 @@ class Tools:
             session.file.retried(self.clock())
             await session.notify("$/hol/retryCompile", {"textDocument": {"uri": session.uri}})
             # HOL answers a retry with a new block or a compile pass (§9.4).
-            deadline = self.clock() + self.settings.diagnostics_wait_s
-            while session.file.attempts == attempts and self.clock() < deadline:
-                session.check_alive()
-                await session.wait_change(deadline - self.clock())
+            await session.wait_until(lambda: session.file.attempts != attempts, self.settings.diagnostics_wait_s)
             if session.file.phase == "blocked":
                 message = f"Still blocked: {_blocked_message(session)}"
             elif session.file.attempts == attempts:
