@@ -12,7 +12,10 @@ for it; "completed" after `$/compileCompleted` for the newest version;
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+
+from holsrv import script
 
 SETTLED = frozenset({"proved", "suspended"})
 WRONG = frozenset({"failed", "diverged"})
@@ -35,7 +38,6 @@ class FileState:
     version: int = 0
     text: str = ""
     phase: str = "compiling"
-    completed_version: int = 0
     diagnostics: list[dict] = field(default_factory=list)
     blocked: dict | None = None
     proofs: dict[str, ProofEntry] = field(default_factory=dict)
@@ -44,12 +46,17 @@ class FileState:
     # Longest check seen to finish in this file, for spotting a looping proof.
     slowest_s: float = 0.0
     events: int = 0  # notifications about this file so far
+    # First line (0-based) whose proofs the last edit made HOL check again;
+    # proofs above it, or everywhere for an edit inside one proof body, keep
+    # their running checks (PROTOCOL.md §10.6).
+    restarts_from: float = 0
     # Compile attempts HOL has been seen to start (PROTOCOL.md §9.3): a pass
     # beginning, a block, or the batch of proofs an edit invalidated.
     attempts: int = 0
 
     def sent(self, version: int, text: str, now: float) -> None:
         """We sent `text` as `version` (didOpen or a full didChange)."""
+        self.restarts_from = _restarted_from(self.text, text) if self.version else 0
         self.version, self.text = version, text
         self.phase = "compiling"
         self.last_edit = self.last_event = now
@@ -84,9 +91,7 @@ class FileState:
         self.last_event = now
 
     def _completed(self, params: dict, now: float) -> None:
-        version = params.get("version", self.version)
-        self.completed_version = max(self.completed_version, version)
-        if version >= self.version:
+        if params.get("version", self.version) >= self.version:
             self.phase = "completed"
             self.blocked = None
         declared = params.get("declared")
@@ -145,9 +150,24 @@ class FileState:
         )
 
     def checking_for(self, entry: ProofEntry, now: float) -> float:
-        """How long `entry` has been checking, counted from the last edit at most."""
-        since = max(entry.checking_since or now, self.last_edit)
+        """How long `entry` has been checking, counted from the last edit that reached it."""
+        since = entry.checking_since or now
+        if entry.line0 >= self.restarts_from:
+            since = max(since, self.last_edit)
         return max(0.0, now - since)
+
+
+def _restarted_from(old: str, new: str) -> float:
+    """The first line whose proofs HOL re-checks after `old` becomes `new`.
+
+    An edit confined to one proof body re-checks that proof only, and HOL
+    announces it (cheated, then checking); any other edit re-checks every
+    proof from the declaration it starts in.
+    """
+    start, old_end, _ = script.edit_span(old, new)
+    if any(b.body_start <= start and old_end <= b.body_end for b in script.proof_blocks(old)):
+        return math.inf
+    return old.count("\n", 0, start)
 
 
 _HANDLERS = {

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import psutil
 
-from holsrv import looping
-from holsrv.errors import ServerBusy, ServerDied
+from holsrv import files, looping
+from holsrv.errors import HolsrvError, ServerBusy, ServerDied
 from holsrv.rpc import paths
 from holsrv.session import Session
 from holsrv.settings import Settings
@@ -102,9 +102,10 @@ class Pool:
             start = "restarted"
             note = self._restart_note(session)
             tail = session.tail(10) if session.state == "dead" else ""
+        hol = self.settings.hol_command()  # no HOL: fail before stopping anyone for room
         async with self._room_lock:
             await self._make_room()
-            session = self._new_session(path, history)
+            session = self._new_session(path, history, hol)
             self.sessions[path] = session
         # The start runs on its own: a caller whose wait ends first gives up
         # waiting, not the start (loading a heap can take minutes).
@@ -120,6 +121,14 @@ class Pool:
             await session.start()
         finally:
             self._write_record()
+        # Open the file at once, so it compiles even if the caller that started
+        # this server gave up waiting; the next call finds it further along.
+        try:
+            script = files.read(str(session.path))
+        except HolsrvError as err:
+            log.info("not opening %s in its new server: %s", session.path, err)
+            return
+        await session.sync(script.data, script.text)
 
     def _restart_note(self, old: Session) -> str:
         if old.state == "dead":
@@ -136,12 +145,12 @@ class Pool:
                 detail=history.last_tail,
             )
 
-    def _new_session(self, path: Path, history: _History) -> Session:
+    def _new_session(self, path: Path, history: _History, hol: str) -> Session:
         heap = self.settings.max_heap_mb if history.max_heap_mb is None else history.max_heap_mb
         return Session(
             path,
             self.settings,
-            self.settings.hol_command(),
+            hol,
             heap,
             on_exit=self._exited,
             clock=self.clock,
@@ -169,12 +178,12 @@ class Pool:
     # -- limits ------------------------------------------------------------------
 
     def busy(self, session: Session) -> bool:
-        if session.waiting > 0 or session.state in ("new", "starting"):
+        if session.waiting > 0 or session.starting:
             return True
         now = self.clock()
         file = session.file
         # A compile that has gone silent for this long is not coming back.
-        if file.phase == "compiling" and now - file.last_event < self.settings.looping_after_s:
+        if file.phase == "compiling" and now - file.last_event < self.settings.compile_silence_s:
             return True
         return any(
             not looping.probably_looping(session.file, entry, now, self.settings)
@@ -253,7 +262,10 @@ class Pool:
 
     async def _sample_memory(self) -> None:
         for session in list(self.sessions.values()):
-            mb = await asyncio.to_thread(session.footprint_mb)
+            # On the loop, not in a thread: a few /proc reads, and the daemon
+            # must stay single-threaded because children are spawned with a
+            # preexec_fn (unsafe to fork from a process with threads).
+            mb = session.footprint_mb()
             session.footprint = mb
             if mb is not None and mb > self.settings.soft_footprint_mb:
                 log.warning("SERVER LARGE: %s (pid %s) uses %.0f MB", session.path, session.pid, mb)

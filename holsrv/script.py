@@ -9,6 +9,7 @@ literals.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 
@@ -99,7 +100,8 @@ def proof_blocks(text: str) -> list[ProofBlock]:
     decls = [m.start() for m in _DECL.finditer(code)]
     blocks = []
     for head in heads:
-        limit = next((d for d in decls if d > head.start()), len(code))
+        following = bisect.bisect_right(decls, head.start())
+        limit = decls[following] if following < len(decls) else len(code)
         block = _block(code, head, limit)
         if block is not None:
             blocks.append(block)
@@ -154,6 +156,16 @@ def line_col(text: str, offset: int) -> tuple[int, int]:
     line = text.count("\n", 0, offset) + 1
     col = offset - (text.rfind("\n", 0, offset) + 1) + 1
     return line, col
+
+
+class LineIndex:
+    """1-based line numbers of character offsets, in O(log n) each."""
+
+    def __init__(self, text: str) -> None:
+        self._starts = [0] + [i + 1 for i, ch in enumerate(text) if ch == "\n"]
+
+    def line(self, offset: int) -> int:
+        return bisect.bisect_right(self._starts, offset)
 
 
 def edit_span(old: str, new: str) -> tuple[int, int, int]:

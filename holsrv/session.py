@@ -33,6 +33,7 @@ from holsrv.settings import Settings
 
 log = logging.getLogger(__name__)
 
+_ENDING = ("stopping", "stopped", "dead")
 _PR_SET_PDEATHSIG = 1
 MAX_STDERR_LINE = 4096  # characters of one stderr line kept
 _ids = itertools.count(1)
@@ -93,6 +94,8 @@ class Session:
         self._broken = ""  # why we killed a server whose output broke
         self.stop_reason = ""  # why the daemon stopped it (eviction, idle, restart…)
         self.start_task: asyncio.Task | None = None
+        self._stop_task: asyncio.Task | None = None
+        self._handshaken = False  # `initialized` sent: LSP shutdown is allowed
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -102,9 +105,18 @@ class Session:
 
     @property
     def alive(self) -> bool:
-        return self.state not in ("dead", "stopping", "stopped")
+        return self.state not in _ENDING
+
+    @property
+    def starting(self) -> bool:
+        """Not yet through the handshake: no file has been sent to it."""
+        return self.state in ("new", "starting")
 
     def _set_state(self, state: str) -> None:
+        # Once going, a session only finishes going: a start or a sync that
+        # completes meanwhile must not bring it back.
+        if self.state in _ENDING and state not in ("stopped", "dead"):
+            return
         if state != self.state:
             log.info("session %s (pid %s): %s -> %s", self.path.name, self.pid, self.state, state)
             self.state = state
@@ -146,8 +158,20 @@ class Session:
             asyncio.create_task(self._watch(), name=f"watch-{self.pid}"),
         ]
         try:
+            if not self.alive:
+                raise ServerStopped("stopped before its handshake")
             await self.lsp.initialize(self.settings.start_timeout_s, self.settings.position_encodings)
+            self._handshaken = True
+            if not self.alive:
+                raise ServerStopped("stopped during its handshake")
         except Exception as err:  # any failure: an error reply, a garbled result, a timeout
+            if self.state in ("stopping", "stopped"):
+                # The daemon stopped it (restart, eviction, shutdown): not a death.
+                await self._kill(f"stopped while starting ({self.stop_reason})")
+                raise ServerStopped(
+                    f"the HOL server for {self.path.name} was stopped ({self.stop_reason}) while it "
+                    "started; call again to use its successor."
+                ) from None
             # Killed, not stopped: a failed start is a death, backoff and all.
             await self._kill(f"it did not complete the handshake: {err}")
             raise ServerDied(
@@ -163,7 +187,7 @@ class Session:
         start: the next call finds the server further along.
         """
         if self.start_task is None:
-            return self.state not in ("new", "starting")
+            return not self.starting
         done, _ = await asyncio.wait({self.start_task}, timeout=max(0.0, timeout))
         if not done:
             return False
@@ -249,30 +273,49 @@ class Session:
             self._wake()
 
     async def stop(self, reason: str = "stopped by the daemon") -> None:
-        """Stop the server: shutdown/exit, close stdin, SIGTERM the group, SIGKILL, reap."""
+        """Stop the server: shutdown/exit, close stdin, SIGTERM the group, SIGKILL, reap.
+
+        Idempotent: every caller awaits the one stop in progress.
+        """
         self.mark_stopping(reason)
-        if self.proc is None or self._exited.is_set():
-            self._set_state("stopped" if self.state != "dead" else "dead")
-            return
+        if self._stop_task is None:
+            self._stop_task = asyncio.create_task(self._stop(), name=f"stop-{self.path.name}")
+        await asyncio.shield(self._stop_task)
+
+    async def _stop(self) -> None:
         grace = self.settings.stop_timeout_s
-        if self.lsp is not None:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(grace):
-                    await self.lsp.shutdown(grace)
-        with contextlib.suppress(Exception):
-            self.proc.stdin.close()
-        for sig in (None, signal.SIGTERM, signal.SIGKILL):
-            if sig is not None:
-                self._signal_group(sig)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(grace):
-                    await self._exited.wait()
-                break
-        # Anything the server left in its process group goes too.
-        self._signal_group(signal.SIGKILL)
+        if self.start_task is not None and not self.start_task.done():
+            # The start sees the state and kills what it spawned; end of input
+            # ends a handshake that is under way (§15).
+            self._close_input()
+            await asyncio.wait({self.start_task}, timeout=grace)
+        if self.proc is not None and not self._exited.is_set():
+            if self.lsp is not None and self._handshaken:
+                # Before `initialized`, any other message kills HOL with a
+                # protocol error (§4.1); closing its input ends it cleanly.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(grace):
+                        await self.lsp.shutdown(grace)
+            self._close_input()
+            for sig in (None, signal.SIGTERM, signal.SIGKILL):
+                if sig is not None:
+                    self._signal_group(sig)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(grace):
+                        await self._exited.wait()
+                    break
+        if self.proc is not None:
+            # Anything the server left in its process group goes too.
+            self._signal_group(signal.SIGKILL)
+        self._set_state("stopped" if self.state != "dead" else "dead")
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _close_input(self) -> None:
+        if self.proc is not None and self.proc.stdin is not None:
+            with contextlib.suppress(Exception):
+                self.proc.stdin.close()
 
     def _signal_group(self, sig: int) -> None:
         assert self.proc
@@ -370,7 +413,11 @@ class Session:
         """
         seen = self.file.attempts
         await self._send_change(text[: spill.start] + "\n" + text[spill.start:])
-        await self.wait_until(lambda: self.file.attempts != seen, self.settings.spill_wait_s)
+        if not await self.wait_until(lambda: self.file.attempts != seen, self.settings.spill_wait_s):
+            log.warning(
+                "HOL did not act on the interim text for %s within %.1fs; the edit may be taken as "
+                "confined to proof %s", self.path, self.settings.spill_wait_s, spill.name,
+            )
 
     async def _send_open(self, text: str) -> None:
         version = 1

@@ -82,7 +82,7 @@ class Tools:
             cached = self.cache.get(_key(session, question))
             if cached is not None:
                 return _replace(cached, cached=True, server=self._note(lease))
-            if session.state not in ("new", "starting"):
+            if not session.starting:
                 await self._settle(session, deadline)
             text, content = src.text, src.hash
             if session.data is not None and session.data != src.data:
@@ -99,7 +99,7 @@ class Tools:
                     f"(content {content[:12]}), not the one the call started with."
                 )
                 question = ("diagnostics", content)
-            if session.state in ("new", "starting"):
+            if session.starting:
                 result.outstanding = [_starting_message(session, self.clock())]
                 result.headline = (
                     f"INCOMPLETE after {self.clock() - started:.0f}s: the HOL server is still starting. "
@@ -133,7 +133,7 @@ class Tools:
             session = lease.session
             lines = Text(src.text)
             lines.to_lsp(req.line, req.col, "utf-8")  # a bad position is refused even while starting
-            if session.state in ("new", "starting"):
+            if session.starting:
                 return m.GoalStateResult(
                     file=str(src.path), content_hash=src.hash, line=req.line, col=req.col,
                     state="starting", message=_starting_message(session, self.clock()), server=self._note(lease),
@@ -158,6 +158,13 @@ class Tools:
                 # The server answers once the running pass announces completion.
                 await session.wait_change(min(1.0, deadline - self.clock()))
             result = self._goal_result(base, answer, src.text, session, encoding)
+            if session.data != src.data:
+                # Another call synced a newer text while this one waited.
+                return _replace(
+                    result, content_hash=content_hash(session.data or b""), provisional=True,
+                    message="The file changed on disk during this call, so this may not match the new "
+                    "text at this position; ask again.",
+                )
             # A walk that ran out of time may succeed on a less busy machine.
             timed_out = "timed out" in result.error
             if result.state == "ok" and not result.provisional and not timed_out and session.file.phase == "completed":
@@ -326,6 +333,12 @@ class Tools:
             session = lease.session
             await session.wait_until(lambda: session.file.phase != "compiling", self.settings.diagnostics_wait_s)
             base = dict(file=str(src.path), content_hash=src.hash, server=self._note(lease))
+            if session.file.phase == "compiling":
+                return m.RetryCompileResult(
+                    **base, was_blocked=False,
+                    message="The file is still compiling, so it is not known to be blocked; call "
+                    "diagnostics, and retryCompile only if it says BLOCKED.",
+                )
             if session.file.phase != "blocked":
                 # On a file that is not blocked the server would cancel every
                 # proof check and re-queue none (PROTOCOL.md §17.4): refuse.
@@ -357,7 +370,7 @@ class Tools:
             session = lease.session
             heap = session.max_heap_mb
             cap = f"{heap} MB" if heap else "no cap"
-            starting = session.state in ("new", "starting")
+            starting = session.starting
             doing = "still starting (loading its heap)" if starting else "compiling the file"
             return m.RestartResult(
                 file=str(src.path), old_pid=old_pid, new_pid=session.pid or 0, max_heap_mb=heap,

@@ -138,10 +138,10 @@ def _add_unreported(result: m.DiagnosticsResult, file: FileState, text: str) -> 
     without (an interrupted pass that never handed it over, a tactic that
     did not compile) was not checked, and must not vanish from the tally.
     """
+    lines = script.LineIndex(text)
     for name, block in script.pool_names(text):
         if name not in file.proofs:
-            first, _ = script.line_col(text, block.start)
-            last, _ = script.line_col(text, block.end)
+            first, last = lines.line(block.start), lines.line(block.end)
             errors = [d.range.line for d in result.diagnostics
                       if d.severity == "error" and first <= d.range.line <= last]
             why = (f"not checked: its proof does not compile (error at line {errors[0]})" if errors

@@ -75,13 +75,21 @@ def test_blocked_is_settled_and_a_new_text_is_not():
     assert not file.settled(10.0, 1.0)
 
 
-def test_checking_time_counts_from_the_last_edit_at_most():
-    file = opened()
-    file.apply("$/proofStates", states(("slow", 1, "checking")), 10.0)
+TEXT = "Theory t\n\nTheorem a:\n  T\nProof\n  simp[]\nQED\n\nTheorem slow:\n  T\nProof\n  LOOP_TAC\nQED\n"
+
+
+def test_checking_time_counts_from_the_last_edit_that_reached_the_proof():
+    file = FileState(URI)
+    file.sent(1, TEXT, 0.0)
+    file.apply("$/proofStates", states(("slow", 8, "checking")), 10.0)
     entry = file.proofs["slow"]
     assert file.checking_for(entry, 70.0) == 60.0
-    file.sent(2, "edit below", 40.0)
-    assert file.checking_for(entry, 70.0) == 30.0
+    file.sent(2, TEXT + "\nval x = 1;\n", 40.0)  # below it: HOL keeps its check
+    assert file.checking_for(entry, 70.0) == 60.0
+    file.sent(3, TEXT.replace("simp[]", "rw[]") + "\nval x = 1;\n", 45.0)  # inside another body
+    assert file.checking_for(entry, 70.0) == 60.0
+    file.sent(4, TEXT.replace("  T\n", "  F\n", 1), 50.0)  # a statement above it
+    assert file.checking_for(entry, 70.0) == 20.0
 
 
 def test_slowest_finished_proof_is_remembered():

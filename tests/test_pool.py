@@ -319,3 +319,27 @@ def test_the_daemon_records_its_servers_so_a_successor_can_clean_up(daemon, writ
     daemon.call(m.Restart(str(write_script(GOOD_SCRIPT))))
     [entry] = json.loads(paths.servers_record(daemon.socket).read_text())
     assert entry["pid"] != pid
+
+
+def test_a_server_that_finishes_starting_after_its_caller_left_compiles_the_file(
+    daemon, write_script, monkeypatch
+):
+    monkeypatch.setenv("FAKE_HOL_STARTUP_MS", "800")
+    path = write_script(GOOD_SCRIPT)
+    assert daemon.call(m.Diagnostics(str(path), wait=0.1)).verdict == "INCOMPLETE"
+    wait_until(lambda: sessions(daemon)["demoScript.sml"].state == "settled", timeout=20,
+               what="the file to compile with no further call")
+
+
+def test_restarting_a_server_that_is_still_starting_leaves_no_stray_server(daemon, write_script, monkeypatch):
+    monkeypatch.setenv("FAKE_HOL_STARTUP_MS", "1500")
+    monkeypatch.setenv("FAKE_HOL_PIDFILE", str(write_script("", "pids.txt")))
+    path = write_script(GOOD_SCRIPT)
+    daemon.call(m.Diagnostics(str(path), wait=0.1))
+    reply = daemon.call(m.Restart(str(path)))
+    spawned = [int(p) for p in (path.parent / "pids.txt").read_text().split()]
+    assert len(spawned) == 2 and reply.new_pid == spawned[1]
+    wait_until(lambda: not pid_alive(spawned[0]), what="the first server to go")
+    after = daemon.call(m.Diagnostics(str(path), wait=20))
+    assert after.verdict == "OK" and after.server.pid == reply.new_pid
+    assert "died" not in after.server.note

@@ -71,3 +71,9 @@ def test_edit_from_one_body_past_its_qed_spills():
 def test_pool_names_number_rebound_theorems_and_keep_resume_labels():
     text = TWO + TWO.replace("Theory t\n", "") + "Resume one[p]:\n  simp[]\nQED\n"
     assert [name for name, _ in script.pool_names(text)] == ["one", "two", "one#2", "two#2", "one[p]"]
+
+
+def test_line_index_agrees_with_counting_lines():
+    index = script.LineIndex(TWO)
+    for offset in range(len(TWO) + 1):
+        assert index.line(offset) == script.line_col(TWO, offset)[0]

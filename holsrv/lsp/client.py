@@ -54,8 +54,10 @@ class LspClient:
     def _dispatch(self, message: dict) -> None:
         if "method" in message:
             if "id" in message:
-                # Only window/workDoneProgress/create; HOL never waits for the reply.
-                self._send({"jsonrpc": "2.0", "id": message["id"], "result": None})
+                # Only window/workDoneProgress/create; HOL never waits for the
+                # reply, so one that cannot be sent (input closed) is no loss.
+                with contextlib.suppress(ServerDied, ConnectionError):
+                    self._send({"jsonrpc": "2.0", "id": message["id"], "result": None})
             else:
                 try:
                     self._on_notify(message["method"], message.get("params") or {})
