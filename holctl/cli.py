@@ -90,6 +90,9 @@ class Target:
             with client.connect(self.socket, name="holctl", autostart=self.autostart) as conn:
                 reply = conn.call(request, timeout)
         except HolsrvError as err:
+            if as_json:  # scripts reading stdout get the error in the same shape
+                error = messages.ErrorReply(err.code, str(err), err.detail)
+                click.echo(msgspec.json.format(msgspec.json.encode(error), indent=2).decode())
             raise failure_for(err) from None
         except OSError as err:
             # Making the socket directory or the lock file can fail before any

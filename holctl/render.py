@@ -85,8 +85,7 @@ def render(reply: Reply) -> str:
 def _diagnostics(reply: DiagnosticsResult) -> list[str]:
     lines = [reply.headline, tally_line(reply.tally)]
     if reply.blocked is not None:
-        modules = ", ".join(reply.blocked.modules)
-        lines.append(f"blocked: {reply.blocked.message}" + (f" (modules: {modules})" if modules else ""))
+        lines.append(f"blocked: {reply.blocked.message}")
     lines += [f"warning: {w}" for w in reply.warnings]
     lines += [f"outstanding: {o}" for o in reply.outstanding]
     lines += [f"cheat at line {c.line}" + (f", in theorem {c.theorem}" if c.theorem else "") for c in reply.cheats]
@@ -202,8 +201,8 @@ def _eval(reply: EvalResult) -> list[str]:
         lines += ["stderr:", *_indented(reply.stderr.rstrip("\n"))]
     if reply.timed_out:
         lines.append(
-            "TIMED OUT: the code did not finish in time; its output so far is above "
-            "(use retryCompile or restart if the server stays busy)"
+            "TIMED OUT: the code did not finish in time and was cancelled "
+            "(restart the file's server if it stays busy)"
         )
     if not lines:
         lines = ["(no output)"]
@@ -278,12 +277,12 @@ def _footer(content_hash: str, server: ServerNote, cached: bool = False, complet
 
 def _server_lines(server: ServerNote) -> list[str]:
     lines = []
-    if server.start == "started":
+    if server.note:  # says why this call had to start one, and names it
+        lines.append(f"{server.note} (pid {server.pid})")
+    elif server.start == "started":
         lines.append(f"started a new HOL server (pid {server.pid})")
     elif server.start == "restarted":
         lines.append(f"restarted the HOL server (now pid {server.pid})")
-    if server.note:
-        lines.append(server.note)
     if server.stderr_tail:
         lines.append("its last words on stderr:")
         lines.extend(_indented(server.stderr_tail))

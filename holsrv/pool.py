@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import os
 import signal
 import time
@@ -141,7 +142,7 @@ class Pool:
             raise ServerDied(
                 f"the HOL server for {path.name} died {history.fast_deaths} times in a row "
                 f"soon after starting ({history.last_exit}); not restarting for another "
-                f"{wait:.0f}s. Read the stderr tail below, fix the cause, then ask again.",
+                f"{math.ceil(wait)}s. Read the stderr tail below, fix the cause, then ask again.",
                 detail=history.last_tail,
             )
 
@@ -207,8 +208,8 @@ class Pool:
                 return
         raise ServerBusy(
             f"all {self.settings.max_servers} HOL servers are busy "
-            f"({', '.join(s.path.name for s in alive)}); ask again when one finishes, "
-            "or raise HOLSRV_MAX_SERVERS"
+            f"({', '.join(s.path.name for s in alive)}); ask again when one finishes, free one "
+            "with `restart FILE` (or by fixing a proof that loops), or raise HOLSRV_MAX_SERVERS"
         )
 
     async def stop_session(self, session: Session, reason: str = "stopped by the daemon") -> None:

@@ -20,6 +20,10 @@ _HEAD = re.compile(
     r"^(Theorem|Triviality|Resume)[ \t]+([A-Za-z0-9_']+(?:\[[^\]\n]*\])?)", re.MULTILINE
 )
 _PROOF = re.compile(r"^Proof\b", re.MULTILINE)
+# Declarations whose text up to `End` (or the line, for Theory) is HOL terms and names.
+_TERM_BLOCK = re.compile(
+    r"^(?:Definition|Inductive|CoInductive|Datatype)\b.*?^End\b|^Theory\b[^\n]*", re.MULTILINE | re.DOTALL
+)
 _QED = re.compile(r"^QED\b", re.MULTILINE)
 # Any column-0 word that starts a new top-level declaration ends the previous one.
 _DECL = re.compile(
@@ -46,8 +50,13 @@ class Cheat:
     offset: int
 
 
+# HOL term quotations: `cheat` in a term is a variable, not a tactic.
+_QUOTES = (("``", "``"), ("`", "`"), ("‘", "’"), ("“", "”"))
+
+
 def blank_comments_and_strings(text: str) -> str:
-    """`text` with comments and string literals replaced by spaces (newlines kept)."""
+    """`text` with comments, string literals and term quotations replaced by
+    spaces (newlines kept)."""
     out = list(text)
     i, n = 0, len(text)
     while i < n:
@@ -55,6 +64,9 @@ def blank_comments_and_strings(text: str) -> str:
             j = _comment_end(text, i)
         elif text[i] == '"':
             j = _string_end(text, i)
+        elif quote := next((q for q in _QUOTES if text.startswith(q[0], i)), None):
+            close = text.find(quote[1], i + len(quote[0]))
+            j = n if close < 0 else close + len(quote[1])
         else:
             i += 1
             continue
@@ -141,13 +153,22 @@ def pool_names(text: str) -> list[tuple[str, ProofBlock]]:
 
 
 def cheats(text: str) -> list[Cheat]:
-    """Every whole-word `cheat` outside comments and strings, with its theorem."""
+    """Every use of `cheat` (or CHEAT_TAC, mk_thm) in tactic or SML code, with its theorem.
+
+    Comments, strings and HOL terms are skipped: a theorem's statement, a
+    definition's body and the Theory line are terms or names, where `cheat`
+    is only an identifier.
+    """
     code = blank_comments_and_strings(text)
     blocks = proof_blocks(text)
+    terms = [(b.start, b.body_start) for b in blocks] + [(m.start(), m.end()) for m in _TERM_BLOCK.finditer(code)]
     found = []
     for match in _WORD.finditer(code):
-        owner = next((b.name for b in blocks if b.start <= match.start() < b.end), "")
-        found.append(Cheat(owner, match.start()))
+        at = match.start()
+        if any(start <= at < end for start, end in terms):
+            continue
+        owner = next((b.name for b in blocks if b.start <= at < b.end), "")
+        found.append(Cheat(owner, at))
     return found
 
 

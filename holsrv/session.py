@@ -85,6 +85,7 @@ class Session:
         self.waiting = 0
         self.footprint: float | None = None  # MB, last sample
         self.last_verdict = ""  # of the last diagnostics answer, for status
+        self.messages: deque[str] = deque(maxlen=10)  # HOL's window/showMessage texts
         self.clients: set[str] = set()
         self.data: bytes | None = None  # the bytes the server last got from us
         self._changed = asyncio.Event()
@@ -326,6 +327,10 @@ class Session:
     # -- notifications and waiting -----------------------------------------
 
     def _notified(self, method: str, params: dict) -> None:
+        if method == "window/showMessage":
+            # HOL's word to the user (a heap it could not load, a second
+            # script): the agent is the user here, so it is kept for answers.
+            self.messages.append(str(params.get("message", ""))[:2000])
         if method == "$/progress" and (params.get("value") or {}).get("kind") == "begin":
             self.file.pass_began(self.clock())  # one server, one file: it is ours
             self._wake()

@@ -93,6 +93,7 @@ class Tools:
                 session.file, text, content, session.lsp.position_encoding if session.lsp else "utf-8",
                 self.clock(), self.settings, self._note(lease), session.footprint, self.clock() - started,
             )
+            result.warnings += [f"HOL says: {said}" for said in session.messages if "not compiling" not in said]
             if content != src.hash:
                 result.warnings.append(
                     f"The file changed on disk during this call; this answer is about the newer text "
@@ -122,7 +123,10 @@ class Tools:
             # Besides a notification, only time can change the answer: the quiet
             # period ending, or a proof turning "probably looping".
             moments = [deadline, file.last_event + quiet]
-            moments += [looping.looping_from(file, e, now, self.settings) for e in file.checking()]
+            for entry in file.checking():
+                started = now - file.checking_for(entry, now)
+                moments += [looping.looping_from(file, entry, now, self.settings),
+                            started + self.settings.looping_after_s]
             await session.wait_change(max(0.01, min(t for t in moments if t > now) - now))
 
     # -- goal state ------------------------------------------------------------
@@ -417,7 +421,7 @@ def _frontier_note(session: Session) -> str:
             "may be incomplete or stale. Ask again once diagnostics has settled."
         )
     if session.file.phase == "blocked":
-        return "The file is blocked: " + _blocked_message(session)
+        return _blocked_message(session)
     return ""
 
 
@@ -425,7 +429,7 @@ def _blocked_message(session: Session) -> str:
     blocked = session.file.blocked or {}
     return (
         f"The file is blocked: {blocked.get('message', 'its dependencies could not be loaded')}. "
-        "Build them (Holmake), then call retryCompile."
+        "Build what is missing (Holmake), then call retryCompile."
     )
 
 

@@ -41,7 +41,10 @@ def build(
 ) -> m.DiagnosticsResult:
     complete = file.settled(now, quiet_for(file, settings))
     lines = Text(file.text or text)
-    proofs = visible_proofs(file, text)
+    # While blocked (or before the server has the file) nothing of the current
+    # text was checked: verdicts about an earlier text would mislead.
+    unknown = file.phase == "blocked" or file.version == 0
+    proofs = [] if unknown else visible_proofs(file, text)
     tally = tally_of(proofs)
     diagnostics = sorted(
         (_diagnostic(lines, d, encoding) for d in file.diagnostics),
@@ -65,8 +68,12 @@ def build(
         blocked=blocked,
         diagnostics_omitted=omitted,
     )
-    if file.phase == "completed":
-        _add_unreported(result, file, text)
+    if file.phase == "blocked":
+        _add_unreported(result, {}, text, "not checked: the file is blocked")
+    elif file.version == 0:
+        _add_unreported(result, {}, text, "not checked yet: the HOL server is starting")
+    elif file.phase == "completed":
+        _add_unreported(result, file.proofs, text)
     open_suspensions = _open_suspensions(file, proofs)
     result.warnings = _looping_warnings(file, proofs, now, settings, footprint_mb)
     if footprint_mb is not None and footprint_mb > settings.soft_footprint_mb:
@@ -94,16 +101,18 @@ def quiet_for(file: FileState, settings: Settings) -> float:
 
 
 def complete_but_looping(file: FileState, now: float, settings: Settings) -> bool:
-    """The compile is done and quiet, and every proof still checking is probably looping.
+    """The compile is done and quiet, and every proof still checking has run past
+    `looping_after_s`: waiting longer is very unlikely to change the answer.
 
-    Waiting longer cannot change such an answer, so a caller need not.
+    Only the absolute threshold counts here: a proof that is merely ten times
+    slower than its neighbours may well finish, so the caller's wait is kept.
     """
     checking = file.checking()
     return (
         file.phase == "completed"
         and bool(checking)
         and now - file.last_event >= quiet_for(file, settings)
-        and all(looping.probably_looping(file, e, now, settings) for e in checking)
+        and all(file.checking_for(e, now) > settings.looping_after_s for e in checking)
     )
 
 
@@ -131,8 +140,8 @@ def visible_proofs(file: FileState, text: str) -> list[ProofEntry]:
     return sorted(visible, key=lambda e: e.line0)
 
 
-def _add_unreported(result: m.DiagnosticsResult, file: FileState, text: str) -> None:
-    """Count as unchecked every proof in the text that HOL never mentioned.
+def _add_unreported(result: m.DiagnosticsResult, known: dict, text: str, why: str = "") -> None:
+    """Count as unchecked every proof in the text that is not in `known`.
 
     After a completed compile each proof should have a pool entry; one
     without (an interrupted pass that never handed it over, a tactic that
@@ -140,13 +149,15 @@ def _add_unreported(result: m.DiagnosticsResult, file: FileState, text: str) -> 
     """
     lines = script.LineIndex(text)
     for name, block in script.pool_names(text):
-        if name not in file.proofs:
+        if name not in known:
             first, last = lines.line(block.start), lines.line(block.end)
             errors = [d.range.line for d in result.diagnostics
                       if d.severity == "error" and first <= d.range.line <= last]
-            why = (f"not checked: its proof does not compile (error at line {errors[0]})" if errors
-                   else "HOL never reported checking it; edit the file or restart its server to check it")
-            result.proofs.append(m.Proof(name, first, "unreported", why))
+            reason = why or (
+                f"not checked: its proof does not compile (error at line {errors[0]})" if errors
+                else "HOL never reported checking it; edit the file or restart its server to check it"
+            )
+            result.proofs.append(m.Proof(name, first, "unreported", reason))
             result.tally.unchecked += 1
     result.proofs.sort(key=lambda p: p.line)
 
@@ -228,16 +239,18 @@ def _verdict(
             f"{'it' if len(missing) == 1 else 'them'} (Holmake), then call retryCompile."
         )
     if not r.complete:
+        failed = [p.name for p in r.proofs if p.status in ("failed", "diverged")]
+        failures = f" Already failed: {', '.join(failed)}." if failed else ""
         if only_looping:
             loops = [f"{p.name} (line {p.line})" for p in r.proofs if p.status == "checking"]
             return "INCOMPLETE", (
-                f"INCOMPLETE: everything else is done, but {', '.join(loops)} is still checking and "
-                "probably looping. Edit that proof (a tactic that does not terminate?); waiting longer "
-                "will not help, and nothing was cancelled."
+                f"INCOMPLETE: everything else is done, but {', '.join(loops)} has been checking for "
+                "minutes and is probably looping. Edit that proof (a tactic that does not terminate?); "
+                f"nothing was cancelled.{failures}"
             )
         return "INCOMPLETE", (
             f"INCOMPLETE after {waited_s:.0f}s: {t.proved} proved, {t.checking} still checking, "
-            f"{t.failed} failed. Nothing was cancelled; call diagnostics again to carry on."
+            f"{t.failed} failed. Nothing was cancelled; call diagnostics again to carry on.{failures}"
         )
     wrong = [p.name for p in r.proofs if p.status in ("failed", "diverged")]
     if wrong:
@@ -265,7 +278,8 @@ def _verdict(
         return "OK", "OK: compiles with no errors; there are no proofs in this file"
     warnings = len(r.diagnostics)
     extra = f" ({_plural(warnings, 'warning')})" if warnings else ""
-    return "OK", f"OK: all {_plural(t.total, 'proof')} proved, no errors{extra}"
+    done = "proved" if not t.suspended else f"proved ({t.suspended} finished by Resume blocks)"
+    return "OK", f"OK: all {_plural(t.total, 'proof')} {done}, no errors{extra}"
 
 
 def _missing_modules(blocked: m.Blocked) -> list[str]:

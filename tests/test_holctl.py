@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import msgspec
@@ -194,3 +195,10 @@ def test_shutdown_stops_the_daemon(daemon):
     assert result.exit_code == 0 and "stopping" in result.output
     daemon.thread.join(30)
     assert not daemon.thread.is_alive()
+
+
+def test_json_output_of_an_error_is_the_error_reply_on_stdout(daemon, tmp_path):
+    result = run("--socket", str(daemon.socket), "diagnostics", str(tmp_path / "nosuchScript.sml"), "--json")
+    assert result.exit_code == 3
+    reply = json.loads(result.stdout)
+    assert reply["type"] == "error" and reply["code"] == "file_not_found"

@@ -77,3 +77,19 @@ def test_line_index_agrees_with_counting_lines():
     index = script.LineIndex(TWO)
     for offset in range(len(TWO) + 1):
         assert index.line(offset) == script.line_col(TWO, offset)[0]
+
+
+def test_cheat_inside_a_term_quotation_is_a_variable_not_a_cheat():
+    text = TWO.replace(
+        "  T\nProof\n  simp[]\nQED\n\nTheorem two",
+        "  ∀cheat. cheat\nProof\n  qspec_then ‘cheat’ mp_tac th >> simp[``cheat``]\nQED\n\nTheorem two",
+    )
+    assert script.cheats(text) == []
+    assert [b.name for b in script.proof_blocks(text)] == ["one", "two"]
+
+
+def test_cheat_as_a_name_in_terms_and_headers_is_not_a_cheat():
+    text = "Theory cheat\n\nDefinition cheat_def:\n  cheat x = x + 1\nEnd\n\n" + TWO.replace("Theory t\n", "")
+    assert script.cheats(text) == []
+    cheating = text.replace("  simp[]\nQED\n\nTheorem two", "  cheat\nQED\n\nTheorem two")
+    assert [c.theorem for c in script.cheats(cheating)] == ["one"]

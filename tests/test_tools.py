@@ -103,6 +103,8 @@ def test_blocked_file_reports_modules_then_retry_compile_unblocks_it(daemon, wri
     assert blocked.verdict == "BLOCKED" and blocked.blocked.modules == ["arithmeticTheory", "mylibTheory"]
     assert "retryCompile" in blocked.headline
     assert "mylibTheory" in blocked.headline and "arithmeticTheory" not in blocked.headline
+    assert (blocked.tally.proved, blocked.tally.unchecked) == (0, 2)
+    assert {p.detail for p in blocked.proofs} == {"not checked: the file is blocked"}
     goal = daemon.call(m.GoalState(str(path), line_of(text, "gen_tac"), 3))
     assert goal.state == "blocked" and "mylibTheory" in goal.message
     still = daemon.call(m.RetryCompile(str(path)))
@@ -384,3 +386,17 @@ def test_an_edit_during_a_wait_gets_an_answer_about_the_newer_text(daemon, write
     assert any("changed on disk during this call" in w for w in first.warnings)
     path.write_text(slow)
     assert daemon.call(m.Diagnostics(str(path), wait=30)).verdict == "OK"
+
+
+def test_hols_own_warnings_reach_the_agent(daemon, write_script, tmp_path):
+    (tmp_path / "Holmakefile").write_text("HOLHEAP = myheap\n")
+    result = daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT)), wait=20))
+    assert any(w.startswith("HOL says:") and "falling back" in w for w in result.warnings), result.warnings
+
+
+def test_an_incomplete_headline_names_the_proofs_that_already_failed(daemon, write_script):
+    text = GOOD_SCRIPT.replace("gen_tac >> simp[]", 'FAIL_TAC "no"').replace("rpt strip_tac >> simp[]", "LOOP_TAC")
+    path = write_script(text)
+    daemon.call(m.Diagnostics(str(path), wait=1.5))  # past the failure's verdict
+    result = daemon.call(m.Diagnostics(str(path), wait=0.5))
+    assert result.verdict == "INCOMPLETE" and "Already failed: add0." in result.headline
