@@ -17,7 +17,7 @@ import msgspec
 
 from holsrv import files, looping, script, verdict
 from holsrv.cache import AnswerCache
-from holsrv.errors import BadRequest, LspError, ServerTimeout, Starting
+from holsrv.errors import BadRequest, FileNotFound, LspError, ServerTimeout, Starting
 from holsrv.pool import Lease, Pool
 from holsrv.positions import Text
 from holsrv.rpc import messages as m
@@ -365,10 +365,26 @@ class Tools:
                 message = "Unblocked: HOL is compiling the file now; call diagnostics for the verdict."
             return m.RetryCompileResult(**base, was_blocked=True, message=message)
 
+    async def _stop_orphan(self, file: str) -> m.RestartResult:
+        """Restart of a file that is gone: stop its server, if it has one, and say so."""
+        path = files.resolve(file)
+        old = self.pool.sessions.get(path)
+        if old is None or not old.alive:
+            raise FileNotFound(f"no such file: {file}, and no HOL server is running for it.")
+        await self.pool.stop_session(old, "its file no longer exists")
+        return m.RestartResult(
+            file=str(path), old_pid=old.pid, new_pid=0, max_heap_mb=old.max_heap_mb,
+            message=f"{path.name} no longer exists, so its HOL server (pid {old.pid}) was stopped "
+            "and not restarted.",
+        )
+
     async def restart(self, req: m.Restart, client: str) -> m.RestartResult:
         if req.max_heap_mb is not None and req.max_heap_mb < 0:
             raise BadRequest("max_heap_mb must be 0 (no cap) or a positive number of MB")
-        src = files.read(req.file)
+        try:
+            src = files.read(req.file)
+        except FileNotFound:
+            return await self._stop_orphan(req.file)
         old_pid = await self.pool.restart(src.path, req.max_heap_mb)
         async with self._open(req.file, client, tolerate_start=True) as (_, lease):
             session = lease.session

@@ -343,3 +343,14 @@ def test_restarting_a_server_that_is_still_starting_leaves_no_stray_server(daemo
     after = daemon.call(m.Diagnostics(str(path), wait=20))
     assert after.verdict == "OK" and after.server.pid == reply.new_pid
     assert "died" not in after.server.note
+
+
+def test_restart_of_a_deleted_file_stops_its_server(daemon, write_script):
+    path = write_script(BUSY)
+    pid = daemon.call(m.Diagnostics(str(path), wait=0.5)).server.pid
+    path.unlink()
+    reply = daemon.call(m.Restart(str(path)))
+    assert reply.old_pid == pid and reply.new_pid == 0 and "no longer exists" in reply.message
+    assert not pid_alive(pid)
+    with pytest.raises(errors.FileNotFound, match="no HOL server is running for it"):
+        daemon.call(m.Restart(str(path)))
