@@ -243,9 +243,12 @@ class Tools:
         """Stop the HOL server for a script and start a fresh one, optionally
         with a different heap cap.
 
-        Use it when the server is stuck (a looping proof or eval), died, or ran
-        out of memory (raise max_heap_mb). The new server re-checks the whole
-        file, which takes time, so do not use it routinely.
+        Use it when the server is stuck (a looping proof or eval), died, ran
+        out of memory (raise max_heap_mb), or after rebuilding the script's
+        ancestor theories with Holmake (a running server never reloads them).
+        The new server re-checks the whole file, which takes time, so do not
+        use it routinely. For a file that no longer exists it only stops the
+        server, freeing its place.
         """
         return await self._ask(messages.Restart(file=self._path(file), max_heap_mb=max_heap_mb))
 
