@@ -82,6 +82,7 @@ class Session:
         self.state = "new"
         self.exit_reason = ""
         self.started_at = self.last_used = clock()
+        self.started_wall = time.time()
         self.waiting = 0
         self.footprint: float | None = None  # MB, last sample
         self.last_verdict = ""  # of the last diagnostics answer, for status
@@ -131,6 +132,7 @@ class Session:
         """Spawn the server in the script's directory and complete the handshake."""
         self._set_state("starting")
         self.started_at = self.clock()
+        self.started_wall = time.time()  # compared with file times of rebuilt theories
         env = dict(os.environ)
         if self.settings.extra_path:
             env["PATH"] = os.pathsep.join([*self.settings.extra_path, env.get("PATH", "")])

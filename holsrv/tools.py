@@ -15,7 +15,7 @@ from pathlib import Path
 
 import msgspec
 
-from holsrv import files, looping, script, verdict
+from holsrv import ancestors, files, looping, script, verdict
 from holsrv.cache import AnswerCache
 from holsrv.errors import BadRequest, FileNotFound, LspError, ServerTimeout, Starting
 from holsrv.pool import Lease, Pool
@@ -78,7 +78,8 @@ class Tools:
         deadline = started + max(0.0, req.wait)  # covers a server start too
         async with self._open(req.file, client, req.wait, tolerate_start=True) as (src, lease):
             session = lease.session
-            question = ("diagnostics", src.hash)
+            rebuilt = ancestors.rebuilt_since(src.text, src.path.parent, session.started_wall)
+            question = ("diagnostics", src.hash, tuple(rebuilt))
             cached = self.cache.get(_key(session, question))
             if cached is not None:
                 return _replace(cached, cached=True, server=self._note(lease))
@@ -94,12 +95,17 @@ class Tools:
                 self.clock(), self.settings, self._note(lease), session.footprint, self.clock() - started,
             )
             result.warnings += [f"HOL says: {said}" for said in session.messages if "not compiling" not in said]
+            if rebuilt:
+                result.warnings.append(
+                    f"REBUILT: {', '.join(rebuilt)} changed after this HOL server loaded it; HOL never "
+                    "reloads a theory, so these answers use the old one. Call restart to use the new build."
+                )
             if content != src.hash:
                 result.warnings.append(
                     f"The file changed on disk during this call; this answer is about the newer text "
                     f"(content {content[:12]}), not the one the call started with."
                 )
-                question = ("diagnostics", content)
+                question = ("diagnostics", content, tuple(rebuilt))
             if session.starting:
                 result.outstanding = [_starting_message(session, self.clock())]
                 result.headline = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pytest
@@ -400,3 +401,20 @@ def test_an_incomplete_headline_names_the_proofs_that_already_failed(daemon, wri
     daemon.call(m.Diagnostics(str(path), wait=1.5))  # past the failure's verdict
     result = daemon.call(m.Diagnostics(str(path), wait=0.5))
     assert result.verdict == "INCOMPLETE" and "Already failed: add0." in result.headline
+
+
+def test_an_ancestor_rebuilt_after_the_server_started_asks_for_a_restart(daemon, write_script, tmp_path):
+    text = GOOD_SCRIPT.replace("Ancestors arithmetic", "Ancestors arithmetic mylib")
+    built = tmp_path / "mylibTheory.uo"
+    built.write_text("built")
+    os.utime(built, (time.time() - 60, time.time() - 60))
+    path = write_script(text)
+    first = daemon.call(m.Diagnostics(str(path), wait=20))
+    assert first.verdict == "OK" and not any(w.startswith("REBUILT") for w in first.warnings)
+    os.utime(built)  # Holmake rebuilt it just now
+    again = daemon.call(m.Diagnostics(str(path), wait=20))
+    assert not again.cached
+    assert any(w.startswith("REBUILT: mylibTheory changed") and "restart" in w for w in again.warnings)
+    daemon.call(m.Restart(str(path)))
+    after = daemon.call(m.Diagnostics(str(path), wait=20))
+    assert not any(w.startswith("REBUILT") for w in after.warnings)
