@@ -130,6 +130,10 @@ class Session:
 
     async def start(self) -> None:
         """Spawn the server in the script's directory and complete the handshake."""
+        if not self.alive:  # stopped before its start task even ran
+            raise ServerStopped(
+                f"the HOL server for {self.path.name} was stopped ({self.stop_reason}) before it started"
+            )
         self._set_state("starting")
         self.started_at = self.clock()
         self.started_wall = time.time()  # compared with file times of rebuilt theories
