@@ -43,15 +43,30 @@ def include_dirs(script_dir: Path) -> list[Path]:
     return dirs
 
 
-def rebuilt_since(text: str, script_dir: Path, since: float) -> list[str]:
-    """Ancestor theories whose built files are newer than `since` (a wall-clock time)."""
-    rebuilt = []
-    for name in ancestors(text):
-        for directory in include_dirs(script_dir):
-            if any(_mtime(f) > since for f in _built_files(directory, name)):
-                rebuilt.append(f"{name}Theory")
-                break
-    return rebuilt
+def built_times(text: str, script_dir: Path) -> dict[str, float]:
+    """For each ancestor, the newest time one of its built files was written (0: none found)."""
+    dirs = include_dirs(script_dir)
+    return {
+        name: max((_mtime(f) for directory in dirs for f in _built_files(directory, name)), default=0.0)
+        for name in ancestors(text)
+    }
+
+
+class Watch:
+    """What a server loaded: each ancestor's build time when first seen loaded."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[str, float] = {}
+
+    def loaded(self, times: dict[str, float]) -> None:
+        """The server has loaded its ancestors (a pass got past preload) as they are now."""
+        for name, built in times.items():
+            if built > 0:
+                self._loaded.setdefault(name, built)
+
+    def rebuilt(self, times: dict[str, float]) -> list[str]:
+        """Ancestors built again since the server loaded them."""
+        return [f"{name}Theory" for name, built in times.items() if built > self._loaded.get(name, built)]
 
 
 def _built_files(directory: Path, name: str) -> list[Path]:

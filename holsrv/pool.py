@@ -126,10 +126,10 @@ class Pool:
         # this server gave up waiting; the next call finds it further along.
         try:
             script = files.read(str(session.path))
-        except HolsrvError as err:
+            await session.sync(script.data, script.text)
+        except (HolsrvError, OSError) as err:
+            # The start itself succeeded; the next call syncs (or reports) the file.
             log.info("not opening %s in its new server: %s", session.path, err)
-            return
-        await session.sync(script.data, script.text)
 
     def _restart_note(self, old: Session) -> str:
         if old.state == "dead":

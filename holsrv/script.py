@@ -20,10 +20,11 @@ _HEAD = re.compile(
     r"^(Theorem|Triviality|Resume)[ \t]+([A-Za-z0-9_']+(?:\[[^\]\n]*\])?)", re.MULTILINE
 )
 _PROOF = re.compile(r"^Proof\b", re.MULTILINE)
-# Declarations whose text up to `End` (or the line, for Theory) is HOL terms and names.
-_TERM_BLOCK = re.compile(
-    r"^(?:Definition|Inductive|CoInductive|Datatype)\b.*?^End\b|^Theory\b[^\n]*", re.MULTILINE | re.DOTALL
-)
+# Declarations whose text is HOL terms and names, up to `End` (or `Termination`,
+# whose tactics are code); the old `Datatype `…`` form is a quotation anyway.
+_TERM_HEAD = re.compile(r"^(?:Definition|Inductive|CoInductive)\b|^Datatype\s*:", re.MULTILINE)
+_TERM_END = re.compile(r"^(?:End|Termination)\b", re.MULTILINE)
+_THEORY_LINE = re.compile(r"^Theory\b[^\n]*", re.MULTILINE)
 _QED = re.compile(r"^QED\b", re.MULTILINE)
 # Any column-0 word that starts a new top-level declaration ends the previous one.
 _DECL = re.compile(
@@ -161,7 +162,7 @@ def cheats(text: str) -> list[Cheat]:
     """
     code = blank_comments_and_strings(text)
     blocks = proof_blocks(text)
-    terms = [(b.start, b.body_start) for b in blocks] + [(m.start(), m.end()) for m in _TERM_BLOCK.finditer(code)]
+    terms = [(b.start, b.body_start) for b in blocks] + _term_regions(code)
     found = []
     for match in _WORD.finditer(code):
         at = match.start()
@@ -170,6 +171,22 @@ def cheats(text: str) -> list[Cheat]:
         owner = next((b.name for b in blocks if b.start <= at < b.end), "")
         found.append(Cheat(owner, at))
     return found
+
+
+def _term_regions(code: str) -> list[tuple[int, int]]:
+    """Definition-like bodies and the Theory line: where `cheat` is only a name.
+
+    Each ends at its `End` or `Termination`, and never past the next
+    top-level declaration, so a missing `End` cannot hide the code after it.
+    """
+    decls = [m.start() for m in _DECL.finditer(code)]
+    regions = [(m.start(), m.end()) for m in _THEORY_LINE.finditer(code)]
+    for head in _TERM_HEAD.finditer(code):
+        following = bisect.bisect_right(decls, head.start())
+        limit = decls[following] if following < len(decls) else len(code)
+        end = _TERM_END.search(code, head.end(), limit)
+        regions.append((head.start(), end.start() if end else limit))
+    return regions
 
 
 def line_col(text: str, offset: int) -> tuple[int, int]:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import psutil
 
-from holsrv import script
+from holsrv import ancestors, script
 from holsrv.errors import ServerDied, ServerStopped
 from holsrv.filestate import FileState
 from holsrv.lsp.client import LspClient
@@ -82,7 +82,7 @@ class Session:
         self.state = "new"
         self.exit_reason = ""
         self.started_at = self.last_used = clock()
-        self.started_wall = time.time()
+        self.ancestors = ancestors.Watch()  # build times of what this server loaded
         self.waiting = 0
         self.footprint: float | None = None  # MB, last sample
         self.last_verdict = ""  # of the last diagnostics answer, for status
@@ -136,7 +136,6 @@ class Session:
             )
         self._set_state("starting")
         self.started_at = self.clock()
-        self.started_wall = time.time()  # compared with file times of rebuilt theories
         env = dict(os.environ)
         if self.settings.extra_path:
             env["PATH"] = os.pathsep.join([*self.settings.extra_path, env.get("PATH", "")])
@@ -291,6 +290,9 @@ class Session:
 
     async def _stop(self) -> None:
         grace = self.settings.stop_timeout_s
+        # A server that exited long ago may have had its pid (and group id)
+        # reused: only a group that was running when the stop began is signalled.
+        running = self.proc is not None and not self._exited.is_set()
         if self.start_task is not None and not self.start_task.done():
             # The start sees the state and kills what it spawned; end of input
             # ends a handshake that is under way (§15).
@@ -311,7 +313,7 @@ class Session:
                     async with asyncio.timeout(grace):
                         await self._exited.wait()
                     break
-        if self.proc is not None:
+        if running:
             # Anything the server left in its process group goes too.
             self._signal_group(signal.SIGKILL)
         self._set_state("stopped" if self.state != "dead" else "dead")

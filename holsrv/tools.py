@@ -61,6 +61,8 @@ class Tools:
         async with self.pool.lease(script_.path, client) as lease:
             session = lease.session
             if await session.wait_started(self.settings.diagnostics_wait_s if wait is None else wait):
+                if lease.start != "warm":
+                    script_ = files.read(file)  # the start took a while: the newest text wins
                 await session.sync(script_.data, script_.text)
             elif not tolerate_start:
                 raise Starting(_starting_message(session, self.clock()))
@@ -78,7 +80,8 @@ class Tools:
         deadline = started + max(0.0, req.wait)  # covers a server start too
         async with self._open(req.file, client, req.wait, tolerate_start=True) as (src, lease):
             session = lease.session
-            rebuilt = ancestors.rebuilt_since(src.text, src.path.parent, session.started_wall)
+            built = ancestors.built_times(src.text, src.path.parent)
+            rebuilt = session.ancestors.rebuilt(built)
             question = ("diagnostics", src.hash, tuple(rebuilt))
             cached = self.cache.get(_key(session, question))
             if cached is not None:
@@ -90,6 +93,8 @@ class Tools:
                 # Another call synced a newer text meanwhile: what HOL said is
                 # about that text, so the answer must say so.
                 text, content = session.file.text, content_hash(session.data)
+            if session.file.phase == "completed":
+                session.ancestors.loaded(built)  # a pass got past preload: these are what it has
             result = verdict.build(
                 session.file, text, content, session.lsp.position_encoding if session.lsp else "utf-8",
                 self.clock(), self.settings, self._note(lease), session.footprint, self.clock() - started,

@@ -1,7 +1,6 @@
 """Finding ancestor theories rebuilt after a HOL server loaded them."""
 
 import os
-import time
 
 from holsrv import ancestors
 
@@ -14,15 +13,24 @@ def test_ancestors_are_read_from_a_header_over_several_lines():
     assert ancestors.ancestors("Theory x\n") == []
 
 
-def test_a_theory_built_after_the_server_started_is_reported(tmp_path):
-    started = time.time()
+def test_a_theory_built_again_after_the_server_loaded_it_is_reported(tmp_path):
     objs = tmp_path / ".hol" / "objs"
     objs.mkdir(parents=True)
-    (objs / "mylibTheory.uo").write_text("old")
-    os.utime(objs / "mylibTheory.uo", (started - 60, started - 60))
-    assert ancestors.rebuilt_since(HEADER, tmp_path, started) == []
-    os.utime(objs / "mylibTheory.uo", (started + 5, started + 5))
-    assert ancestors.rebuilt_since(HEADER, tmp_path, started) == ["mylibTheory"]
+    built = objs / "mylibTheory.uo"
+    built.write_text("old")
+    os.utime(built, (1000, 1000))
+    watch = ancestors.Watch()
+    watch.loaded(ancestors.built_times(HEADER, tmp_path))
+    assert watch.rebuilt(ancestors.built_times(HEADER, tmp_path)) == []
+    os.utime(built, (2000, 2000))
+    assert watch.rebuilt(ancestors.built_times(HEADER, tmp_path)) == ["mylibTheory"]
+
+
+def test_a_theory_that_was_missing_when_loaded_is_not_called_rebuilt(tmp_path):
+    watch = ancestors.Watch()
+    watch.loaded(ancestors.built_times(HEADER, tmp_path))  # nothing built yet (a blocked file)
+    (tmp_path / "mylibTheory.uo").write_text("first build")
+    assert watch.rebuilt(ancestors.built_times(HEADER, tmp_path)) == []
 
 
 def test_holmakefile_includes_are_searched_too(tmp_path):
@@ -32,4 +40,4 @@ def test_holmakefile_includes_are_searched_too(tmp_path):
     script_dir.mkdir()
     (script_dir / "Holmakefile").write_text("INCLUDES = ../lib \\\n  $(HOLDIR)/examples/nothing\n")
     (lib / "otherTheory.dat").write_text("new")
-    assert ancestors.rebuilt_since(HEADER, script_dir, time.time() - 60) == ["otherTheory"]
+    assert ancestors.built_times(HEADER, script_dir)["other"] > 0

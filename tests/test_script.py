@@ -93,3 +93,12 @@ def test_cheat_as_a_name_in_terms_and_headers_is_not_a_cheat():
     assert script.cheats(text) == []
     cheating = text.replace("  simp[]\nQED\n\nTheorem two", "  cheat\nQED\n\nTheorem two")
     assert [c.theorem for c in script.cheats(cheating)] == ["one"]
+
+
+def test_a_termination_proof_or_code_after_an_old_datatype_is_still_scanned():
+    old_datatype = "Datatype `tree = Leaf | Node tree tree`;\n\n" + TWO.replace("Theory t\n", "").replace(
+        "  simp[]\nQED\n\nTheorem two", "  cheat\nQED\n\nTheorem two"
+    ) + "\nDefinition f_def:\n  f x = x\nEnd\n"
+    assert [c.theorem for c in script.cheats(old_datatype)] == ["one"]
+    termination = "Definition f_def:\n  f x = f (x - 1)\nTermination\n  cheat\nEnd\n"
+    assert len(script.cheats(termination)) == 1

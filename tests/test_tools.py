@@ -114,6 +114,8 @@ def test_blocked_file_reports_modules_then_retry_compile_unblocks_it(daemon, wri
     (tmp_path / "mylibTheory.uo").write_text("built")
     unblocked = daemon.call(m.RetryCompile(str(path)))
     assert unblocked.was_blocked and unblocked.message.startswith("Unblocked")
+    after = daemon.call(m.Diagnostics(str(path), wait=20))
+    assert after.verdict == "OK" and not any(w.startswith("REBUILT") for w in after.warnings)
     assert daemon.call(m.Diagnostics(str(path), wait=20)).verdict == "OK"
 
 
@@ -376,6 +378,7 @@ def test_when_only_a_looping_proof_is_left_the_answer_comes_without_the_full_wai
 def test_an_edit_during_a_wait_gets_an_answer_about_the_newer_text(daemon, write_script):
     slow = GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", "SLOW_TAC 2500 >> simp[]")
     path = write_script(slow)
+    daemon.call(m.Diagnostics(str(path), wait=0))  # a warm server: the next call reads the file once
     waiter, outcome = waiting_call(daemon, m.Diagnostics(str(path), wait=30))
     failing = slow.replace("gen_tac >> simp[]", 'FAIL_TAC "changed"')
     path.write_text(failing)
