@@ -73,6 +73,14 @@ class Tools:
         return m.ServerNote(pid=lease.session.pid or 0, start=lease.start, note=lease.note,
                             stderr_tail=lease.stderr_tail)
 
+    async def _compiled(self, session: Session) -> None:
+        """Wait (up to the diagnostics wait) for the compile of our text to end.
+
+        Hover, definition and symbols read the compiler's trees, and retry
+        must know whether the file is blocked.
+        """
+        await session.wait_until(lambda: session.file.phase != "compiling", self.settings.diagnostics_wait_s)
+
     # -- diagnostics -----------------------------------------------------------
 
     async def diagnostics(self, req: m.Diagnostics, client: str) -> m.DiagnosticsResult:
@@ -148,21 +156,18 @@ class Tools:
             session = lease.session
             lines = Text(src.text)
             lines.to_lsp(req.line, req.col, "utf-8")  # a bad position is refused even while starting
+            base = m.GoalStateResult(
+                file=str(src.path), content_hash=src.hash, line=req.line, col=req.col,
+                state="", message="", server=self._note(lease),
+            )
             if session.starting:
-                return m.GoalStateResult(
-                    file=str(src.path), content_hash=src.hash, line=req.line, col=req.col,
-                    state="starting", message=_starting_message(session, self.clock()), server=self._note(lease),
-                )
+                return _replace(base, state="starting", message=_starting_message(session, self.clock()))
             encoding = session.lsp.position_encoding
             position = lines.to_lsp(req.line, req.col, encoding)
             question = ("goalState", src.hash, req.line, req.col)
             cached = self.cache.get(_key(session, question))
             if cached is not None:
                 return _replace(cached, cached=True, server=self._note(lease))
-            base = m.GoalStateResult(
-                file=str(src.path), content_hash=src.hash, line=req.line, col=req.col,
-                state="", message="", server=self._note(lease),
-            )
             while True:
                 answer = await session.request(
                     "$/hol/goalState",
@@ -227,7 +232,7 @@ class Tools:
             session = lease.session
             position = Text(src.text).to_lsp(line, col, session.lsp.position_encoding)
             # Hover and definition read the compiler's trees: let it reach here.
-            await session.wait_until(lambda: session.file.phase != "compiling", self.settings.diagnostics_wait_s)
+            await self._compiled(session)
             params = {"textDocument": {"uri": session.uri}, "position": position}
             try:
                 answer = await session.request(method, params)
@@ -310,7 +315,7 @@ class Tools:
             )
         async with self._open(req.file, client) as (src, lease):
             session = lease.session
-            await session.wait_until(lambda: session.file.phase != "compiling", self.settings.diagnostics_wait_s)
+            await self._compiled(session)
             answer = await session.request("workspace/symbol", {"query": req.query.strip()})
             symbols = [_workspace_item(s) for s in answer or []]
             return m.WorkspaceSymbolResult(
@@ -346,7 +351,7 @@ class Tools:
     async def retry_compile(self, req: m.RetryCompile, client: str) -> m.RetryCompileResult:
         async with self._open(req.file, client) as (src, lease):
             session = lease.session
-            await session.wait_until(lambda: session.file.phase != "compiling", self.settings.diagnostics_wait_s)
+            await self._compiled(session)
             base = dict(file=str(src.path), content_hash=src.hash, server=self._note(lease))
             if session.file.phase == "compiling":
                 return m.RetryCompileResult(
