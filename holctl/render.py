@@ -38,7 +38,8 @@ from holsrv.rpc.messages import (
 
 MAX_COMPLETIONS = 50
 SEPARATOR = "-" * 36
-_TALLY_BUCKETS = ("proved", "failed", "checking", "suspended", "diverged", "unchecked")
+_TALLY_BUCKETS = ("proved", "failed", "cheated", "parse_error", "checking", "suspended", "diverged", "unchecked")
+_BUCKET_WORDS = {"parse_error": "with a parse error"}
 
 
 def render(reply: Reply) -> str:
@@ -49,7 +50,8 @@ def render(reply: Reply) -> str:
         case GoalStateResult():
             lines = _goal_state(reply)
         case HoverResult():
-            lines = [reply.text or "nothing to show here", *_noted(reply.note),
+            status = [f"proof status: {reply.proof_status}"] if reply.proof_status else []
+            lines = [reply.text or "nothing to show here", *status, *_noted(reply.note),
                      *_footer(reply.content_hash, reply.server)]
         case DefinitionResult():
             found = [_location(t) for t in reply.targets] or ["no definition found"]
@@ -94,6 +96,8 @@ def _diagnostics(reply: DiagnosticsResult) -> list[str]:
         first, *rest = d.message.splitlines() or [""]
         lines.append(f"{d.range.line}:{d.range.col} {d.severity}: {first}")
         lines += ["    " + line for line in rest]
+        if d.note:
+            lines.append(f"    ({d.note})")
     if reply.diagnostics_omitted:
         lines.append(f"… and {reply.diagnostics_omitted} more diagnostics (fix the first ones, then ask again)")
     return lines + _footer(reply.content_hash, reply.server, reply.cached, reply.complete)
@@ -103,7 +107,7 @@ def tally_line(tally: Tally) -> str:
     """`proofs: 3 proved, 1 failed (4 total)`; buckets that are zero are left out."""
     if tally.total == 0:
         return "proofs: none found"
-    counts = [f"{getattr(tally, b)} {b}" for b in _TALLY_BUCKETS if getattr(tally, b)]
+    counts = [f"{getattr(tally, b)} {_BUCKET_WORDS.get(b, b)}" for b in _TALLY_BUCKETS if getattr(tally, b)]
     return f"proofs: {', '.join(counts)} ({tally.total} total)"
 
 
@@ -253,7 +257,7 @@ def _session_row(s: SessionStatus) -> tuple[str, ...]:
 def _short_tally(tally: Tally) -> str:
     if tally.total == 0:
         return "-"
-    rest = [f"{getattr(tally, b)} {b}" for b in _TALLY_BUCKETS[1:] if getattr(tally, b)]
+    rest = [f"{getattr(tally, b)} {_BUCKET_WORDS.get(b, b)}" for b in _TALLY_BUCKETS[1:] if getattr(tally, b)]
     return ", ".join([f"{tally.proved}/{tally.total} proved", *rest])
 
 

@@ -83,20 +83,26 @@ class Tools:
     ) -> CallToolResult:
         """Compile a HOL4 script and check every proof in it; call it after every edit.
 
-        Returns a verdict: OK only when every proof is proved and nothing is
-        cheated; otherwise FAILED (a proof failed), ERRORS (the script does not
-        compile), CHEATS (a proof uses cheat, CHEAT_TAC or mk_thm), SUSPENDED
+        Returns a verdict: OK only when Holmake would build the file: every
+        proof proved, nothing cheated, no errors (HOL's parse recoveries,
+        which it reports as warnings, count as errors); otherwise FAILED (a
+        proof failed), ERRORS (the script does not compile or does not
+        parse), CHEATS (a proof uses cheat, CHEAT_TAC or mk_thm), SUSPENDED
         (subgoals left without a proved Resume block), UNCHECKED (HOL did not
         check some proofs; each says why), BLOCKED (a theory it needs could not
         be loaded) or INCOMPLETE (still checking when the wait ran out; a
-        proof that is probably looping is named: edit it).
-        Also: a tally of proofs, each proof that is not proved (line, name,
-        status, reason), and compiler messages at 1-based line:col.
+        proof far slower than the rest or probably looping is named: edit it).
+        Also: a tally of proofs (proved, failed, cheated, parse_error,
+        checking, …), each proof that is not proved (line, name, status,
+        reason), and compiler messages at 1-based line:col; a failure still
+        on a theorem's name is marked provisional (HOL moves it to the
+        failing tactic a moment later).
         The file is re-read from disk on each call. A failed proof is an
         answer, not a tool error.
         Next: for a failed proof, call goalState at a line inside its
-        Proof...QED block; for INCOMPLETE, call again (and heed any PROBABLY
-        LOOPING warning); for BLOCKED, fix the dependency, then retryCompile.
+        Proof...QED block; for INCOMPLETE, call again (and heed any SLOW or
+        PROBABLY LOOPING warning: edit that proof; restart would not help);
+        for BLOCKED, fix the dependency, then retryCompile.
         """
         request = messages.Diagnostics(file=self._path(file), wait=wait)
         return await self._ask(request, wait)
@@ -131,7 +137,9 @@ class Tools:
 
     async def hover(self, file: File, line: Line, col: Col) -> CallToolResult:
         """Show what HOL knows about the name at a position: a term's type, a
-        constant's type, or a theorem's statement.
+        constant's type, or a theorem's statement. For a theorem of this
+        file whose proof is not proved (failed, cheated, unchecked, still
+        checking) it also says so: its statement is then not a theorem yet.
 
         Use it to check a theorem's exact statement before using it in a
         tactic. Use definition to find where a name is defined, and

@@ -218,7 +218,9 @@ class Daemon:
             idle_s=round(now - s.last_used, 1),
             footprint_mb=round(footprint, 1) if footprint is not None else None,
             max_heap_mb=s.max_heap_mb,
-            tally=verdict.tally_of(verdict.visible_proofs(s.file, s.file.text)),
+            tally=verdict.tally_of(
+                verdict.answer_status(e.status) for e in verdict.visible_proofs(s.file, s.file.text)
+            ),
             waiting_calls=s.waiting,
             clients=sorted(s.clients),
             restarts=self.pool.restarts(s.path),

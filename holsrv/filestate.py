@@ -43,8 +43,10 @@ class FileState:
     proofs: dict[str, ProofEntry] = field(default_factory=dict)
     last_event: float = 0.0
     last_edit: float = 0.0
-    # Longest check seen to finish in this file, for spotting a looping proof.
+    # Longest check seen to finish in this file, and how many were seen to
+    # finish, for spotting a looping proof.
     slowest_s: float = 0.0
+    finished: int = 0
     events: int = 0  # notifications about this file so far
     # First line (0-based) whose proofs the last edit made HOL check again;
     # proofs above it, or everywhere for an edit inside one proof body, keep
@@ -128,6 +130,7 @@ class FileState:
         elif entry.status == "checking" and status != "checking" and entry.checking_since is not None:
             if status not in OUTSTANDING:
                 self.slowest_s = max(self.slowest_s, now - entry.checking_since)
+                self.finished += 1
         if status == "checking":
             if entry.status != "checking" or entry.checking_since is None:
                 entry.checking_since = now

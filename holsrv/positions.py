@@ -8,7 +8,11 @@ the HOL server does.
 
 from __future__ import annotations
 
+import re
+
 from holsrv.errors import PositionOutOfRange
+
+_IDENT = re.compile(r"[A-Za-z0-9_']+")
 
 
 class Text:
@@ -32,6 +36,11 @@ class Text:
                 f"(columns are 1-based and count characters, so 1..{len(chars) + 1})"
             )
         return {"line": line - 1, "character": units(chars[: col - 1], encoding)}
+
+    def word_at(self, line: int, col: int) -> str:
+        """The identifier under 1-based (line, col), or "" (the position is assumed valid)."""
+        chars = self.lines[line - 1] if 1 <= line <= len(self.lines) else ""
+        return next((w.group() for w in _IDENT.finditer(chars) if w.start() <= col - 1 <= w.end()), "")
 
     def from_lsp(self, pos: dict, encoding: str) -> tuple[int, int]:
         """An LSP Position dict → 1-based (line, col); clamps what lies past the end."""

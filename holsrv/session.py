@@ -87,6 +87,9 @@ class Session:
         self.footprint: float | None = None  # MB, last sample
         self.last_verdict = ""  # of the last diagnostics answer, for status
         self.messages: deque[str] = deque(maxlen=10)  # HOL's window/showMessage texts
+        # Errors of failed goal-state walks: HOL publishes each as a diagnostic
+        # of the file until a clean walk or an edit (PROTOCOL.md §0, §11).
+        self.walk_errors: deque[str] = deque(maxlen=64)
         self.clients: set[str] = set()
         self.data: bytes | None = None  # the bytes the server last got from us
         self._changed = asyncio.Event()

@@ -52,6 +52,10 @@ class Settings:
     diagnostics_wait_s: float = 25.0
     # A compile HOL has been silent about for this long is reported as stuck.
     compile_silence_s: float = 120.0
+    # A proof checking for slow_ratio times the slowest finished proof of its
+    # file, and at least slow_after_s, is reported as far slower than the rest.
+    slow_after_s: float = 10.0
+    slow_ratio: float = 50.0
     looping_after_s: float = 180.0
     looping_ratio: float = 10.0
     looping_min_s: float = 60.0

@@ -106,6 +106,7 @@ class Tools:
             result = verdict.build(
                 session.file, text, content, session.lsp.position_encoding if session.lsp else "utf-8",
                 self.clock(), self.settings, self._note(lease), session.footprint, self.clock() - started,
+                session.walk_errors,
             )
             result.warnings += [f"HOL says: {said}" for said in session.messages if "not compiling" not in said]
             if rebuilt:
@@ -137,15 +138,14 @@ class Tools:
             now = self.clock()
             file = session.file
             quiet = verdict.quiet_for(file, self.settings)
-            if now >= deadline or file.settled(now, quiet) or verdict.complete_but_looping(file, now, self.settings):
+            if now >= deadline or file.settled(now, quiet) or verdict.complete_but_slow(file, now, self.settings):
                 return
             # Besides a notification, only time can change the answer: the quiet
-            # period ending, or a proof turning "probably looping".
+            # period ending, or a proof turning "far slower" or "probably looping".
             moments = [deadline, file.last_event + quiet]
             for entry in file.checking():
-                started = now - file.checking_for(entry, now)
                 moments += [looping.looping_from(file, entry, now, self.settings),
-                            started + self.settings.looping_after_s]
+                            looping.slow_from(file, entry, now, self.settings)]
             await session.wait_change(max(0.01, min(t for t in moments if t > now) - now))
 
     # -- goal state ------------------------------------------------------------
@@ -178,6 +178,8 @@ class Tools:
                 # The server answers once the running pass announces completion.
                 await session.wait_change(min(1.0, deadline - self.clock()))
             result = self._goal_result(base, answer, src.text, session, encoding)
+            if result.error:
+                session.walk_errors.append(result.error.rstrip())
             if session.data != src.data:
                 # Another call synced a newer text while this one waited.
                 return _replace(
@@ -249,8 +251,12 @@ class Tools:
             text = contents.get("value") if isinstance(contents, dict) else str(contents or "") or None
             if answer.get("range"):
                 rng = verdict.lsp_range(Text(src.text), answer["range"], lease.session.lsp.position_encoding)
+        session = lease.session
+        word = Text(src.text).word_at(req.line, req.col)
+        status = verdict.theorem_status(session.file, src.text, session.lsp.position_encoding, word, self.clock())
         return m.HoverResult(
-            file=str(src.path), content_hash=src.hash, text=text, server=self._note(lease), range=rng, note=note
+            file=str(src.path), content_hash=src.hash, text=text, server=self._note(lease), range=rng, note=note,
+            proof_status=status,
         )
 
     async def definition(self, req: m.Definition, client: str) -> m.DefinitionResult:

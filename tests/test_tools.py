@@ -26,6 +26,12 @@ QED
 """
 
 
+def session_state(daemon, path) -> str:
+    """The state `status` shows for `path`'s server ("" when it has none)."""
+    states = [s.state for s in daemon.call(m.Status()).sessions if s.file == str(path.resolve())]
+    return states[0] if states else ""
+
+
 def line_of(text: str, needle: str) -> int:
     return next(i for i, line in enumerate(text.split("\n"), 1) if needle in line)
 
@@ -53,7 +59,23 @@ def test_cheats_make_the_verdict_never_ok_and_are_listed_with_their_theorem(daem
     assert result.verdict == "CHEATS"
     assert result.headline == "CHEATS: 1 proof uses cheat (add0)"
     assert [(c.theorem, c.line) for c in result.cheats] == [("add0", line_of(text, "cheat"))]
-    assert result.tally.proved == 2  # the pool calls a cheated proof proved
+    # The pool calls a cheated proof proved; the answer must not.
+    assert (result.tally.proved, result.tally.cheated, result.tally.total) == (1, 1, 2)
+    assert [(p.name, p.status) for p in result.proofs] == [("add0", "cheated"), ("conj_comm", "proved")]
+    assert "uses cheat" in result.proofs[0].detail
+
+
+def test_hover_on_a_theorem_that_is_not_proved_says_so(daemon, write_script):
+    text = GOOD_SCRIPT.replace("gen_tac >> simp[]", "cheat") + (
+        '\nTheorem wrong:\n  !p q. p /\\ q ==> q\nProof\n  FAIL_TAC "nope"\nQED\n'
+    )
+    path = write_script(text)
+    daemon.call(m.Diagnostics(str(path), wait=20))
+    at = {name: (line_of(text, f"Theorem {name}"), len("Theorem ") + 2) for name in ("add0", "conj_comm", "wrong")}
+    statuses = {name: daemon.call(m.Hover(str(path), *pos)).proof_status for name, pos in at.items()}
+    assert statuses["add0"] == "add0: its proof uses cheat: the statement is not proved"
+    assert statuses["wrong"].startswith("wrong: its proof FAILED")
+    assert statuses["conj_comm"] == ""
 
 
 def test_cache_answers_a_second_client_without_touching_hol(daemon, write_script, monkeypatch, tmp_path):
@@ -135,8 +157,22 @@ def test_probably_looping_names_the_proof_its_line_and_the_footprint(daemon_fact
     assert result.verdict == "INCOMPLETE"
     [warning] = result.warnings
     assert warning.startswith(f"PROBABLY LOOPING: proof conj_comm (line {line_of(text, 'conj_comm')})")
-    assert "server footprint" in warning and warning.endswith("Cancel it or restart?")
+    assert "server footprint" in warning and "Edit that proof" in warning
+    # There is no cancel, and a restart runs the same loop again: never advise either.
+    assert "Cancel" not in warning and "restarting the server would only run the same loop again" in warning
     assert any("conj_comm" in item and "slowest finished proof" in item for item in result.outstanding)
+
+
+def test_a_proof_far_slower_than_its_fast_neighbours_is_reported_early(daemon_factory, write_script):
+    daemon = daemon_factory(slow_after_s=0.5, slow_ratio=5)  # looping_after_s stays 180 s
+    text = GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", "LOOP_TAC")
+    result = daemon.call(m.Diagnostics(str(write_script(text)), wait=60))
+    # Answered as soon as only the slow proof was left, not after the whole wait.
+    assert result.verdict == "INCOMPLETE" and result.headline.startswith("INCOMPLETE: everything else is done")
+    assert "conj_comm (line 10" in result.headline and "Edit that proof" in result.headline
+    [warning] = result.warnings
+    assert warning.startswith("SLOW: proof conj_comm (line 10) has been checking for")
+    assert "slowest of the 1 finished proofs" in warning and "restarting would run it again" in warning
 
 
 def test_hover_definition_and_completion_answer_at_a_position(daemon, write_script):
@@ -281,10 +317,11 @@ def test_an_edit_running_from_one_proof_into_the_next_rechecks_both(daemon, writ
     noisy = "".join(f"\nTheorem slow{i}:\n  T\nProof\n  SLOW_TAC 400 >> simp[]\nQED\n" for i in range(12))
     text = TWO_PROOFS + noisy
     path = write_script(text, "twoScript.sml")
-    wait_until(
-        lambda: not any("has not finished" in o for o in daemon.call(m.Diagnostics(str(path), wait=0.2)).outstanding),
-        timeout=20, what="the first compile to finish",
-    )
+    daemon.call(m.Diagnostics(str(path), wait=0))  # starts its server
+    # The session's state, not message text: a server still starting says no
+    # "has not finished" either.
+    wait_until(lambda: session_state(daemon, path) in ("checking", "settled"), timeout=20,
+               what="the first compile to finish")
     before = daemon.call(m.Diagnostics(str(path), wait=0))
     assert before.verdict == "INCOMPLETE" and before.tally.checking
     path.write_text(text.replace("  simp[]\nQED\n\nTheorem two:\n  T\nProof\n  LOOP_TAC",
@@ -421,3 +458,17 @@ def test_an_ancestor_rebuilt_after_the_server_started_asks_for_a_restart(daemon,
     daemon.call(m.Restart(str(path)))
     after = daemon.call(m.Diagnostics(str(path), wait=20))
     assert not any(w.startswith("REBUILT") for w in after.warnings)
+
+
+def test_a_goal_state_walk_past_a_failing_step_leaves_the_next_verdict_unchanged(daemon, write_script):
+    text = GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", 'rpt strip_tac >> FAIL_TAC "nope"')
+    path = write_script(text)
+    before = daemon.call(m.Diagnostics(str(path), wait=20))
+    assert before.verdict == "FAILED"
+    qed = [i for i, line in enumerate(text.split("\n"), 1) if line == "QED"][-1]
+    walked = daemon.call(m.GoalState(str(path), qed, 1))
+    assert walked.error  # HOL now also lists this failure among the file's diagnostics
+    after = daemon.call(m.Diagnostics(str(path), wait=20))
+    assert not after.cached  # HOL did publish the walk's diagnostic
+    assert after.headline == before.headline
+    assert [d.message for d in after.diagnostics] == [d.message for d in before.diagnostics]

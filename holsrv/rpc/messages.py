@@ -154,13 +154,20 @@ class Diagnostic(Struct):
     range: Range
     severity: str  # "error" | "warning" | "info"
     message: str
+    # Why this diagnostic reads differently from what HOL sent, or where it is
+    # provisional: a parse error HOL reported as a warning, a failure still
+    # placed at the theorem's name.
+    note: str = ""
 
 
 class Proof(Struct):
     name: str
     line: int
-    # The pool's proved, checking, failed, suspended, diverged, cheated (dropped
-    # unchecked), or "unreported": in the text, but HOL never mentioned it.
+    # proved, checking, failed, suspended, diverged (the pool's verdicts);
+    # "cheated": HOL ran it, but it uses cheat (or CHEAT_TAC, mk_thm);
+    # "parse_error": HOL recovered from a parse error in it and checked what
+    # it recovered, which Holmake refuses; "unchecked": the pool dropped it
+    # without checking; "unreported": in the text, but HOL never mentioned it.
     status: str
     detail: str = ""
     # Seconds this daemon has seen the proof checking (since the last edit at most).
@@ -173,13 +180,15 @@ class Tally(Struct):
     failed: int = 0
     suspended: int = 0
     diverged: int = 0
-    unchecked: int = 0  # the pool's `cheated`: taken on trust, not checked
+    unchecked: int = 0  # dropped by the pool, or never reported: not checked
+    cheated: int = 0  # ran, but uses cheat: not proved
+    parse_error: int = 0  # ran on what HOL recovered from a parse error: not proved
 
     @property
     def total(self) -> int:
         return (
-            self.proved + self.checking + self.failed
-            + self.suspended + self.diverged + self.unchecked
+            self.proved + self.checking + self.failed + self.suspended
+            + self.diverged + self.unchecked + self.cheated + self.parse_error
         )
 
 
@@ -300,6 +309,9 @@ class HoverResult(Struct, tag="hover", tag_field="type"):
     range: Range | None = None
     # Set when the answer may be incomplete: the file is still compiling or blocked.
     note: str = ""
+    # When the hovered name is a theorem of this file that is not proved
+    # (failed, cheated, unchecked…): what its proof's status is.
+    proof_status: str = ""
 
 
 class DefinitionResult(Struct, tag="definition", tag_field="type"):
