@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
-import hashlib
 import itertools
 import logging
 import os
@@ -43,10 +42,6 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child
     # Linux only; elsewhere the closed stdin pipe is what ends the child.
     with contextlib.suppress(Exception):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-def content_hash(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()[:16]
 
 
 class Session:

@@ -17,6 +17,8 @@ from holsrv.errors import HolNotFound
 from holsrv.rpc import paths
 
 ENV_PREFIX = "HOLSRV_"
+# Environment names kept working after their setting was renamed.
+_OLD_NAMES = {"lookup_wait_s": "DIAGNOSTICS_WAIT_S"}
 
 
 def _total_memory_mb() -> int:
@@ -49,7 +51,11 @@ class Settings:
     # the verdict), or quiet_clean_s when no proof failed or was suspended.
     quiet_s: float = 1.0
     quiet_clean_s: float = 0.2
-    diagnostics_wait_s: float = 25.0
+    # How long a lookup, a retry or a restart waits for the compile to reach
+    # what it needs (diagnostics has its own `wait`), and, separately, for
+    # the file's server to start.
+    lookup_wait_s: float = 25.0
+    start_wait_s: float = 25.0
     # A compile HOL has been silent about for this long is reported as stuck.
     compile_silence_s: float = 120.0
     # A proof checking for slow_ratio times the slowest finished proof of its
@@ -81,6 +87,8 @@ class Settings:
         values: dict = {}
         for f in dataclasses.fields(cls):
             raw = env.get(ENV_PREFIX + f.name.upper())
+            if raw is None and f.name in _OLD_NAMES:
+                raw = env.get(ENV_PREFIX + _OLD_NAMES[f.name])
             if raw is not None and raw != "":
                 values[f.name] = _parse(f.name, raw)
         values.update({k: v for k, v in overrides.items() if v is not None})

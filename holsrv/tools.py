@@ -18,10 +18,11 @@ import msgspec
 from holsrv import ancestors, files, looping, script, verdict
 from holsrv.cache import AnswerCache
 from holsrv.errors import BadRequest, FileNotFound, LspError, ServerTimeout, Starting
+from holsrv.files import content_hash
 from holsrv.pool import Lease, Pool
 from holsrv.positions import Text
 from holsrv.rpc import messages as m
-from holsrv.session import Session, content_hash
+from holsrv.session import Session
 from holsrv.settings import Settings
 
 _ANSI = re.compile(r"\x1B\[[0-9;]*m")
@@ -60,7 +61,7 @@ class Tools:
         script_ = files.read(file)  # bad input fails here, before any HOL starts
         async with self.pool.lease(script_.path, client) as lease:
             session = lease.session
-            if await session.wait_started(self.settings.diagnostics_wait_s if wait is None else wait):
+            if await session.wait_started(self.settings.start_wait_s if wait is None else wait):
                 if lease.start != "warm":
                     script_ = files.read(file)  # the start took a while: the newest text wins
                 await session.sync(script_.data, script_.text)
@@ -79,7 +80,7 @@ class Tools:
         Hover, definition and symbols read the compiler's trees, and retry
         must know whether the file is blocked.
         """
-        await session.wait_until(lambda: session.file.phase != "compiling", self.settings.diagnostics_wait_s)
+        await session.wait_until(lambda: session.file.phase != "compiling", self.settings.lookup_wait_s)
 
     # -- diagnostics -----------------------------------------------------------
 
@@ -378,7 +379,7 @@ class Tools:
             session.file.retried(self.clock())
             await session.notify("$/hol/retryCompile", {"textDocument": {"uri": session.uri}})
             # HOL answers a retry with a new block or a compile pass (§9.4).
-            await session.wait_until(lambda: session.file.attempts != attempts, self.settings.diagnostics_wait_s)
+            await session.wait_until(lambda: session.file.attempts != attempts, self.settings.lookup_wait_s)
             if session.file.phase == "blocked":
                 message = f"Still blocked: {_blocked_message(session)}"
             elif session.file.attempts == attempts:

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from holsrv import errors
+from holsrv.files import content_hash
 from holsrv.rpc import messages as m
-from holsrv.session import content_hash
 
 from conftest import GOOD_SCRIPT, wait_until, waiting_call
 
@@ -360,7 +360,7 @@ def test_a_failure_moved_to_its_step_after_a_cached_answer_is_not_served_stale(
 
 def test_lookups_during_a_compile_say_their_answer_may_be_incomplete(daemon_factory, write_script, monkeypatch):
     monkeypatch.setenv("FAKE_HOL_DECL_MS", "3000")
-    daemon = daemon_factory(diagnostics_wait_s=0.3)
+    daemon = daemon_factory(lookup_wait_s=0.3)
     path = write_script(GOOD_SCRIPT)
     hover = daemon.call(m.Hover(str(path), line_of(GOOD_SCRIPT, "gen_tac"), 3))
     assert "still compiling" in hover.note
