@@ -18,6 +18,10 @@ from fh_script import Script
 from fh_wire import stderr
 
 _THEOREM_FAIL = "Exception raised at Tactical.FAIL_TAC: "
+# What the pool says about a tactic in which parse recovery left an empty
+# expression: HOL compiles that as `raise Fail "empty"` (the wording of the
+# detail is the fake's guess, in the shape of PROTOCOL.md §8.9).
+EMPTY_DETAIL = '\nException- Fail "empty" raised\n'
 
 
 @dataclass
@@ -367,12 +371,15 @@ class Compiler:
             r = lines.range(d.name_start, d.name_start + 1, enc)
             return [{"range": r, "severity": 2, "message": "expected identifier"},
                     {"range": r, "severity": 1, "message": "bad declaration"}]
+        # Parse recovery comes first: HOL parses a declaration before compiling it.
+        out = [{"range": lines.range(a, b, enc), "severity": parse_severity(msg), "message": msg}
+               for a, b, msg in d.parse_diags]
         if not d.body:
-            return []
+            return out
         st = fh_goals.plan(script.text, script.masked, d.body, "")
-        return [{"range": lines.range(a, b, enc), "severity": 1,
-                 "message": f"Value or constructor ({w}) has not been declared\n"}
-                for a, b, w in st.uncompilable]
+        return out + [{"range": lines.range(a, b, enc), "severity": 1,
+                       "message": f"Value or constructor ({w}) has not been declared\n"}
+                      for a, b, w in st.uncompilable]
 
     # ------------------------------------------------------------ diagnostics
 
@@ -407,6 +414,9 @@ class Compiler:
             st = fh_goals.plan(script.text, script.masked, d.body or (d.end, d.end), _stmt(script, d))
             if st.uncompilable:
                 continue
+            if d.empty_tactic:
+                # The tactic expression raises as soon as it is evaluated.
+                st.steps.insert(0, ("raise", EMPTY_DETAIL, None))
             e = Entry(d.pool_name, script.lines.pos(d.start, self.s.enc))
             e.job = Job(doc, e, st, self._fail_range(script, d, st))
             doc.pool[e.name] = e
@@ -430,8 +440,8 @@ class Compiler:
             self.s.notify("$/proofStates", {"uri": doc.uri, "states": [e.wire() for e in moved]})
 
     def _fail_range(self, script, d, st):
-        fail = next((s for s in st.steps if s[0] == "fail"), None)
-        if fail is None or not d.body:
+        fail = next((s for s in st.steps if s[0] in ("fail", "raise")), None)
+        if fail is None or fail[0] == "raise" or not d.body:
             return None
         atoms = fh_goals.atoms(script.text, script.masked, d.body[0], d.body[1])
         if fail[2] is None:
@@ -476,6 +486,8 @@ class Compiler:
                 self.s.crash("CRASH_TAC")
             if kind == "fail":
                 return "failed", f"\n{_THEOREM_FAIL}{arg}\n"
+            if kind == "raise":
+                return "failed", arg
         if job.plan.suspends:
             return "suspended", ", ".join(job.plan.suspends)
         if job.plan.diverges:
@@ -550,6 +562,13 @@ class Compiler:
                 self.s.notify("$/proofStates", {"uri": doc.uri, "states": [e.wire() for e in entries]})
             if entries or had:
                 self.publish(doc, doc.version)
+
+
+def parse_severity(message):
+    """PROTOCOL.md §8.1: parse errors the parser recovers from ("unclosed
+    quotation", anything "expected") are warnings; other parse errors are
+    errors."""
+    return 2 if "unclosed quotation" in message or "expected" in message else 1
 
 
 def _pos_key(e):

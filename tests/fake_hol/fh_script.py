@@ -9,6 +9,8 @@ import bisect
 import re
 from dataclasses import dataclass, field
 
+import fh_recover
+
 IDENT_RE = re.compile(r"[A-Za-z][A-Za-z0-9_']*")
 WORD_RE = re.compile(r"[A-Za-z0-9_']+")
 _DECL_KEYWORDS = ("Theorem", "Triviality", "Definition", "Resume", "Datatype",
@@ -129,6 +131,8 @@ class Decl:
     deps: list = field(default_factory=list)   # header: (module, start, end)
     bare: bool = False
     const: str | None = None        # definition: the constant it defines
+    parse_diags: list = field(default_factory=list)   # (start, end, message) from parse recovery
+    empty_tactic: bool = False      # recovery put an empty expression into the tactic
 
     def is_proof(self):
         return self.kind in ("theorem", "resume") and self.pool_name is not None
@@ -196,8 +200,13 @@ def _parse(text, masked, lines):
             d, ln = _parse_block(text, masked, rows, ln, word)
         else:
             d, ln = _parse_sml(text, masked, rows, ln, word)
-        decls.append(d)
+        decls.extend(d if isinstance(d, list) else [d])
     return decls
+
+
+def _line_from(rows, off):
+    """Index of the first line starting at or after `off`."""
+    return bisect.bisect_left(rows, off, key=lambda r: r[1])
 
 
 def _next_decl_line(rows, ln):
@@ -289,7 +298,18 @@ def _parse_theorem(text, masked, rows, ln, word):
     if body_start is not None:
         d.body = (body_start, d.qed if d.qed is not None else last_end)
     d.end = last_end
-    return d, (qed_ln + 1 if qed_ln is not None else stop)
+    nxt = qed_ln + 1 if qed_ln is not None else stop
+    tac = None if body_start is None else \
+        fh_recover.parse_tactic(text, body_start, "QED", "End", after_proof=word != "Resume")
+    if tac is not None:
+        # Where HOL's parser ends this declaration, and what it recovered from.
+        at = tac.stop.start
+        d.qed = at if tac.closed else None
+        d.body = (body_start, at if tac.closed else _last_nonspace_end(masked, body_start, at))
+        d.end = tac.end if tac.end > at else d.body[1]
+        d.parse_diags, d.empty_tactic = tac.diags, tac.empty
+        nxt = _line_from(rows, tac.end)
+    return d, nxt
 
 
 def _parse_block(text, masked, rows, ln, word):
@@ -315,15 +335,29 @@ def _parse_block(text, masked, rows, ln, word):
         if rows[k][2] and not rows[k][2][0].isspace() and w not in ("Termination",) and w in _DECL_KEYWORDS + ("Theory",):
             break
         k += 1
+    extra = []
     if ends:
         d.end = rows[ends[-1]][1] + 3
         nxt_ln = ends[-1] + 1
     else:
         nxt_ln = _next_decl_line(rows, ln)
         d.end = _last_nonspace_end(masked, start, rows[nxt_ln][1] if nxt_ln < len(rows) else len(text))
+        colon = re.match(r"\s*:", masked[start + m.end():]) if m and word == "Definition" else None
+        blk = fh_recover.parse_definition(text, start + m.end() + colon.end() - 1) if colon else None
+        if blk is not None:
+            # No `End` before the next declaration: HOL's quotation runs on.
+            d.end = _last_nonspace_end(masked, start, blk.end)
+            d.parse_diags = blk.diags
+            cont = blk.end
+            if blk.tail:
+                extra.append(Decl("sml", blk.tail[0], blk.tail[1], keyword="tactic"))
+                a, b = blk.stray_qed
+                extra.append(Decl("sml", a, b, keyword="QED", parse_diags=[(a, b, "bad declaration")]))
+                cont = b
+            nxt_ln = _line_from(rows, cont)
     cm = re.search(r"[A-Za-z][A-Za-z0-9_']*", masked[start + len(body):d.end])
     d.const = cm.group(0) if cm else None
-    return d, nxt_ln
+    return ([d] + extra if extra else d), nxt_ln
 
 
 def _parse_sml(text, masked, rows, ln, word):

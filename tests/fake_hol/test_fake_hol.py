@@ -702,12 +702,165 @@ def test_pidfile_log_and_startup_delay(client_factory, tmp_path):
     assert records[1]["t"] >= 0.2
 
 
+# ---------------------------------------------------------------- parse recovery
+# Messages, ranges and declaration boundaries below are those of HOL's own
+# parser (tools/parsing/HOLSourceParser.sml at the recorded server's commit);
+# severity 2 for every "expected …"/"unclosed quotation" (PROTOCOL.md §8.1).
+
+VERDICTS = ("proved", "failed", "suspended", "diverged")
+
+
+def recovered(c, uri, text, proofs):
+    """Open `text`; returns (diagnostics published by the end of the
+    compile, the census, {name: (status, detail)} once `proofs` verdicts
+    are in, and every message seen)."""
+    c.open(uri, text)
+    msgs = c.until_method("$/compileCompleted")
+    diags = [m for m in msgs if m.get("method") == "textDocument/publishDiagnostics"][-1]["params"]["diagnostics"]
+    declared = msgs[-1]["params"]["declared"]
+
+    def verdicts():
+        return {s["name"]: (s["status"], s.get("detail")) for m in msgs if m.get("method") == "$/proofStates"
+                for s in m["params"]["states"] if s["status"] in VERDICTS}
+    while len(verdicts()) < proofs:
+        msgs += c.until_method("$/proofStates")
+    msgs += settle(c, 0.2)
+    return diags, declared, verdicts(), msgs
+
+
+def warning(start, end, message):
+    return {"range": {"start": pos(*start), "end": pos(*end)}, "severity": 2, "message": message}
+
+
+def test_tactic_list_missing_its_bracket_warns_at_qed_and_still_proves(hol, tmp_path):
+    text = with_theorem("rw[listTheory.LENGTH_REVERSE", name="rev_len",
+                        stmt="!l:num list. LENGTH (REVERSE l) = LENGTH l")
+    diags, declared, verdicts, _ = recovered(hol, uri_in(tmp_path), text, 2)
+    assert diags == [warning((13, 0), (13, 3), "expected close delimiter")]
+    assert declared == ["demo", "add0", "rev_len"]
+    assert verdicts == {"add0": ("proved", None), "rev_len": ("proved", None)}
+
+
+def test_missing_paren_warns_with_an_empty_range_at_qed(hol, tmp_path):
+    text = with_theorem("(gen_tac >> simp[]", name="zero_add", stmt="!n:num. 0 + n = n")
+    diags, _, verdicts, _ = recovered(hol, uri_in(tmp_path), text, 2)
+    assert diags == [warning((13, 0), (13, 0), "expected closing parenthesis")]
+    assert verdicts == {"add0": ("proved", None), "zero_add": ("proved", None)}
+
+
+def test_missing_qed_warns_on_the_next_token(client_factory, tmp_path):
+    hol = client_factory()
+    hol.initialize()
+    text = DEMO.replace("QED\n", "") + "\nTheorem two:\n  T\nProof\n  simp[]\nQED\n"
+    diags, declared, verdicts, _ = recovered(hol, uri_in(tmp_path), text, 2)
+    assert diags == [warning((8, 0), (8, 7), "expected 'QED'")]        # the `Theorem` of `two`
+    assert declared == ["demo", "add0", "two"]
+    assert verdicts == {"add0": ("proved", None), "two": ("proved", None)}
+    # At the end of the text the "next token" is the end itself.
+    last = client_factory()
+    last.initialize()
+    diags, _, verdicts, _ = recovered(last, uri_in(tmp_path), DEMO.replace("QED\n", ""), 1)
+    assert diags == [warning((7, 0), (7, 0), "expected 'QED'")]
+    assert verdicts == {"add0": ("proved", None)}
+
+
+DEF_THEN_THEOREM = """\
+Theory defs
+Ancestors arithmetic
+
+Definition double_def:
+  double (n:num) = n + n
+
+Theorem double_zero:
+  double 0 = 0
+Proof
+  simp[double_def]
+QED
+
+Theorem later:
+  T
+Proof
+  simp[]
+QED
+"""
+
+
+def test_definition_missing_end_runs_into_the_next_proof(hol, tmp_path):
+    diags, declared, verdicts, msgs = recovered(hol, uri_in(tmp_path, "defsScript.sml"), DEF_THEN_THEOREM, 1)
+    # The definition's quotation runs from its colon to the next column-0
+    # `Proof`; the QED left behind is a bad declaration (an error).
+    assert diags == [warning((3, 22), (8, 0), "expected [End, Termination]"),
+                     {"range": {"start": pos(10, 0), "end": pos(10, 3)}, "severity": 1,
+                      "message": "bad declaration"}]
+    assert declared == ["defs", "double_def", "later"]
+    assert verdicts == {"later": ("proved", None)}
+    assert all("double_zero" not in [n for n, _ in b] for b in proof_states(msgs))
+
+
+def test_definition_missing_end_at_the_end_is_an_unclosed_quotation(hol, tmp_path):
+    text = ("Theory defs\nAncestors arithmetic\n\nTheorem t:\n  T\nProof\n  simp[]\nQED\n\n"
+            "Definition double_def:\n  double (n:num) = n + n\n")
+    diags, declared, verdicts, _ = recovered(hol, uri_in(tmp_path, "defsScript.sml"), text, 1)
+    assert diags == [warning((9, 22), (11, 0), "unclosed quotation")]
+    assert declared == ["defs", "t", "double_def"]
+    assert verdicts == {"t": ("proved", None)}
+
+
+def test_termination_without_end_warns_on_the_next_token(hol, tmp_path):
+    text = ("Theory defs\nAncestors arithmetic\n\nDefinition sum_to_def:\n"
+            "  sum_to (n:num) = if n = 0 then 0 else n + sum_to (n - 1)\nTermination\n"
+            "  WF_REL_TAC `measure I` >> simp[]\n\nTheorem sum_to_zero:\n  sum_to 0 = 0\nProof\n"
+            "  simp[Once sum_to_def]\nQED\n")
+    diags, declared, verdicts, _ = recovered(hol, uri_in(tmp_path, "defsScript.sml"), text, 1)
+    assert diags == [warning((8, 0), (8, 7), "expected 'End'")]
+    assert declared == ["defs", "sum_to_def", "sum_to_zero"]
+    assert verdicts == {"sum_to_zero": ("proved", None)}
+
+
+def test_unclosed_term_quotation_swallows_the_rest_of_the_text(hol, tmp_path):
+    text = with_theorem("qexists_tac ‘1 >> simp[]", name="ex", stmt="?x. x = 1")
+    diags, declared, verdicts, _ = recovered(hol, uri_in(tmp_path), text, 2)
+    # The quotation (from ‘ at byte column 14) takes the QED with it.
+    assert diags == [warning((12, 14), (14, 0), "unclosed quotation"),
+                     warning((14, 0), (14, 0), "expected 'QED'")]
+    assert declared == ["demo", "add0", "ex"]
+    # Still checked; that it is `proved` is the fake's guess (see README).
+    assert verdicts == {"add0": ("proved", None), "ex": ("proved", None)}
+
+
+def test_unclosed_term_quotation_ends_at_the_next_proof_keyword(hol, tmp_path):
+    text = (with_theorem("qexists_tac ‘1 >> simp[]", name="ex", stmt="?x. x = 1")
+            + "\nTheorem later:\n  T\nProof\n  simp[]\nQED\n")
+    diags, declared, verdicts, _ = recovered(hol, uri_in(tmp_path), text, 2)
+    # `later`'s header is inside the quotation; its tactic and QED finish `ex`.
+    assert diags == [warning((12, 14), (17, 0), "expected [’]")]
+    assert declared == ["demo", "add0", "ex"]
+    assert verdicts == {"add0": ("proved", None), "ex": ("proved", None)}
+
+
+def test_missing_expression_warns_and_the_proof_fails(hol, tmp_path):
+    diags, _, verdicts, msgs = recovered(hol, uri_in(tmp_path), with_theorem("simp[] >>", name="dangling", stmt="T"), 2)
+    parse = warning((13, 0), (13, 3), "expected identifier")
+    assert diags == [parse]
+    # HOL puts `raise Fail "empty"` where the expression is missing.
+    assert verdicts == {"add0": ("proved", None), "dangling": ("failed", '\nException- Fail "empty" raised\n')}
+    last = [m for m in msgs if m.get("method") == "textDocument/publishDiagnostics"][-1]["params"]["diagnostics"]
+    assert last == [parse, {"range": {"start": pos(9, 8), "end": pos(9, 16)}, "severity": 1,
+                            "message": 'proof failed: Exception- Fail "empty" raised'}]
+
+
 # ---------------------------------------------------------------- recorded sessions
 
 TRANSCRIPTS = tr.find_transcripts()
+# Recordings whose final diagnostics the fake reproduces exactly (range,
+# severity, message).  Not utf16-negotiation: its malformed theorem name sets
+# off a cascade of SML compiler errors in the real server that the fake
+# reduces to two diagnostics.
+EXACT_DIAGNOSTICS = {"checkproofs-utf8-session", "blocked-then-retry", "parse-recovery"}
 
 
-@pytest.mark.parametrize("name", ["checkproofs-utf8-session", "utf16-negotiation", "blocked-then-retry"])
+@pytest.mark.parametrize("name", ["checkproofs-utf8-session", "utf16-negotiation", "blocked-then-retry",
+                                  "parse-recovery"])
 def test_recorded_session_has_the_same_shape_against_the_fake(name, tmp_path):
     path = os.path.join(TRANSCRIPTS, name + ".jsonl")
     if not os.path.exists(path):
@@ -721,3 +874,5 @@ def test_recorded_session_has_the_same_shape_against_the_fake(name, tmp_path):
     assert got_seq == exp_seq
     assert got_verdicts == exp_verdicts
     assert tr.exact_parts(records, received, str(tmp_path)) == tr.exact_parts(records, expected, str(tmp_path))
+    if name in EXACT_DIAGNOSTICS:
+        assert tr.final_diagnostics(received) == tr.final_diagnostics(expected)

@@ -124,6 +124,13 @@ def reduce(msgs):
     return seq, sorted(verdicts, key=repr)
 
 
+def final_diagnostics(msgs):
+    """The last publishDiagnostics (its whole params: uri, version and the
+    complete set), or None."""
+    last = [m for m in msgs if m.get("method") == "textDocument/publishDiagnostics"]
+    return last[-1]["params"] if last else None
+
+
 _EXACT_METHODS = ("$/compileCompleted", "$/compileBlocked", "window/showMessage")
 _EXACT_REQUESTS = ("textDocument/documentSymbol", "textDocument/references", "$/eval")
 
