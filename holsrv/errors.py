@@ -72,6 +72,12 @@ class ProtocolMismatch(HolsrvError):
     code = "protocol_mismatch"
 
 
+class AlreadyRunning(HolsrvError):
+    """Another daemon already answers on this socket."""
+
+    code = "already_running"
+
+
 class DaemonUnreachable(HolsrvError):
     code = "daemon_unreachable"
 
@@ -81,9 +87,17 @@ class FrameError(HolsrvError):
 
 
 class LspError(HolsrvError):
-    """The HOL server answered a request with a JSON-RPC error."""
+    """The HOL server answered a request with a JSON-RPC error, or a reply of the wrong shape.
+
+    `rpc_code` is the JSON-RPC error code (PROTOCOL.md §3), None when HOL sent
+    none.  It is not on the wire: a client sees only `code` and the message.
+    """
 
     code = "hol_error"
+
+    def __init__(self, message: str, *, detail: str = "", rpc_code: int | None = None) -> None:
+        super().__init__(message, detail=detail)
+        self.rpc_code = rpc_code
 
 
 def error_for_code(code: str, message: str, detail: str = "") -> HolsrvError:
@@ -95,8 +109,8 @@ def error_for_code(code: str, message: str, detail: str = "") -> HolsrvError:
     return err
 
 
-def _all_subclasses(cls: type) -> list[type]:
-    found = []
+def _all_subclasses(cls: type[HolsrvError]) -> list[type[HolsrvError]]:
+    found: list[type[HolsrvError]] = []
     for sub in cls.__subclasses__():
         found.append(sub)
         found.extend(_all_subclasses(sub))

@@ -64,12 +64,17 @@ class LspClient:
                 except Exception:
                     log.exception("notification handler failed on %s", message["method"])
             return
-        future = self._pending.pop(message.get("id"), None)
+        request_id = message.get("id")
+        future = self._pending.pop(request_id, None) if isinstance(request_id, int) else None
         if future is None or future.done():
-            return  # the answer to a request we gave up on
+            return  # the answer to a request we gave up on (or to none of ours)
         if "error" in message:
             err = message["error"] or {}
-            future.set_exception(LspError(str(err.get("message", "")), detail=str(err.get("code", ""))))
+            code = err.get("code")
+            # The code in its own field: HOL's quirks are told apart by it (-32600
+            # for an unknown method, PROTOCOL.md §3), not by sniffing the message.
+            rpc_code = code if isinstance(code, int) and not isinstance(code, bool) else None
+            future.set_exception(LspError(str(err.get("message", "")), rpc_code=rpc_code))
         else:
             future.set_result(message.get("result"))
 
