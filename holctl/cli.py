@@ -18,8 +18,6 @@ from holsrv import __version__
 from holsrv.errors import DaemonUnreachable, HolsrvError
 from holsrv.rpc import client, messages
 
-reply_timeout = client.reply_timeout
-
 EXIT_CODES = """\b
 Exit codes:
   0  answered (a failed proof is an answer, not an error)
@@ -84,11 +82,14 @@ class Target:
         self.socket = socket
         self.autostart = autostart
 
-    def ask(self, request, timeout: float, as_json: bool) -> None:
-        """Send `request`, print its reply; a daemon error becomes a CallFailed."""
+    def ask(self, request: messages.Request, as_json: bool) -> None:
+        """Send `request`, print its reply; a daemon error becomes a CallFailed.
+
+        The reply timeout comes from the daemon's limits (`Client.reply_timeout`).
+        """
         try:
             with client.connect(self.socket, name="holctl", autostart=self.autostart) as conn:
-                reply = conn.call(request, timeout)
+                reply = conn.call(request)
         except HolsrvError as err:
             if as_json:  # scripts reading stdout get the error in the same shape
                 error = messages.ErrorReply(err.code, str(err), err.detail)
@@ -151,8 +152,8 @@ def cli(ctx: click.Context, socket: Path | None, no_start: bool) -> None:
 
 
 def _with_wait(request_type, wait: float | None, **fields):
-    request = request_type(**fields) if wait is None else request_type(wait=wait, **fields)
-    return request, reply_timeout(request.wait)
+    """The request, with `wait` only if given: the daemon's default otherwise."""
+    return request_type(**fields) if wait is None else request_type(wait=wait, **fields)
 
 
 @cli.command("diagnostics", epilog=EXIT_CODES)
@@ -162,8 +163,7 @@ def _with_wait(request_type, wait: float | None, **fields):
 @click.pass_obj
 def diagnostics(target: Target, file: str, wait: float | None, as_json: bool) -> None:
     """Compile FILE, check every proof, and print the verdict and problems."""
-    request, timeout = _with_wait(messages.Diagnostics, wait, file=absolute(file))
-    target.ask(request, timeout, as_json)
+    target.ask(_with_wait(messages.Diagnostics, wait, file=absolute(file)), as_json)
 
 
 @cli.command("goalState", epilog=EXIT_CODES)
@@ -174,11 +174,13 @@ def diagnostics(target: Target, file: str, wait: float | None, as_json: bool) ->
 @click.pass_obj
 def goal_state(target: Target, file: str, line: int, col: int, wait: float | None, as_json: bool) -> None:
     """Print the goals at LINE:COL inside a Proof…QED block of FILE."""
-    request, timeout = _with_wait(messages.GoalState, wait, file=absolute(file), line=line, col=col)
-    target.ask(request, timeout, as_json)
+    target.ask(_with_wait(messages.GoalState, wait, file=absolute(file), line=line, col=col), as_json)
 
 
-def _position_command(name: str, request_type, summary: str) -> None:
+PositionLookup = type[messages.Hover | messages.Definition | messages.References | messages.Completion]
+
+
+def _position_command(name: str, request_type: PositionLookup, summary: str) -> None:
     """Register a command that takes FILE LINE COL and nothing else."""
 
     @file_argument
@@ -186,7 +188,7 @@ def _position_command(name: str, request_type, summary: str) -> None:
     @json_option
     @click.pass_obj
     def command(target: Target, file: str, line: int, col: int, as_json: bool) -> None:
-        target.ask(request_type(file=absolute(file), line=line, col=col), reply_timeout(), as_json)
+        target.ask(request_type(file=absolute(file), line=line, col=col), as_json)
 
     command.__doc__ = summary
     cli.command(name, epilog=EXIT_CODES)(command)
@@ -204,7 +206,7 @@ _position_command("completion", messages.Completion, "Print completions for the 
 @click.pass_obj
 def document_symbol(target: Target, file: str, as_json: bool) -> None:
     """Print an outline of FILE: its theorems, definitions and values."""
-    target.ask(messages.DocumentSymbol(file=absolute(file)), reply_timeout(), as_json)
+    target.ask(messages.DocumentSymbol(file=absolute(file)), as_json)
 
 
 @cli.command("workspaceSymbol", epilog=EXIT_CODES)
@@ -214,7 +216,7 @@ def document_symbol(target: Target, file: str, as_json: bool) -> None:
 @click.pass_obj
 def workspace_symbol(target: Target, file: str, query: str, as_json: bool) -> None:
     """Search the theorems and constants FILE can see for names matching QUERY."""
-    target.ask(messages.WorkspaceSymbol(file=absolute(file), query=query), reply_timeout(), as_json)
+    target.ask(messages.WorkspaceSymbol(file=absolute(file), query=query), as_json)
 
 
 @cli.command("eval", epilog=EXIT_CODES)
@@ -232,9 +234,9 @@ def eval_(target: Target, file: str, code: str, timeout: float | None, as_json: 
     """Evaluate SML CODE in FILE's HOL session (CODE `-` reads standard input)."""
     if code == "-":
         code = sys.stdin.read()
-    fields = dict(file=absolute(file), code=code)
-    request = messages.Eval(**fields) if timeout is None else messages.Eval(timeout=timeout, **fields)
-    target.ask(request, reply_timeout(request.timeout), as_json)
+    path = absolute(file)
+    request = messages.Eval(path, code) if timeout is None else messages.Eval(path, code, timeout)
+    target.ask(request, as_json)
 
 
 @cli.command("retryCompile", epilog=EXIT_CODES)
@@ -243,7 +245,7 @@ def eval_(target: Target, file: str, code: str, timeout: float | None, as_json: 
 @click.pass_obj
 def retry_compile(target: Target, file: str, as_json: bool) -> None:
     """Compile FILE again after its blocked dependencies were fixed."""
-    target.ask(messages.RetryCompile(file=absolute(file)), reply_timeout(), as_json)
+    target.ask(messages.RetryCompile(file=absolute(file)), as_json)
 
 
 @cli.command("restart", epilog=EXIT_CODES)
@@ -258,7 +260,7 @@ def retry_compile(target: Target, file: str, as_json: bool) -> None:
 @click.pass_obj
 def restart(target: Target, file: str, max_heap_mb: int | None, as_json: bool) -> None:
     """Stop FILE's HOL server and start a fresh one."""
-    target.ask(messages.Restart(file=absolute(file), max_heap_mb=max_heap_mb), reply_timeout(), as_json)
+    target.ask(messages.Restart(file=absolute(file), max_heap_mb=max_heap_mb), as_json)
 
 
 @cli.command("status", epilog=EXIT_CODES)
@@ -266,7 +268,7 @@ def restart(target: Target, file: str, max_heap_mb: int | None, as_json: bool) -
 @click.pass_obj
 def status(target: Target, as_json: bool) -> None:
     """Print the daemon and every HOL server it runs."""
-    target.ask(messages.Status(), reply_timeout(), as_json)
+    target.ask(messages.Status(), as_json)
 
 
 @cli.command("shutdown", epilog=EXIT_CODES)
@@ -275,7 +277,7 @@ def status(target: Target, as_json: bool) -> None:
 def shutdown(target: Target, as_json: bool) -> None:
     """Stop every HOL server and the daemon. Never starts a daemon."""
     # Starting a daemon only to stop it would be silly.
-    Target(target.socket, autostart=False).ask(messages.Shutdown(), reply_timeout(), as_json)
+    Target(target.socket, autostart=False).ask(messages.Shutdown(), as_json)
 
 
 def main() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import assert_never
 
 from holsrv.rpc.messages import (
+    MAX_COMPLETIONS,
     CompletionResult,
     DefinitionResult,
     DiagnosticsResult,
@@ -26,6 +27,7 @@ from holsrv.rpc.messages import (
     ReferencesResult,
     Reply,
     RestartResult,
+    Result,
     RetryCompileResult,
     ServerNote,
     SessionStatus,
@@ -35,8 +37,8 @@ from holsrv.rpc.messages import (
     Welcome,
     WorkspaceSymbolResult,
 )
+from holsrv.rpc.words import duration
 
-MAX_COMPLETIONS = 50
 SEPARATOR = "-" * 36
 _TALLY_BUCKETS = ("proved", "failed", "cheated", "parse_error", "checking", "suspended", "diverged", "unchecked")
 _BUCKET_WORDS = {"parse_error": "with a parse error"}
@@ -44,6 +46,18 @@ _BUCKET_WORDS = {"parse_error": "with a parse error"}
 
 def render(reply: Reply) -> str:
     """The text a user or a model reads for `reply`."""
+    match reply:
+        case Welcome():
+            lines = [f"holsrv {reply.daemon_version} (protocol {reply.protocol}, pid {reply.pid})"]
+        case ErrorReply():
+            lines = [f"{reply.code}: {reply.message}", *_indented(reply.detail)]
+        case _:
+            lines = _result_lines(reply)
+    return "\n".join(lines)
+
+
+def _result_lines(reply: Result) -> list[str]:
+    """Every answer to a request; exhaustive over `Result`, so a new one nobody renders is a type error."""
     match reply:
         case DiagnosticsResult():
             lines = _diagnostics(reply)
@@ -72,13 +86,9 @@ def render(reply: Reply) -> str:
             lines = [reply.message]
         case StatusResult():
             lines = _status(reply)
-        case Welcome():
-            lines = [f"holsrv {reply.daemon_version} (protocol {reply.protocol}, pid {reply.pid})"]
-        case ErrorReply():
-            lines = [f"{reply.code}: {reply.message}", *_indented(reply.detail)]
         case _:
             assert_never(reply)
-    return "\n".join(lines)
+    return lines
 
 
 # -- diagnostics ------------------------------------------------------------
@@ -223,7 +233,7 @@ _GONE = ("stopping", "stopped", "dead")
 
 def _status(reply: StatusResult) -> list[str]:
     lines = [
-        f"holsrv {reply.daemon_version}  pid {reply.pid}  up {_duration(reply.uptime_s)}  "
+        f"holsrv {reply.daemon_version}  pid {reply.pid}  up {duration(reply.uptime_s)}  "
         f"protocol {reply.protocol}",
         f"socket: {reply.socket}",
         f"servers: {sum(s.state not in _GONE for s in reply.sessions)} running of {reply.max_servers}  "
@@ -243,8 +253,8 @@ def _session_row(s: SessionStatus) -> tuple[str, ...]:
         s.file,
         str(s.pid) if s.pid is not None else "-",
         state,
-        _duration(s.uptime_s),
-        _duration(s.idle_s),
+        duration(s.uptime_s),
+        duration(s.idle_s),
         f"{s.footprint_mb:.0f}" if s.footprint_mb is not None else "-",
         str(s.max_heap_mb) if s.max_heap_mb else "none",
         _short_tally(s.tally) if s.state not in _GONE else "-",
@@ -307,12 +317,3 @@ def _range(r: Range) -> str:
 
 def _indented(text: str, prefix: str = "    ") -> list[str]:
     return [prefix + line for line in text.splitlines()]
-
-
-def _duration(seconds: float) -> str:
-    s = int(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"

@@ -104,8 +104,7 @@ class Tools:
         PROBABLY LOOPING warning: edit that proof; restart would not help);
         for BLOCKED, fix the dependency, then retryCompile.
         """
-        request = messages.Diagnostics(file=self._path(file), wait=wait)
-        return await self._ask(request, wait)
+        return await self._ask(messages.Diagnostics(file=self._path(file), wait=wait))
 
     async def goalState(
         self,
@@ -132,8 +131,7 @@ class Tools:
         is still compiling the answer is marked provisional or compiling: call
         again. "no goals" means the proof is finished at that point.
         """
-        request = messages.GoalState(file=self._path(file), line=line, col=col, wait=wait)
-        return await self._ask(request, wait)
+        return await self._ask(messages.GoalState(file=self._path(file), line=line, col=col, wait=wait))
 
     async def hover(self, file: File, line: Line, col: Col) -> CallToolResult:
         """Show what HOL knows about the name at a position: a term's type, a
@@ -225,8 +223,7 @@ class Tools:
         times out it is cancelled and the answer says so; use restart if the
         server stays stuck.
         """
-        request = messages.Eval(file=self._path(file), code=code, timeout=timeout)
-        return await self._ask(request, timeout)
+        return await self._ask(messages.Eval(file=self._path(file), code=code, timeout=timeout))
 
     async def retryCompile(self, file: File) -> CallToolResult:
         """Compile a script again after fixing a theory it depends on (a
@@ -270,20 +267,20 @@ class Tools:
         """
         return await self._ask(messages.Status())
 
-    async def _ask(self, request: messages.Request, own_wait: float = 0.0) -> CallToolResult:
+    async def _ask(self, request: messages.Request) -> CallToolResult:
         # The client helper blocks; abandoning its thread on cancel lets a
-        # cancelled tool call return at once while the socket timeout bounds it.
-        call = partial(self._call, request, client.reply_timeout(own_wait))
-        reply = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+        # cancelled tool call return at once while the socket timeout (sized
+        # from the daemon's limits) bounds it.
+        reply = await anyio.to_thread.run_sync(partial(self._call, request), abandon_on_cancel=True)
         return CallToolResult(
             content=[TextContent(type="text", text=render(reply))],
             structured_content=msgspec.to_builtins(reply),
         )
 
-    def _call(self, request: messages.Request, timeout: float) -> messages.Reply:
+    def _call(self, request: messages.Request) -> messages.Result:
         try:
             with client.connect(self._socket, name="holmcp", autostart=self._autostart) as conn:
-                return conn.call(request, timeout)
+                return conn.call(request)
         except HolsrvError as err:
             raise ToolError("\n".join(filter(None, [f"{err.code}: {err}", err.detail]))) from None
         except OSError as err:

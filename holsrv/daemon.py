@@ -17,22 +17,19 @@ import socket
 import time
 from typing import assert_never
 
-from holsrv import __version__, verdict
+from holsrv import __version__
+from holsrv.answers import control, diagnostics, goals, lookups
+from holsrv.answers.common import Context
 from holsrv.cache import AnswerCache
-from holsrv.errors import FrameError, HolsrvError, ProtocolMismatch
+from holsrv.errors import AlreadyRunning, FrameError, HolsrvError, ProtocolMismatch
 from holsrv.pool import Pool
 from holsrv.rpc import framing, paths
 from holsrv.rpc import messages as m
 from holsrv.settings import Settings
-from holsrv.tools import Tools
 
 log = logging.getLogger(__name__)
 
 MAX_CONNECTIONS = 256
-
-
-class AlreadyRunning(HolsrvError):
-    code = "already_running"
 
 
 class Daemon:
@@ -40,7 +37,7 @@ class Daemon:
         self.settings = settings
         self.pool = Pool(settings)
         self.cache = AnswerCache(settings.cache_entries)
-        self.tools = Tools(self.pool, self.cache, settings)
+        self.answers = Context(self.pool, self.cache, settings)
         self.started = time.monotonic()
         self.stopping = asyncio.Event()
         self._server: asyncio.AbstractServer | None = None
@@ -137,7 +134,12 @@ class Daemon:
             log.warning("rejected %s: %s", hello.client, message)
             await _send(writer, m.ErrorReply(ProtocolMismatch.code, message))
             return None
-        await _send(writer, m.Welcome(m.PROTOCOL_VERSION, __version__, os.getpid()))
+        await _send(writer, m.Welcome(
+            m.PROTOCOL_VERSION, __version__, os.getpid(),
+            request_timeout_s=self.settings.request_timeout_s,
+            lookup_wait_s=self.settings.lookup_wait_s,
+            start_wait_s=self.settings.start_wait_s,
+        ))
         return hello.client
 
     async def _requests(self, reader, writer, client: str) -> None:
@@ -162,30 +164,30 @@ class Daemon:
             return m.ErrorReply("internal", f"internal error in the daemon: {err!r}; see the daemon log")
 
     async def dispatch(self, request: m.Request, client: str) -> m.Reply:
-        t = self.tools
+        ctx = self.answers
         match request:
             case m.Diagnostics():
-                return await t.diagnostics(request, client)
+                return await diagnostics.answer(ctx, request, client)
             case m.GoalState():
-                return await t.goal_state(request, client)
+                return await goals.goal_state(ctx, request, client)
             case m.Hover():
-                return await t.hover(request, client)
+                return await lookups.hover(ctx, request, client)
             case m.Definition():
-                return await t.definition(request, client)
+                return await lookups.definition(ctx, request, client)
             case m.References():
-                return await t.references(request, client)
+                return await lookups.references(ctx, request, client)
             case m.Completion():
-                return await t.completion(request, client)
+                return await lookups.completion(ctx, request, client)
             case m.DocumentSymbol():
-                return await t.document_symbol(request, client)
+                return await lookups.document_symbol(ctx, request, client)
             case m.WorkspaceSymbol():
-                return await t.workspace_symbol(request, client)
+                return await lookups.workspace_symbol(ctx, request, client)
             case m.Eval():
-                return await t.eval(request, client)
+                return await control.eval(ctx, request, client)
             case m.RetryCompile():
-                return await t.retry_compile(request, client)
+                return await control.retry_compile(ctx, request, client)
             case m.Restart():
-                return await t.restart(request, client)
+                return await control.restart(ctx, request, client)
             case m.Status():
                 return self.status()
             case m.Shutdown():
@@ -203,30 +205,9 @@ class Daemon:
             uptime_s=round(time.monotonic() - self.started, 1),
             socket=str(self.settings.socket),
             max_servers=self.settings.max_servers,
-            sessions=[self._session_status(s, now) for s in self.pool.sessions.values()],
+            sessions=[s.snapshot(now, self.pool.restarts(s.path)) for s in self.pool.sessions.values()],
             cache_hits=self.cache.hits,
             cache_misses=self.cache.misses,
-        )
-
-    def _session_status(self, s, now: float) -> m.SessionStatus:
-        footprint = s.footprint if s.footprint is not None else s.footprint_mb()
-        return m.SessionStatus(
-            file=str(s.path),
-            pid=s.pid,
-            state=s.state,
-            uptime_s=round(now - s.started_at, 1),
-            idle_s=round(now - s.last_used, 1),
-            footprint_mb=round(footprint, 1) if footprint is not None else None,
-            max_heap_mb=s.max_heap_mb,
-            tally=verdict.tally_of(
-                verdict.answer_status(e.status) for e in verdict.visible_proofs(s.file, s.file.text)
-            ),
-            waiting_calls=s.waiting,
-            clients=sorted(s.clients),
-            restarts=self.pool.restarts(s.path),
-            hol_version=str(s.lsp.server_info.get("version", "")) if s.lsp else "",
-            last_verdict=s.last_verdict,
-            large=footprint is not None and footprint > self.settings.soft_footprint_mb,
         )
 
 

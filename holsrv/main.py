@@ -12,7 +12,8 @@ import click
 import uvloop
 
 from holsrv import __version__
-from holsrv.daemon import AlreadyRunning, Daemon
+from holsrv.daemon import Daemon
+from holsrv.errors import AlreadyRunning
 from holsrv.settings import Settings
 
 

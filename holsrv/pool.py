@@ -102,7 +102,7 @@ class Pool:
             self.sessions.pop(path, None)
             start = "restarted"
             note = self._restart_note(session)
-            tail = session.tail(10) if session.state == "dead" else ""
+            tail = session.tail(10) if session.dead else ""
         hol = self.settings.hol_command()  # no HOL: fail before stopping anyone for room
         async with self._room_lock:
             await self._make_room()
@@ -132,7 +132,7 @@ class Pool:
             log.info("not opening %s in its new server: %s", session.path, err)
 
     def _restart_note(self, old: Session) -> str:
-        if old.state == "dead":
+        if old.dead:
             return f"started a new HOL server: the previous one died ({old.exit_reason})"
         return f"started a new HOL server: the previous one was stopped ({old.stop_reason or 'by the daemon'})"
 
@@ -160,7 +160,7 @@ class Pool:
     def _exited(self, session: Session) -> None:
         """Called the moment a server process exits, for whatever reason."""
         self._write_record()
-        if session.state != "dead":
+        if not session.dead:
             return
         history = self._history.setdefault(session.path, _History())
         history.last_exit, history.last_tail = session.exit_reason, session.tail()
@@ -288,9 +288,9 @@ class Pool:
         """Record live servers' pids with their start times, for the next daemon."""
         entries = []
         for session in self.sessions.values():
-            if session.pid is not None and session.state not in ("dead", "stopped"):
-                with contextlib.suppress(psutil.Error):
-                    entries.append({"pid": session.pid, "create_time": psutil.Process(session.pid).create_time()})
+            created = session.proc.create_time()
+            if created is not None:
+                entries.append({"pid": session.pid, "create_time": created})
         tmp = self._record.with_suffix(".tmp")
         with contextlib.suppress(OSError):
             tmp.write_text(json.dumps(entries))

@@ -8,9 +8,11 @@ the HOL server does.
 
 from __future__ import annotations
 
+import bisect
 import re
 
 from holsrv.errors import PositionOutOfRange
+from holsrv.rpc import messages as m
 
 _IDENT = re.compile(r"[A-Za-z0-9_']+")
 
@@ -42,6 +44,12 @@ class Text:
         chars = self.lines[line - 1] if 1 <= line <= len(self.lines) else ""
         return next((w.group() for w in _IDENT.finditer(chars) if w.start() <= col - 1 <= w.end()), "")
 
+    def lsp_range(self, rng: dict, encoding: str) -> m.Range:
+        """An LSP Range dict → a 1-based wire Range (clamped like `from_lsp`)."""
+        line, col = self.from_lsp(rng.get("start", {}), encoding)
+        end_line, end_col = self.from_lsp(rng.get("end", rng.get("start", {})), encoding)
+        return m.Range(line, col, end_line, end_col)
+
     def from_lsp(self, pos: dict, encoding: str) -> tuple[int, int]:
         """An LSP Position dict → 1-based (line, col); clamps what lies past the end."""
         line0 = max(0, int(pos.get("line", 0)))
@@ -66,3 +74,25 @@ def chars_for_units(line: str, count: int, encoding: str) -> int:
             return index
         used += units(ch, encoding)
     return len(line)
+
+
+class LineIndex:
+    """Offsets (in characters) to 1-based lines and columns, in O(log n) each."""
+
+    def __init__(self, text: str) -> None:
+        self._starts = [0] + [i + 1 for i, ch in enumerate(text) if ch == "\n"]
+
+    def line(self, offset: int) -> int:
+        return bisect.bisect_right(self._starts, offset)
+
+    def start(self, line: int) -> int:
+        """The offset where 1-based `line` starts."""
+        return self._starts[line - 1]
+
+    def line_col(self, offset: int) -> tuple[int, int]:
+        line = self.line(offset)
+        return line, offset - self._starts[line - 1] + 1
+
+    def offset(self, line: int, col: int) -> int:
+        """The offset of 1-based (line, col), the position assumed valid."""
+        return self._starts[line - 1] + col - 1

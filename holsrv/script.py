@@ -13,6 +13,8 @@ import bisect
 import re
 from dataclasses import dataclass
 
+from holsrv.positions import LineIndex
+
 # `cheat` is CHEAT_TAC; mk_thm makes a theorem without proof.  HOL's pool
 # reports proofs using any of them as proved.
 _WORD = re.compile(r"(?<![A-Za-z0-9_'.])(?:cheat|CHEAT_TAC|mk_thm)(?![A-Za-z0-9_'])")
@@ -191,19 +193,7 @@ def _term_regions(code: str) -> list[tuple[int, int]]:
 
 def line_col(text: str, offset: int) -> tuple[int, int]:
     """1-based line and column (in characters) of a character offset."""
-    line = text.count("\n", 0, offset) + 1
-    col = offset - (text.rfind("\n", 0, offset) + 1) + 1
-    return line, col
-
-
-class LineIndex:
-    """1-based line numbers of character offsets, in O(log n) each."""
-
-    def __init__(self, text: str) -> None:
-        self._starts = [0] + [i + 1 for i, ch in enumerate(text) if ch == "\n"]
-
-    def line(self, offset: int) -> int:
-        return bisect.bisect_right(self._starts, offset)
+    return LineIndex(text).line_col(offset)
 
 
 def edit_span(old: str, new: str) -> tuple[int, int, int]:

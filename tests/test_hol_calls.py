@@ -17,7 +17,7 @@ import pytest
 from fake_hol.lsp_client import FAST_ENV
 
 from holsrv.errors import LspError
-from holsrv.lsp import hol
+from holsrv.lsp import hol, replies
 from holsrv.lsp.client import LspClient
 
 from conftest import FAKE_HOL
@@ -70,11 +70,11 @@ QED
 """
 
 
-def at(text: str, needle: str, skip: int = 0) -> hol.Position:
+def at(text: str, needle: str, skip: int = 0) -> replies.Position:
     """The LSP position `skip` characters into the first `needle` (the scripts are ASCII)."""
     offset = text.index(needle) + skip
     line = text.count("\n", 0, offset)
-    return hol.Position(line=line, character=offset - (text.rfind("\n", 0, offset) + 1))
+    return replies.Position(line=line, character=offset - (text.rfind("\n", 0, offset) + 1))
 
 
 class Notes:
@@ -132,7 +132,7 @@ async def fake_hol(tmp_path: Path, text: str, env: dict | None = None, compiled:
     async def notify(method: str, params: dict[str, Any]) -> None:
         await lsp.notify(method, params, WAIT_S)
 
-    uri = "file://" + str(path)
+    uri = replies.uri_of(path)
     try:
         await lsp.initialize(WAIT_S)
         await notify("textDocument/didOpen",
@@ -159,9 +159,9 @@ async def fake_hol(tmp_path: Path, text: str, env: dict | None = None, compiled:
 async def test_goal_state_inside_a_proof_decodes_theorem_step_and_goals(tmp_path):
     async with fake_hol(tmp_path, SCRIPT) as h:
         reply = await h.calls.goal_state(at(h.text, "simp[]"))
-    assert isinstance(reply, hol.GoalState)
+    assert isinstance(reply, replies.GoalState)
     assert (reply.theorem, reply.step, reply.status) == ("add0", 1, "ok")
-    assert reply.goals == [hol.Goal(asms=[], goal="n + 0 = n")]
+    assert reply.goals == [replies.Goal(asms=[], goal="n + 0 = n")]
     assert reply.error == "" and reply.failed_range is None and reply.note == ""
     assert hol.strip_ansi(reply.pretty).strip().endswith("n + 0 = n")
     assert hol.is_settled(reply) and not hol.is_pending(reply) and not hol.walk_timed_out(reply)
@@ -178,7 +178,7 @@ async def test_goal_state_outside_a_proof_is_none(tmp_path):
 async def test_goal_state_past_a_failing_step_decodes_the_error_and_failed_range(tmp_path):
     async with fake_hol(tmp_path, SCRIPT) as h:
         reply = await h.calls.goal_state(at(h.text, '"nope"\nQED', len('"nope"\n')))
-    assert isinstance(reply, hol.GoalState)
+    assert isinstance(reply, replies.GoalState)
     assert reply.error == 'Tactic `FAIL_TAC "nope"` failed to apply'
     assert reply.failed_range is not None
     assert reply.failed_range.start == at(SCRIPT, 'FAIL_TAC "nope"')
@@ -193,15 +193,15 @@ async def test_goal_state_is_pending_while_the_first_compile_runs_and_full_once_
         early = await h.calls.goal_state(at(h.text, "simp[]"))
         await h.notes.until(method_is("$/compileCompleted"))
         late = await h.calls.goal_state(at(h.text, "simp[]"))
-    assert early == hol.PENDING and hol.is_pending(early) and not hol.is_settled(early)
-    assert isinstance(late, hol.GoalState) and late.theorem == "add0" and not hol.is_pending(late)
+    assert early == replies.PENDING and hol.is_pending(early) and not hol.is_settled(early)
+    assert isinstance(late, replies.GoalState) and late.theorem == "add0" and not hol.is_pending(late)
 
 
 @pytest.mark.asyncio
 async def test_a_walk_that_runs_out_of_time_is_recognised_and_not_settled(tmp_path):
     async with fake_hol(tmp_path, LOOPING_SCRIPT) as h:
         reply = await h.calls.goal_state(at(h.text, "simp[]"))
-    assert isinstance(reply, hol.GoalState) and reply.theorem == "spin"
+    assert isinstance(reply, replies.GoalState) and reply.theorem == "spin"
     assert hol.walk_timed_out(reply) and not hol.is_settled(reply)
     assert reply.goals == [] and reply.pretty == ""
 
@@ -211,10 +211,10 @@ async def test_hover_decodes_markdown_contents_and_range(tmp_path):
     async with fake_hol(tmp_path, SCRIPT) as h:
         reply = await h.calls.hover(at(h.text, "add0]"))
         blank = await h.calls.hover(at(h.text, "\n\nTheorem wrong", 1))
-    assert reply is not None and isinstance(reply.contents, hol.MarkupContent)
+    assert reply is not None and isinstance(reply.contents, replies.MarkupContent)
     assert reply.contents.kind == "markdown"
     assert reply.text == "```\nval add0: Thm.thm\n```\n\n---\n\n```\n⊢ ∀n. n + 0 = n\n```"
-    assert reply.range == hol.Range(start=at(SCRIPT, "add0]"), end=at(SCRIPT, "add0]", 4))
+    assert reply.range == replies.Range(start=at(SCRIPT, "add0]"), end=at(SCRIPT, "add0]", 4))
     assert blank is None
 
 
@@ -227,7 +227,7 @@ async def test_definition_of_a_theorem_in_the_file_gives_its_declaration_and_nam
     target = targets[0]
     assert target.path == str(h.path)
     assert target.range.start == at(SCRIPT, "Theorem add0")
-    assert target.selection_range == hol.Range(start=at(SCRIPT, "add0:"), end=at(SCRIPT, "add0:", 4))
+    assert target.selection_range == replies.Range(start=at(SCRIPT, "add0:"), end=at(SCRIPT, "add0:", 4))
     assert nothing == []
 
 
@@ -235,7 +235,7 @@ async def test_definition_of_a_theorem_in_the_file_gives_its_declaration_and_nam
 async def test_references_refused_by_hol_are_unsupported_not_an_error(tmp_path):
     async with fake_hol(tmp_path, SCRIPT) as h:
         reply = await h.calls.references(at(h.text, "add0]"))
-    assert reply == hol.Unsupported("textDocument/references", "unknown method: textDocument/references")
+    assert reply == replies.Unsupported("textDocument/references", "unknown method: textDocument/references")
 
 
 @pytest.mark.asyncio
@@ -254,7 +254,7 @@ async def test_completion_of_a_prefix_lists_the_files_theorems(tmp_path):
         items, incomplete = await h.calls.completion(at(h.text, "add0]", 2))
         _, empty_is_incomplete = await h.calls.completion(at(h.text, "\n\nTheorem wrong", 1))
     mine = [i for i in items if i.label == "add0"]
-    assert mine == [hol.CompletionItem(label="add0", kind=21, detail="demoTheory")]
+    assert mine == [replies.CompletionItem(label="add0", kind=21, detail="demoTheory")]
     assert incomplete is False and empty_is_incomplete is True
 
 
@@ -287,13 +287,13 @@ async def test_eval_decodes_printed_output_and_type_errors(tmp_path):
     async with fake_hol(tmp_path, SCRIPT) as h:
         printed = await h.calls.eval("PolyML.print (1 + 2);", WAIT_S)
         wrong = await h.calls.eval("val x = 1;\nPolyML.print (x + true);", WAIT_S)
-    assert printed == [hol.ToplevelOut(pos=hol.Position(0, 0), body="3\n")]
-    assert hol.eval_output(printed) == "3\n"
-    errors = [r for r in wrong if isinstance(r, hol.ErrorReport)]
+    assert printed == [replies.ToplevelOut(pos=replies.Position(0, 0), body="3\n")]
+    assert replies.eval_output(printed) == "3\n"
+    errors = [r for r in wrong if isinstance(r, replies.ErrorReport)]
     assert len(errors) == 1 and errors[0].hard
     assert errors[0].msg.startswith("Type error in function application.")
     assert errors[0].pos is not None and errors[0].pos.start.line == 1
-    assert hol.eval_output(wrong) == ""
+    assert replies.eval_output(wrong) == ""
 
 
 @pytest.mark.asyncio
@@ -342,10 +342,10 @@ def test_flat_symbol_information_is_nested_under_its_container():
         # A container of that name that does not enclose it: stays at the top.
         {"name": "B", "kind": 9, "containerName": "ty", "location": {"uri": "file:///d", "range": _rng(9, 2, 3)}},
     ]
-    symbols = hol.decode_document_symbols(flat)
+    symbols = replies.decode_document_symbols(flat)
     assert [s.name for s in symbols] == ["demo", "ty", "B"]
     assert [(c.name, c.kind, c.range) for c in symbols[1].children] == [
-        ("A", 9, hol.Range(hol.Position(3, 2), hol.Position(3, 3)))
+        ("A", 9, replies.Range(replies.Position(3, 2), replies.Position(3, 3)))
     ]
     assert symbols[1].children[0].selection_range == symbols[1].children[0].range
 
@@ -353,7 +353,7 @@ def test_flat_symbol_information_is_nested_under_its_container():
 def test_hierarchical_symbols_keep_their_children():
     raw = [{"name": "ty", "kind": 10, "range": _rng(2, 0, 9), "selectionRange": _rng(2, 9, 11),
             "children": [{"name": "A", "kind": 9, "range": _rng(2, 2, 3), "selectionRange": _rng(2, 2, 3)}]}]
-    [ty] = hol.decode_document_symbols(raw)
+    [ty] = replies.decode_document_symbols(raw)
     assert ty.selection_range.start.character == 9 and [c.name for c in ty.children] == ["A"]
 
 
@@ -362,19 +362,19 @@ def test_location_link_and_plain_location_normalise_to_one_target():
             "originSelectionRange": _rng(5, 0, 1)}
     bare_link = {"targetUri": "file:///b.sml", "targetRange": _rng(2, 0, 4)}
     plain = {"uri": "file:///c%20d.sml", "range": _rng(3, 1, 2)}
-    a, b, c = hol.decode_locations([link, bare_link, plain])
+    a, b, c = replies.decode_locations([link, bare_link, plain])
     assert (a.path, a.range.start.character, a.selection_range.start.character) == ("/a.sml", 0, 8)
     assert b.selection_range == b.range and b.path == "/b.sml"
-    assert c == hol.Target("file:///c%20d.sml", hol.Range(hol.Position(3, 1), hol.Position(3, 2)),
-                           hol.Range(hol.Position(3, 1), hol.Position(3, 2)))
-    assert hol.decode_locations(plain) == [c] and hol.decode_locations(None) == []
+    assert c == replies.Target("file:///c%20d.sml", replies.Range(replies.Position(3, 1), replies.Position(3, 2)),
+                           replies.Range(replies.Position(3, 1), replies.Position(3, 2)))
+    assert replies.decode_locations(plain) == [c] and replies.decode_locations(None) == []
 
 
 def test_a_bare_completion_list_is_complete_and_a_completion_list_says_if_not():
-    items, incomplete = hol.decode_completion([{"label": "ADD_COMM", "kind": 21, "detail": None}, {"label": "x"}])
-    assert items == [hol.CompletionItem("ADD_COMM", 21), hol.CompletionItem("x")] and incomplete is False
-    listed, more = hol.decode_completion({"isIncomplete": True, "items": [{"label": "y", "sortText": "0y"}]})
-    assert listed == [hol.CompletionItem("y", sort_text="0y")] and more is True
+    items, incomplete = replies.decode_completion([{"label": "ADD_COMM", "kind": 21, "detail": None}, {"label": "x"}])
+    assert items == [replies.CompletionItem("ADD_COMM", 21), replies.CompletionItem("x")] and incomplete is False
+    listed, more = replies.decode_completion({"isIncomplete": True, "items": [{"label": "y", "sortText": "0y"}]})
+    assert listed == [replies.CompletionItem("y", sort_text="0y")] and more is True
 
 
 def test_an_unknown_eval_report_kind_is_kept_and_the_rest_decoded():
@@ -387,39 +387,39 @@ def test_an_unknown_eval_report_kind_is_kept_and_the_rest_decoded():
         {"kind": "compileCompleted"},
         {"kind": "interrupted"},
     ]
-    reports = hol.decode_eval_reports(raw)
+    reports = replies.decode_eval_reports(raw)
     assert [type(r) for r in reports] == [
-        hol.CompilerOut, hol.UnknownReport, hol.ToplevelOut, hol.ErrorReport, hol.ProgressReport,
-        hol.CompletedReport, hol.InterruptedReport,
+        replies.CompilerOut, replies.UnknownReport, replies.ToplevelOut, replies.ErrorReport, replies.ProgressReport,
+        replies.CompletedReport, replies.InterruptedReport,
     ]
-    assert reports[1] == hol.UnknownReport("futureKind", {"kind": "futureKind", "what": 1})
-    assert hol.eval_output(reports) == "val x = 3: int\n3\n"
-    assert isinstance(reports[3], hol.ErrorReport) and reports[3].hard is False
+    assert reports[1] == replies.UnknownReport("futureKind", {"kind": "futureKind", "what": 1})
+    assert replies.eval_output(reports) == "val x = 3: int\n3\n"
+    assert isinstance(reports[3], replies.ErrorReport) and reports[3].hard is False
 
 
 def test_hover_contents_may_be_a_plain_string_or_a_list():
-    assert hol.decode_hover({"contents": "val x: int"}) == hol.Hover(contents="val x: int")
-    assert hol.decode_hover({"contents": "val x: int"}).text == "val x: int"  # type: ignore[union-attr]
-    listed = hol.decode_hover({"contents": [{"language": "sml", "value": "a"}, "b"], "range": None})
+    assert replies.decode_hover({"contents": "val x: int"}) == replies.Hover(contents="val x: int")
+    assert replies.decode_hover({"contents": "val x: int"}).text == "val x: int"  # type: ignore[union-attr]
+    listed = replies.decode_hover({"contents": [{"language": "sml", "value": "a"}, "b"], "range": None})
     assert listed is not None and listed.text == "a\n\n---\n\nb" and listed.range is None
-    assert hol.decode_hover(None) is None
+    assert replies.decode_hover(None) is None
 
 
 def test_goal_state_nulls_take_defaults_and_a_bare_pending_keeps_its_error():
-    full = hol.decode_goal_state({"theorem": "t", "step": 0, "goals": [{"asms": ["p"], "goal": "q"}], "note": None,
+    full = replies.decode_goal_state({"theorem": "t", "step": 0, "goals": [{"asms": ["p"], "goal": "q"}], "note": None,
                                   "error": None, "failedRange": None, "status": "pending", "segments": None})
-    assert isinstance(full, hol.GoalState) and full.note == "" and full.error == "" and full.segments == []
+    assert isinstance(full, replies.GoalState) and full.note == "" and full.error == "" and full.segments == []
     assert hol.is_provisional(full) and not hol.is_pending(full) and not hol.is_settled(full)
-    assert hol.decode_goal_state({"status": "pending"}) is not None
-    assert hol.decode_goal_state({"status": "pending", "error": "no label x"}) == hol.Pending("no label x")
-    assert hol.is_pending(hol.decode_goal_state({"status": "pending"}))
+    assert replies.decode_goal_state({"status": "pending"}) is not None
+    assert replies.decode_goal_state({"status": "pending", "error": "no label x"}) == replies.Pending("no label x")
+    assert hol.is_pending(replies.decode_goal_state({"status": "pending"}))
 
 
 def test_a_reply_of_the_wrong_shape_is_an_lsp_error_not_an_empty_answer():
     with pytest.raises(LspError, match=r"goalState in a shape holsrv does not read"):
-        hol.decode_goal_state({"theorem": "t", "goals": "not a list"})
+        replies.decode_goal_state({"theorem": "t", "goals": "not a list"})
     with pytest.raises(LspError, match="workspace/symbol"):
-        hol.decode_workspace_symbols({"name": "x"})
+        replies.decode_workspace_symbols({"name": "x"})
 
 
 def test_unknown_method_needs_the_code_and_the_message():
@@ -432,11 +432,11 @@ def test_unknown_method_needs_the_code_and_the_message():
 
 
 def test_parse_recovery_is_a_warning_that_says_expected_or_unclosed_quotation():
-    rng = hol.Range(hol.Position(0, 0), hol.Position(0, 1))
+    rng = replies.Range(replies.Position(0, 0), replies.Position(0, 1))
     assert hol.is_parse_recovery({"severity": 2, "message": "expected identifier"})
-    assert hol.is_parse_recovery(hol.Diagnostic(rng, 2, "Unclosed quotation at end"))
+    assert hol.is_parse_recovery(replies.Diagnostic(rng, 2, "Unclosed quotation at end"))
     assert not hol.is_parse_recovery({"severity": 1, "message": "expected identifier"})
-    assert not hol.is_parse_recovery(hol.Diagnostic(rng, 2, "proof produced 1 extra hypothesis"))
+    assert not hol.is_parse_recovery(replies.Diagnostic(rng, 2, "proof produced 1 extra hypothesis"))
     assert not hol.is_parse_recovery({"severity": 2, "message": "unexpectedly slow"})
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import typing
 from pathlib import Path
 
 import msgspec
@@ -11,6 +12,7 @@ from click.testing import CliRunner
 
 from holctl.cli import cli, failure_for
 from holsrv.errors import error_for_code
+from holsrv.rpc import messages
 from holsrv.rpc.messages import DiagnosticsResult
 
 from conftest import FAILING_SCRIPT
@@ -30,8 +32,9 @@ def test_help_documents_every_exit_code():
 
 def test_every_request_has_a_command_named_like_its_op():
     result = run("--help")
-    for name in ["diagnostics", "goalState", "hover", "definition", "references", "completion",
-                 "documentSymbol", "workspaceSymbol", "eval", "retryCompile", "restart", "status", "shutdown"]:
+    ops = [request.__struct_config__.tag for request in typing.get_args(messages.Request)]
+    assert ops, "m.Request is no longer a union"
+    for name in ops:
         assert f"  {name} " in result.output
 
 

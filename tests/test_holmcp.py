@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import typing
 from pathlib import Path
 
 import psutil
@@ -18,10 +19,9 @@ from holsrv.rpc import messages
 
 from conftest import FAILING_SCRIPT, FAKE_HOL
 
-TOOLS = {
-    "diagnostics", "goalState", "hover", "definition", "references", "completion",
-    "documentSymbol", "workspaceSymbol", "eval", "retryCompile", "restart", "status",
-}
+# An agent may not stop the daemon that every other session shares.
+NOT_TOOLS = {messages.Shutdown}
+TOOLS = {request.__struct_config__.tag for request in typing.get_args(messages.Request) if request not in NOT_TOOLS}
 
 
 async def listed_tools(server) -> dict:

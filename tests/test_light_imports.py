@@ -41,4 +41,17 @@ def test_holctl_cli_loads_only_stdlib_msgspec_click_and_our_wire_package():
     assert sorted(m for m in added if m.split(".")[0] not in allowed) == []
     ours = {m for m in added if m.startswith("holsrv.")}
     assert ours <= {"holsrv.errors", "holsrv.rpc", "holsrv.rpc.client", "holsrv.rpc.framing",
-                    "holsrv.rpc.messages", "holsrv.rpc.paths"}
+                    "holsrv.rpc.messages", "holsrv.rpc.paths", "holsrv.rpc.words"}
+
+
+def test_importing_the_wire_builds_no_decoder_until_one_is_used():
+    code = (
+        "from holsrv.rpc import client, framing; built = framing._decoder.cache_info().currsize; "
+        "framing.reply_decoder; print(built, framing._decoder.cache_info().currsize)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True, text=True, check=True, timeout=60, cwd=ROOT,
+        env=os.environ | {"PYTHONPATH": str(ROOT)},
+    )
+    assert out.stdout.split() == ["0", "1"]

@@ -7,7 +7,7 @@ import msgspec
 import pytest
 
 from holsrv.errors import FrameError
-from holsrv.rpc import framing
+from holsrv.rpc import client, framing
 from holsrv.rpc import messages as m
 
 
@@ -56,3 +56,48 @@ def test_blocking_reader_reassembles_split_frames():
         assert framing.decode(framing.request_decoder, framing.recv_body(right)) == m.Status()
         left.close()
         assert framing.recv_body(right) is None
+
+
+def test_the_base_structs_leave_the_wire_bytes_as_they_were():
+    # Tag first, then the fields in declaration order: what every older peer sends and expects.
+    assert msgspec.msgpack.encode(m.GoalState("/f", 4, 7, wait=1.0)) == msgspec.msgpack.encode(
+        {"op": "goalState", "file": "/f", "line": 4, "col": 7, "wait": 1.0})
+    assert msgspec.msgpack.encode(m.Hover("/f", 1, 2)) == msgspec.msgpack.encode(
+        {"op": "hover", "file": "/f", "line": 1, "col": 2})
+    assert msgspec.msgpack.encode(m.ShutdownResult("bye")) == msgspec.msgpack.encode(
+        {"type": "shutdown", "message": "bye"})
+
+
+def test_a_welcome_from_an_older_daemon_decodes_with_unknown_limits():
+    old = msgspec.msgpack.encode({"type": "welcome", "protocol": 1, "daemon_version": "0.1", "pid": 7})
+    welcome = framing.decode(framing.reply_decoder, old)
+    assert welcome == m.Welcome(1, "0.1", 7)
+    assert (welcome.request_timeout_s, welcome.lookup_wait_s, welcome.start_wait_s) == (0.0, 0.0, 0.0)
+    assert framing.encode(welcome)[4:] == old  # and a zero limit is not sent
+
+
+def test_a_reply_is_a_welcome_an_error_or_one_of_the_results():
+    assert set(typing.get_args(m.Reply)) == {m.Welcome, m.ErrorReply, *typing.get_args(m.Result)}
+    tags = [reply.__struct_config__.tag for reply in typing.get_args(m.Reply)]
+    assert len(tags) == len(set(tags))
+
+
+def test_reply_timeouts_grow_with_the_limits_the_daemon_announced():
+    welcome = m.Welcome(1, "v", 1, request_timeout_s=60.0, lookup_wait_s=25.0, start_wait_s=25.0)
+    slower = m.Welcome(1, "v", 1, request_timeout_s=600.0, lookup_wait_s=250.0, start_wait_s=250.0)
+    for request in [m.Diagnostics("/f", wait=5.0), m.Hover("/f", 1, 1), m.RetryCompile("/f"), m.Eval("/f", "1;")]:
+        assert client.reply_timeout(request, slower) > client.reply_timeout(request, welcome) > 0
+    margin = client.REPLY_MARGIN_S
+    # A request's own wait, then the start and the last LSP request it may still be in.
+    assert client.reply_timeout(m.Diagnostics("/f", wait=5.0), welcome) == 5 + 25 + 60 + margin
+    assert client.reply_timeout(m.GoalState("/f", 1, 1, wait=100.0), welcome) == 100 + 25 + 60 + margin
+    # A lookup: the start, the compile reaching the position, the LSP request.
+    assert client.reply_timeout(m.Completion("/f", 1, 1), welcome) == 25 + 25 + 60 + margin
+    # eval's own timeout replaces the LSP request timeout.
+    assert client.reply_timeout(m.Eval("/f", "1;", timeout=300.0), welcome) == 25 + 300 + margin
+
+
+def test_a_welcome_without_limits_falls_back_to_the_old_daemon_defaults():
+    old, announced = m.Welcome(1, "v", 1), m.Welcome(1, "v", 1, 60.0, 25.0, 25.0)
+    for request in [m.Diagnostics("/f"), m.Hover("/f", 1, 1), m.Eval("/f", "1;"), m.Restart("/f"), m.Status()]:
+        assert client.reply_timeout(request, old) == client.reply_timeout(request, announced)

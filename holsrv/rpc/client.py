@@ -16,24 +16,80 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import assert_never
 
 from holsrv import __version__
 from holsrv.errors import DaemonUnreachable, FrameError, ProtocolMismatch, error_for_code
 from holsrv.rpc import framing, paths
-from holsrv.rpc.messages import PROTOCOL_VERSION, ErrorReply, Hello, Welcome
+from holsrv.rpc.messages import (
+    PROTOCOL_VERSION,
+    Completion,
+    Definition,
+    Diagnostics,
+    DocumentSymbol,
+    ErrorReply,
+    Eval,
+    GoalState,
+    Hello,
+    Hover,
+    References,
+    Request,
+    Restart,
+    Result,
+    RetryCompile,
+    Shutdown,
+    Status,
+    Welcome,
+    WorkspaceSymbol,
+)
 
 CONNECT_TIMEOUT_S = 5.0
 START_TIMEOUT_S = 30.0
-# Added to a request's own wait so a slow reply is not cut off by the socket.
+# On top of the daemon's own limits: the socket, waiting for a lease, syncing
+# the text, and stopping an idle server to make room.
 REPLY_MARGIN_S = 30.0
-# The daemon spends at most a request's own wait on a server start, compile
-# and proofs, but a lookup also waits its LSP request (60 s by default).
-LOOKUP_ALLOWANCE_S = 90.0
+# A daemon older than the limits in Welcome sends zeros; these were its defaults.
+FALLBACK_REQUEST_TIMEOUT_S = 60.0
+FALLBACK_LOOKUP_WAIT_S = 25.0
+FALLBACK_START_WAIT_S = 25.0
 
 
-def reply_timeout(own_wait: float = 0.0) -> float:
-    """How long a client waits for a reply: the request's own wait, the lookup allowance and a margin."""
-    return own_wait + LOOKUP_ALLOWANCE_S + REPLY_MARGIN_S
+def reply_timeout(request: Request, welcome: Welcome) -> float:
+    """How long to wait for `request`'s reply from the daemon that sent `welcome`.
+
+    The sum of every wait the daemon may spend on it, plus REPLY_MARGIN_S.
+    """
+    lsp = welcome.request_timeout_s or FALLBACK_REQUEST_TIMEOUT_S
+    lookup = welcome.lookup_wait_s or FALLBACK_LOOKUP_WAIT_S
+    start = welcome.start_wait_s or FALLBACK_START_WAIT_S
+    # Each arm adds up the daemon's waits in order.  Too long only delays
+    # noticing a hung daemon; too short throws away an answer it is about to
+    # send, so every bound errs long.
+    match request:
+        case Diagnostics() | GoalState():
+            # The own wait is the daemon's deadline for start, compile and
+            # proofs; an LSP request begun just before it (goalState polls)
+            # may still take request_timeout.  The start shares the deadline
+            # today; start_wait is added so a daemon that waits for it
+            # separately is not cut off.
+            spent = max(0.0, request.wait) + start + lsp
+        case Hover() | Definition() | References() | Completion() | DocumentSymbol() | WorkspaceSymbol():
+            # Start, then the compile reaching the tree (lookup_wait), then the LSP request.
+            spent = start + lookup + lsp
+        case RetryCompile():
+            # As a lookup, then a second lookup_wait for HOL's answer to the retry.
+            spent = start + 2 * lookup + lsp
+        case Eval():
+            # Its LSP request is bounded by its own timeout instead of request_timeout.
+            spent = start + max(0.0, request.timeout)
+        case Restart():
+            # Stopping the old server (its shutdown exchange), then the new one's start.
+            spent = lsp + start
+        case Status() | Shutdown():
+            spent = 0.0  # answered at once, from the daemon's own state
+        case _:
+            assert_never(request)
+    return spent + REPLY_MARGIN_S
 
 
 class Client:
@@ -43,8 +99,14 @@ class Client:
         self._sock = sock
         self.welcome = welcome
 
-    def call(self, request, timeout: float):
-        """Send `request`, wait up to `timeout` s for its reply; raise on an ErrorReply."""
+    def reply_timeout(self, request: Request) -> float:
+        """How long `call` waits for `request`'s reply unless told: from this daemon's limits."""
+        return reply_timeout(request, self.welcome)
+
+    def call(self, request: Request, timeout: float | None = None) -> Result:
+        """Send `request`, wait up to `timeout` s (default `reply_timeout`) for its reply; raise on an ErrorReply."""
+        if timeout is None:
+            timeout = self.reply_timeout(request)
         self._sock.settimeout(timeout)
         try:
             self._sock.sendall(framing.encode(request))
@@ -60,6 +122,8 @@ class Client:
         reply = framing.decode(framing.reply_decoder, body)
         if isinstance(reply, ErrorReply):
             raise error_for_code(reply.code, reply.message, reply.detail)
+        if isinstance(reply, Welcome):
+            raise ProtocolMismatch(f"the daemon answered {type(request).__name__} with a welcome")
         return reply
 
     def close(self) -> None:

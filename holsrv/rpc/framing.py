@@ -7,9 +7,10 @@ before it is read, so a garbage prefix cannot make anyone allocate gigabytes.
 
 from __future__ import annotations
 
+import functools
 import socket
 import struct
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -25,9 +26,22 @@ MAX_FRAME = 16 * 1024 * 1024
 _HEADER = struct.Struct(">I")
 
 _encoder = msgspec.msgpack.Encoder()
-request_decoder = msgspec.msgpack.Decoder(Request)
-reply_decoder = msgspec.msgpack.Decoder(Reply)
-hello_decoder = msgspec.msgpack.Decoder(Hello)
+# The decoders `request_decoder`, `reply_decoder` and `hello_decoder`, built
+# on first use (see `__getattr__`): building one walks every struct of its
+# union, and a client that only reads replies should not pay for the others.
+_DECODED_TYPES: dict[str, Any] = {"request_decoder": Request, "reply_decoder": Reply, "hello_decoder": Hello}
+
+
+@functools.cache
+def _decoder(name: str) -> msgspec.msgpack.Decoder[Any]:
+    return msgspec.msgpack.Decoder(_DECODED_TYPES[name])
+
+
+def __getattr__(name: str) -> msgspec.msgpack.Decoder[Any]:
+    # PEP 562: `framing.reply_decoder` keeps working as an attribute.
+    if name in _DECODED_TYPES:
+        return _decoder(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def encode(message: msgspec.Struct) -> bytes:

@@ -1,9 +1,12 @@
 """Every message that crosses the daemon socket, declared once.
 
-Requests are a tagged union on `op`; replies a tagged union on `type`.  Both
-clients and the daemon decode with the decoders built here.  Evolution rules:
-a new field gets a default, a field never changes type, and a change that an
-old peer cannot ignore bumps `PROTOCOL_VERSION`.
+Every client-to-daemon frame is a `RequestBase`, tagged on `op`; every
+daemon-to-client frame a `ReplyBase`, tagged on `type`.  `Request` is the
+union of requests and `Reply` the union of what may answer one: `Welcome`,
+`ErrorReply` or a `Result`.  Both clients and the daemon decode with the
+decoders in `framing`.  Evolution rules: a new field gets a default, a field
+never changes type, and a change that an old peer cannot ignore bumps
+`PROTOCOL_VERSION`.
 
 Positions are 1-based lines and 1-based columns counted in Unicode code
 points, everywhere on this wire.
@@ -16,16 +19,27 @@ from typing import Union
 import msgspec
 
 PROTOCOL_VERSION = 1
+# The daemon lists at most this many completion items and counts the rest in
+# `CompletionResult.total`, so a short prefix cannot flood a model's context.
+MAX_COMPLETIONS = 50
 
 
 class Struct(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=False):
     """Base for wire structs: defaults are omitted so old peers stay compatible."""
 
 
+class RequestBase(Struct, tag_field="op"):
+    """A client-to-daemon frame; each subclass sets its `op` with `tag=`."""
+
+
+class ReplyBase(Struct, tag_field="type"):
+    """A daemon-to-client frame; each subclass sets its `type` with `tag=`."""
+
+
 # -- connection handshake ---------------------------------------------------
 
 
-class Hello(Struct, tag="hello", tag_field="op"):
+class Hello(RequestBase, tag="hello"):
     """First frame of every connection, client to daemon."""
 
     protocol: int
@@ -33,81 +47,84 @@ class Hello(Struct, tag="hello", tag_field="op"):
     client_version: str = ""
 
 
-class Welcome(Struct, tag="welcome", tag_field="type"):
+class Welcome(ReplyBase, tag="welcome"):
+    """The daemon's answer to `Hello`, with the limits a client sizes its reply timeouts from."""
+
     protocol: int
     daemon_version: str
     pid: int
+    # The daemon's settings of the same names; 0 means not sent (an older daemon).
+    request_timeout_s: float = 0.0
+    lookup_wait_s: float = 0.0
+    start_wait_s: float = 0.0
 
 
 # -- requests ---------------------------------------------------------------
 
 
-class Diagnostics(Struct, tag="diagnostics", tag_field="op"):
+class Diagnostics(RequestBase, tag="diagnostics"):
     file: str
     wait: float = 25.0
 
 
-class GoalState(Struct, tag="goalState", tag_field="op"):
+class PositionRequest(RequestBase):
+    """A question about the name or proof state at one position of a file."""
+
     file: str
     line: int
     col: int
+
+
+class GoalState(PositionRequest, tag="goalState"):
     wait: float = 25.0
 
 
-class Hover(Struct, tag="hover", tag_field="op"):
-    file: str
-    line: int
-    col: int
+class Hover(PositionRequest, tag="hover"):
+    pass
 
 
-class Definition(Struct, tag="definition", tag_field="op"):
-    file: str
-    line: int
-    col: int
+class Definition(PositionRequest, tag="definition"):
+    pass
 
 
-class References(Struct, tag="references", tag_field="op"):
-    file: str
-    line: int
-    col: int
+class References(PositionRequest, tag="references"):
+    pass
 
 
-class Completion(Struct, tag="completion", tag_field="op"):
-    file: str
-    line: int
-    col: int
+class Completion(PositionRequest, tag="completion"):
+    pass
 
 
-class DocumentSymbol(Struct, tag="documentSymbol", tag_field="op"):
+class DocumentSymbol(RequestBase, tag="documentSymbol"):
     file: str
 
 
-class WorkspaceSymbol(Struct, tag="workspaceSymbol", tag_field="op"):
+class WorkspaceSymbol(RequestBase, tag="workspaceSymbol"):
     file: str
     query: str
 
 
-class Eval(Struct, tag="eval", tag_field="op"):
+class Eval(RequestBase, tag="eval"):
     file: str
     code: str
     timeout: float = 30.0
 
 
-class RetryCompile(Struct, tag="retryCompile", tag_field="op"):
+class RetryCompile(RequestBase, tag="retryCompile"):
     file: str
 
 
-class Restart(Struct, tag="restart", tag_field="op"):
+class Restart(RequestBase, tag="restart"):
     file: str
     # None keeps the file's current cap; 0 means no cap.
     max_heap_mb: int | None = None
 
 
-class Status(Struct, tag="status", tag_field="op"):
+class Status(RequestBase, tag="status"):
     pass
 
 
-class Shutdown(Struct, tag="shutdown", tag_field="op"):
+class Shutdown(RequestBase, tag="shutdown"):
     pass
 
 
@@ -258,7 +275,7 @@ class SessionStatus(Struct):
 # -- replies ----------------------------------------------------------------
 
 
-class DiagnosticsResult(Struct, tag="diagnostics", tag_field="type"):
+class DiagnosticsResult(ReplyBase, tag="diagnostics"):
     file: str
     content_hash: str
     # One of OK, FAILED, ERRORS, CHEATS, SUSPENDED, UNCHECKED, BLOCKED, INCOMPLETE.
@@ -278,7 +295,7 @@ class DiagnosticsResult(Struct, tag="diagnostics", tag_field="type"):
     diagnostics_omitted: int = 0
 
 
-class GoalStateResult(Struct, tag="goalState", tag_field="type"):
+class GoalStateResult(ReplyBase, tag="goalState"):
     file: str
     content_hash: str
     line: int
@@ -301,7 +318,7 @@ class GoalStateResult(Struct, tag="goalState", tag_field="type"):
     cached: bool = False
 
 
-class HoverResult(Struct, tag="hover", tag_field="type"):
+class HoverResult(ReplyBase, tag="hover"):
     file: str
     content_hash: str
     text: str | None
@@ -314,7 +331,7 @@ class HoverResult(Struct, tag="hover", tag_field="type"):
     proof_status: str = ""
 
 
-class DefinitionResult(Struct, tag="definition", tag_field="type"):
+class DefinitionResult(ReplyBase, tag="definition"):
     file: str
     content_hash: str
     targets: list[Location]
@@ -323,7 +340,7 @@ class DefinitionResult(Struct, tag="definition", tag_field="type"):
     note: str = ""
 
 
-class ReferencesResult(Struct, tag="references", tag_field="type"):
+class ReferencesResult(ReplyBase, tag="references"):
     file: str
     content_hash: str
     supported: bool
@@ -332,7 +349,7 @@ class ReferencesResult(Struct, tag="references", tag_field="type"):
     server: ServerNote
 
 
-class CompletionResult(Struct, tag="completion", tag_field="type"):
+class CompletionResult(ReplyBase, tag="completion"):
     file: str
     content_hash: str
     items: list[CompletionItem]
@@ -343,14 +360,14 @@ class CompletionResult(Struct, tag="completion", tag_field="type"):
     note: str = ""
 
 
-class DocumentSymbolResult(Struct, tag="documentSymbol", tag_field="type"):
+class DocumentSymbolResult(ReplyBase, tag="documentSymbol"):
     file: str
     content_hash: str
     symbols: list[Symbol]
     server: ServerNote
 
 
-class WorkspaceSymbolResult(Struct, tag="workspaceSymbol", tag_field="type"):
+class WorkspaceSymbolResult(ReplyBase, tag="workspaceSymbol"):
     file: str
     query: str
     symbols: list[WorkspaceSymbolItem]
@@ -359,7 +376,7 @@ class WorkspaceSymbolResult(Struct, tag="workspaceSymbol", tag_field="type"):
     note: str = ""
 
 
-class EvalResult(Struct, tag="eval", tag_field="type"):
+class EvalResult(ReplyBase, tag="eval"):
     file: str
     output: str
     errors: list[str]
@@ -368,7 +385,7 @@ class EvalResult(Struct, tag="eval", tag_field="type"):
     server: ServerNote
 
 
-class RetryCompileResult(Struct, tag="retryCompile", tag_field="type"):
+class RetryCompileResult(ReplyBase, tag="retryCompile"):
     file: str
     content_hash: str
     was_blocked: bool
@@ -376,7 +393,7 @@ class RetryCompileResult(Struct, tag="retryCompile", tag_field="type"):
     server: ServerNote
 
 
-class RestartResult(Struct, tag="restart", tag_field="type"):
+class RestartResult(ReplyBase, tag="restart"):
     file: str
     old_pid: int | None
     new_pid: int
@@ -384,7 +401,7 @@ class RestartResult(Struct, tag="restart", tag_field="type"):
     message: str
 
 
-class StatusResult(Struct, tag="status", tag_field="type"):
+class StatusResult(ReplyBase, tag="status"):
     daemon_version: str
     protocol: int
     pid: int
@@ -396,18 +413,17 @@ class StatusResult(Struct, tag="status", tag_field="type"):
     cache_misses: int
 
 
-class ShutdownResult(Struct, tag="shutdown", tag_field="type"):
+class ShutdownResult(ReplyBase, tag="shutdown"):
     message: str
 
 
-class ErrorReply(Struct, tag="error", tag_field="type"):
+class ErrorReply(ReplyBase, tag="error"):
     code: str
     message: str
     detail: str = ""
 
 
-Reply = Union[
-    Welcome,
+Result = Union[
     DiagnosticsResult,
     GoalStateResult,
     HoverResult,
@@ -421,5 +437,7 @@ Reply = Union[
     RestartResult,
     StatusResult,
     ShutdownResult,
-    ErrorReply,
 ]
+
+# typing flattens the nested union, so msgspec sees one flat tagged union.
+Reply = Union[Welcome, ErrorReply, Result]

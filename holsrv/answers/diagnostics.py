@@ -1,0 +1,81 @@
+"""diagnostics: the verdict on a whole file, once it has settled (or the wait ran out)."""
+
+from __future__ import annotations
+
+from holsrv import ancestors, looping, verdict
+from holsrv.answers.common import Context, note, opened, replace, starting_message
+from holsrv.files import Script, content_hash
+from holsrv.lsp import hol
+from holsrv.pool import Lease
+from holsrv.rpc import messages as m
+from holsrv.session import Session
+
+
+async def answer(ctx: Context, req: m.Diagnostics, client: str) -> m.DiagnosticsResult:
+    started = ctx.clock()
+    deadline = started + max(0.0, req.wait)  # covers a server start too
+    async with opened(ctx, req.file, client, req.wait, tolerate_start=True) as (src, lease):
+        session = lease.session
+        built = ancestors.built_times(src.text, src.path.parent)
+        rebuilt = session.ancestors.rebuilt(built)
+        cached = ctx.cache.get(session.cache_key("diagnostics", src.hash, tuple(rebuilt)))
+        if cached is not None:
+            return replace(cached, cached=True, server=note(lease))
+        if not session.starting:
+            await settle(ctx, session, deadline)
+        if session.phase == "completed":
+            session.ancestors.loaded(built)  # a pass got past preload: these are what it has
+        result = _result(ctx, src, lease, rebuilt, ctx.clock() - started)
+        session.last_verdict = result.verdict
+        if result.complete:
+            ctx.cache.put(session.cache_key("diagnostics", result.content_hash, tuple(rebuilt)), result)
+        return result
+
+
+def _result(ctx: Context, src: Script, lease: Lease, rebuilt: list[str], waited_s: float) -> m.DiagnosticsResult:
+    session = lease.session
+    text, content = src.text, src.hash
+    if session.data is not None and session.data != src.data:
+        # Another call synced a newer text meanwhile: what HOL said is about
+        # that text, so the answer must say so.
+        text, content = session.file.text, content_hash(session.data)
+    result = verdict.build(
+        session.file, text, content, session.encoding, ctx.clock(), ctx.settings, note(lease),
+        session.footprint, waited_s, session.walk_errors,
+    )
+    result.warnings += [f"HOL says: {said}" for said in session.messages if not hol.is_not_compiling_notice(said)]
+    if rebuilt:
+        result.warnings.append(
+            f"REBUILT: {', '.join(rebuilt)} changed after this HOL server loaded it; HOL never "
+            "reloads a theory, so these answers use the old one. Call restart to use the new build."
+        )
+    if content != src.hash:
+        result.warnings.append(
+            f"The file changed on disk during this call; this answer is about the newer text "
+            f"(content {content[:12]}), not the one the call started with."
+        )
+    if session.starting:
+        result.outstanding = [starting_message(session, ctx.clock())]
+        result.headline = (
+            f"INCOMPLETE after {waited_s:.0f}s: the HOL server is still starting. "
+            "Nothing was cancelled; call diagnostics again to carry on."
+        )
+    return result
+
+
+async def settle(ctx: Context, session: Session, deadline: float) -> None:
+    """Wait until the file is settled, only slow or looping proofs are left, or the deadline."""
+    while True:
+        session.check_alive()
+        now = ctx.clock()
+        file = session.file
+        quiet = verdict.quiet_for(file, ctx.settings)
+        if now >= deadline or file.settled(now, quiet) or verdict.complete_but_slow(file, now, ctx.settings):
+            return
+        # Besides a notification, only time can change the answer: the quiet
+        # period ending, or a proof turning "far slower" or "probably looping".
+        moments = [deadline, file.last_event + quiet]
+        for entry in file.checking():
+            moments += [looping.looping_from(file, entry, now, ctx.settings),
+                        looping.slow_from(file, entry, now, ctx.settings)]
+        await session.wait_change(max(0.01, min(t for t in moments if t > now) - now))

@@ -1,0 +1,256 @@
+"""One child process, on its own: spawn, stderr ring, exit watch, stop escalation, footprint.
+
+The child runs in its own process group with a parent-death signal, and its
+stdin is a pipe only we hold, so it cannot outlive the daemon: HOL exits at
+end of input, and SIGKILL of the daemon closes that pipe.  Knows nothing of
+LSP or files; the session on top of it does.
+
+Life, as supervisor's `ProcessStates` has it: STARTING (created, spawning)
+→ RUNNING → STOPPING → STOPPED, or → DEAD when it exits on its own.  Every
+transition is logged, and happens in `_become`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import enum
+import logging
+import os
+import signal
+from collections import deque
+from collections.abc import Awaitable, Callable
+
+import psutil
+
+log = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+MAX_STDERR_LINE = 4096  # characters of one stderr line kept
+
+
+class ProcessState(enum.Enum):
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    DEAD = "dead"
+
+
+ENDING = frozenset({ProcessState.STOPPING, ProcessState.STOPPED, ProcessState.DEAD})
+GONE = frozenset({ProcessState.STOPPED, ProcessState.DEAD})
+# Once going, a process only finishes going: a start that completes meanwhile
+# must not bring it back.
+_ALLOWED = {
+    ProcessState.STARTING: {ProcessState.RUNNING, ProcessState.STOPPING, ProcessState.DEAD},
+    ProcessState.RUNNING: {ProcessState.STOPPING, ProcessState.DEAD},
+    ProcessState.STOPPING: GONE,
+    ProcessState.STOPPED: set(),
+    ProcessState.DEAD: set(),
+}
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    # Linux only; elsewhere the closed stdin pipe is what ends the child.
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class ChildProcess:
+    """A child with piped stdin/stdout, its stderr kept as a bounded ring of lines."""
+
+    def __init__(
+        self, name: str, stderr_lines: int, stop_timeout_s: float, on_exit: Callable[[], None] = lambda: None
+    ) -> None:
+        self.name = name  # for logs
+        self.state = ProcessState.STARTING
+        self.stop_timeout_s = stop_timeout_s
+        self.exit_reason = ""
+        self.stderr_tail: deque[str] = deque(maxlen=stderr_lines)
+        self.stderr_seen = 0  # lines ever read, to cut out what one call caused
+        self._on_exit = on_exit
+        self._proc: asyncio.subprocess.Process | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._exited = asyncio.Event()
+        self._broken = ""  # why we killed it, when we did
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def ending(self) -> bool:
+        return self.state in ENDING
+
+    @property
+    def exited(self) -> bool:
+        return self._exited.is_set()
+
+    def _become(self, state: ProcessState) -> None:
+        if state is not self.state and state in _ALLOWED[self.state]:
+            log.info("%s (pid %s): %s -> %s", self.name, self.pid, self.state.value, state.value)
+            self.state = state
+
+    async def spawn(self, argv: list[str], cwd: str, env: dict[str, str]) -> tuple[asyncio.StreamReader,
+                                                                                 asyncio.StreamWriter]:
+        """Start the child; its stdout and stdin.  Raises OSError if it cannot be started."""
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                *argv, cwd=cwd, env=env,
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                start_new_session=True, preexec_fn=_die_with_parent, limit=1 << 20,
+            )
+        except OSError as err:
+            self.exit_reason = f"could not start {argv[0]}: {err}"
+            self._become(ProcessState.DEAD)
+            self._exited.set()
+            self._on_exit()
+            raise
+        log.info("started %s for %s (pid %d)", " ".join(argv), self.name, self._proc.pid)
+        self._become(ProcessState.RUNNING)
+        self._tasks = [
+            asyncio.create_task(self._drain_stderr(), name=f"stderr-{self.pid}"),
+            asyncio.create_task(self._watch(), name=f"watch-{self.pid}"),
+        ]
+        assert self._proc.stdout is not None and self._proc.stdin is not None
+        return self._proc.stdout, self._proc.stdin
+
+    # -- stderr -----------------------------------------------------------------
+
+    async def _drain_stderr(self) -> None:
+        # The server blocks if nobody reads its stderr (PROTOCOL.md §1.1), so
+        # read in chunks: readline() gives up on a line longer than its limit.
+        assert self._proc and self._proc.stderr
+        partial, skipping = b"", False  # skipping: the rest of a line already kept, cut
+        while chunk := await self._proc.stderr.read(1 << 16):
+            *lines, partial = (partial + chunk).split(b"\n")
+            for line in lines:
+                if not skipping:
+                    self._keep_stderr(line)
+                skipping = False
+            if len(partial) > MAX_STDERR_LINE:
+                if not skipping:
+                    self._keep_stderr(partial)
+                partial, skipping = b"", True
+        if partial and not skipping:
+            self._keep_stderr(partial)
+
+    def _keep_stderr(self, line: bytes) -> None:
+        text = line[:MAX_STDERR_LINE].decode("utf-8", "replace")
+        if len(line) > MAX_STDERR_LINE:
+            text += " …(cut)"
+        self.stderr_tail.append(text)
+        self.stderr_seen += 1
+
+    def stderr_since(self, mark: int) -> str:
+        """What the child wrote to stderr after `stderr_seen` was `mark` (as much as is kept)."""
+        count = min(self.stderr_seen - mark, len(self.stderr_tail))
+        return "\n".join(list(self.stderr_tail)[len(self.stderr_tail) - count:]) if count > 0 else ""
+
+    def tail(self, lines: int = 30) -> str:
+        return "\n".join(list(self.stderr_tail)[-lines:])
+
+    # -- exit ---------------------------------------------------------------------
+
+    async def _watch(self) -> None:
+        assert self._proc
+        code = await self._proc.wait()
+        # Let stderr finish so the tail holds the last words.
+        await asyncio.wait(self._tasks[:1], timeout=1.0)
+        if self.state is not ProcessState.STOPPING:
+            self.exit_reason = self._broken or f"the HOL server (pid {self._proc.pid}) exited with status {code}"
+            log.warning("%s for %s; stderr tail:\n%s", self.exit_reason, self.name, self.tail(20))
+            self._become(ProcessState.DEAD)
+        else:
+            self._become(ProcessState.STOPPED)
+        self._exited.set()
+        self._on_exit()
+
+    async def wait_exit(self, timeout: float) -> bool:
+        """True once the child has exited; False if `timeout` passes first."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(max(0.0, timeout)):
+                await self._exited.wait()
+        return self._exited.is_set()
+
+    async def kill(self, why: str) -> None:
+        """End a child that cannot be used any more; it then counts as dead for `why`."""
+        if self._proc is None or self._exited.is_set():
+            return
+        self._broken = self._broken or why
+        log.warning("HOL server pid %d for %s: %s; killing it", self._proc.pid, self.name, why)
+        self._signal_group(signal.SIGKILL)
+        await self.wait_exit(self.stop_timeout_s)
+
+    # -- stopping -----------------------------------------------------------------
+
+    def mark_stopping(self) -> None:
+        """From now on this child counts as going; `stop()` does the stopping."""
+        self._become(ProcessState.STOPPING)
+
+    async def stop(self, goodbye: Callable[[], Awaitable[None]] | None = None) -> None:
+        """`goodbye` (the protocol's own shutdown), close stdin, SIGTERM the group, SIGKILL, reap.
+
+        Each step gets `stop_timeout_s`.  A child that exited long ago may have
+        had its pid (and group id) reused: only a group that was running when
+        the stop began is signalled.
+        """
+        self.mark_stopping()
+        grace = self.stop_timeout_s
+        running = self._proc is not None and not self._exited.is_set()
+        if running:
+            if goodbye is not None:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(grace):
+                        await goodbye()
+            self.close_input()
+            for sig in (None, signal.SIGTERM, signal.SIGKILL):
+                if sig is not None:
+                    self._signal_group(sig)
+                if await self.wait_exit(grace):
+                    break
+            # Anything the child left in its process group goes too.
+            self._signal_group(signal.SIGKILL)
+        self._become(ProcessState.STOPPED)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def close_input(self) -> None:
+        if self._proc is not None and self._proc.stdin is not None:
+            with contextlib.suppress(Exception):
+                self._proc.stdin.close()
+
+    def _signal_group(self, sig: int) -> None:
+        assert self._proc
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            log.info("sending %s to the process group of pid %d", signal.Signals(sig).name, self._proc.pid)
+            os.killpg(self._proc.pid, sig)
+
+    # -- resources ------------------------------------------------------------------
+
+    def footprint_mb(self) -> float | None:
+        """Resident plus swapped memory of the child and its descendants, MB."""
+        if self._proc is None or self.ending:
+            return None
+        try:
+            root = psutil.Process(self._proc.pid)
+            procs = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return None
+        total = 0
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):
+                info = proc.memory_full_info()
+                total += info.rss + getattr(info, "swap", 0)
+        return total / (1024 * 1024)
+
+    def create_time(self) -> float | None:
+        """The child's start time as the OS records it (for the leftovers record)."""
+        if self._proc is None or self.state in GONE:
+            return None
+        try:
+            return psutil.Process(self._proc.pid).create_time()
+        except psutil.Error:
+            return None

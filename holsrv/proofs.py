@@ -1,0 +1,157 @@
+"""Each proof's status as an answer states it: HOL's word, corrected by the text.
+
+HOL's pool calls a proof proved when it ran; Holmake is stricter.  A proof
+that uses cheat, or that HOL checked only after recovering from a parse
+error in it, is not proved as written, and a proof the pool never reported
+is not checked.  Also here: the diagnostics as answers carry them, and where
+a failure still sits on its theorem's name.
+"""
+
+from __future__ import annotations
+
+from holsrv import script, tally
+from holsrv.filestate import FileState, ProofEntry
+from holsrv.lsp import hol
+from holsrv.positions import LineIndex, Text
+from holsrv.rpc import messages as m
+from holsrv.rpc.words import clip
+
+_SEVERITY = {1: "error", 2: "warning", 3: "info", 4: "hint"}
+# Bounds on what one answer carries: an agent's context is not a log file.
+MAX_DIAGNOSTICS = 200
+MAX_MESSAGE_CHARS = 2000
+PARSE_NOTE = "a parse error: HOL reports it as a warning and recovers, but Holmake fails on it"
+_RAN = ("proved", "suspended")  # pool verdicts that a cheat or a parse error overrides
+_HOVER_WORDS = {
+    "failed": "its proof FAILED (see diagnostics); HOL binds the name anyway, but the statement is not proved",
+    "diverged": "its proof gives a different theorem than its statement's elaboration (see diagnostics)",
+    "suspended": "its proof leaves subgoals suspended for Resume blocks",
+    "cheated": "its proof uses cheat: the statement is not proved",
+    "parse_error": "its proof has a parse error (see diagnostics): it is not proved as written",
+    "checking": "its proof is still being checked",
+    "unchecked": "its proof has not been checked",
+}
+
+
+class Blocks:
+    """The text's proof blocks by pool name, with their line spans and cheats."""
+
+    def __init__(self, text: str) -> None:
+        self.index = LineIndex(text)
+        self.named = script.pool_names(text)
+        # (first line, line of the body's start, last line), 1-based.
+        self.lines = {
+            name: (self.index.line(b.start), self.index.line(b.body_start), self.index.line(b.end))
+            for name, b in self.named
+        }
+        self.cheats = script.cheats(text)
+
+    def owner(self, line: int) -> str | None:
+        """The proof a line belongs to; the earlier one where two meet (a missing QED)."""
+        return next((name for name, (first, _, last) in self.lines.items() if first <= line <= last), None)
+
+    def cheat_line(self, name: str) -> int | None:
+        """The line of the first cheat in `name`'s block, if any."""
+        first, _, last = self.lines.get(name, (0, 0, -1))
+        return next((line for c in self.cheats if first <= (line := self.index.line(c.offset)) <= last), None)
+
+
+def diagnostics(file: FileState, encoding: str, walk_errors: set[str]) -> list[m.Diagnostic]:
+    """HOL's diagnostics for the file, sorted, parse recoveries made errors, walk failures left out.
+
+    A failed goal-state walk is the walk's news, not a problem of the text:
+    it must not change the verdict or appear twice.
+    """
+    lines = Text(file.text)
+    kept = [d for d in file.diagnostics if str(d.get("message", "")).rstrip() not in walk_errors]
+    return sorted((_diagnostic(lines, d, encoding) for d in kept), key=lambda d: (d.range.line, d.range.col))
+
+
+def _diagnostic(text: Text, diag: dict, encoding: str) -> m.Diagnostic:
+    parse = hol.is_parse_recovery(diag)
+    return m.Diagnostic(
+        range=text.lsp_range(diag.get("range", {}), encoding),
+        severity="error" if parse else _SEVERITY.get(diag.get("severity", 1), "error"),
+        message=clip(str(diag.get("message", "")).rstrip(), MAX_MESSAGE_CHARS),
+        note=PARSE_NOTE if parse else "",
+    )
+
+
+def note_failures(blocks: Blocks, diagnostics: list[m.Diagnostic], complete: bool) -> None:
+    """Say where a failure still sits on its theorem's name instead of its failing step."""
+    for diag in diagnostics:
+        name = blocks.owner(diag.range.line) if diag.message.startswith("proof failed") else None
+        if name is None or diag.range.line >= blocks.lines[name][1]:
+            continue
+        _, body, last = blocks.lines[name]
+        diag.note = (
+            "provisional location: HOL first reports a failure on the theorem's name and moves it to the "
+            "failing tactic once its checks are done; call diagnostics again before editing"
+            if not complete else
+            f"HOL did not locate the failing tactic; call goalState on lines {body}-{last} to find it"
+        )
+
+
+def proof(
+    file: FileState, entry: ProofEntry, now: float, blocks: Blocks, diagnostics: list[m.Diagnostic]
+) -> m.Proof:
+    """`entry` as the answer lists it."""
+    status, detail = tally.answer_status(entry.status), clip(entry.detail.strip(), MAX_MESSAGE_CHARS)
+    if status == "unchecked":
+        detail = (
+            "HOL's pool dropped this check and has not run it since; if diagnostics settles like this, "
+            "edit the proof or restart to check it"
+        )
+    elif status in _RAN:
+        status, detail = _overridden(entry.name, status, detail, blocks, diagnostics)
+    listed = m.Proof(name=entry.name, line=entry.line0 + 1, status=status, detail=detail)
+    if entry.status == "checking":
+        listed.checking_s = round(file.checking_for(entry, now), 1)
+    return listed
+
+
+def _overridden(
+    name: str, status: str, detail: str, blocks: Blocks, diagnostics: list[m.Diagnostic]
+) -> tuple[str, str]:
+    """A proof HOL calls proved that Holmake would not accept: parse-recovered or cheated."""
+    parse = next((d for d in diagnostics if d.note == PARSE_NOTE and blocks.owner(d.range.line) == name), None)
+    if parse is not None:
+        return "parse_error", (
+            f"HOL recovered from a parse error at line {parse.range.line} ({parse.message}) and checked the "
+            "recovered text; Holmake fails on this proof as written"
+        )
+    cheat = blocks.cheat_line(name)
+    if cheat is not None:
+        return "cheated", f"uses cheat at line {cheat}: HOL's pool counts it {status}, but it is not proved"
+    return status, detail
+
+
+def unreported(known: dict, blocks: Blocks, diagnostics: list[m.Diagnostic], why: str = "") -> list[m.Proof]:
+    """Every proof in the text that is not in `known`, as unchecked.
+
+    After a completed compile each proof should have a pool entry; one
+    without (an interrupted pass that never handed it over, a tactic that
+    did not compile) was not checked, and must not vanish from the tally.
+    """
+    missing = []
+    for name, _ in blocks.named:
+        if name not in known:
+            first, _, last = blocks.lines[name]
+            errors = [d.range.line for d in diagnostics if d.severity == "error" and first <= d.range.line <= last]
+            reason = why or (
+                f"not checked: its proof does not compile (error at line {errors[0]})" if errors
+                else "HOL never reported checking it; edit the file or restart its server to check it"
+            )
+            missing.append(m.Proof(name, first, "unreported", reason))
+    return missing
+
+
+def theorem_status(file: FileState, text: str, encoding: str, name: str, now: float) -> str:
+    """For hover: a word about `name`'s proof when it is a theorem of this file not proved."""
+    blocks = Blocks(text)
+    entry = file.proofs.get(name)
+    if entry is None:
+        return f"{name}: {_HOVER_WORDS['unchecked']}" if name in blocks.lines else ""
+    listed = proof(file, entry, now, blocks, diagnostics(file, encoding, set()))
+    words = _HOVER_WORDS.get(listed.status)
+    return f"{name}: {words}" if words else ""

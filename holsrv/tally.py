@@ -1,0 +1,62 @@
+"""The proof tally as answers state it: which proofs count, and under which status.
+
+HOL's pool speaks of proved, checking, failed, suspended, diverged and
+cheated (dropped unchecked, PROTOCOL.md §10.3).  Answers call the last one
+"unchecked", keep "cheated" for proofs that use cheat, and add
+"parse_error" and "unreported" (`verdict` decides those from the text).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from holsrv import script
+from holsrv.filestate import FileState, ProofEntry
+from holsrv.rpc import messages as m
+
+_WORD = re.compile(r"[A-Za-z0-9_']+")
+
+
+def visible_proofs(file: FileState, text: str) -> list[ProofEntry]:
+    """Tally entries, minus those whose theorem no longer appears in the text.
+
+    The census prunes deletions only after the next pass; until then an
+    entry for a deleted theorem would look outstanding forever.
+    """
+    words = set(_WORD.findall(script.blank_comments_and_strings(text)))
+    visible = [e for e in file.proofs.values() if e.name.split("#")[0].split("[")[0] in words]
+    return sorted(visible, key=lambda e: e.line0)
+
+
+def answer_status(pool_status: str) -> str:
+    """The pool's status as answers name it: its `cheated` means dropped unchecked."""
+    return "unchecked" if pool_status == "cheated" else pool_status
+
+
+def tally_of(statuses: Iterable[str]) -> m.Tally:
+    """Counts of answer statuses; `unreported` counts as unchecked."""
+    tally = m.Tally()
+    for status in statuses:
+        bucket = "unchecked" if status == "unreported" else status
+        if bucket in m.Tally.__struct_fields__:
+            setattr(tally, bucket, getattr(tally, bucket) + 1)
+    return tally
+
+
+def of_pool(file: FileState) -> m.Tally:
+    """The tally from the pool's word alone (for status: no scan for cheats or parse errors)."""
+    return tally_of(answer_status(e.status) for e in visible_proofs(file, file.text))
+
+
+def open_suspensions(file: FileState, proofs: list[ProofEntry]) -> list[str]:
+    """Suspended proofs with a subgoal that no proved `Resume thm[label]` finishes."""
+    open_ = []
+    for entry in proofs:
+        if entry.status != "suspended":
+            continue
+        labels = [label.strip() for label in entry.detail.split(",") if label.strip()]
+        resumed = [file.proofs.get(f"{entry.name}[{label}]") for label in labels]
+        if not labels or any(r is None or r.status != "proved" for r in resumed):
+            open_.append(entry.name)
+    return open_

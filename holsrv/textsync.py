@@ -1,0 +1,88 @@
+"""The text a HOL server has of its file: didOpen once, then whole-text didChange.
+
+Whole-text changes cannot desync, and HOL resumes from the first changed
+byte anyway.  The one edit shape HOL gets wrong, one that starts in a proof
+body and runs past its QED, goes in two steps (`_send_statement_edit`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from holsrv import script
+from holsrv.filestate import FileState
+
+log = logging.getLogger(__name__)
+
+Notify = Callable[[str, dict[str, Any]], Awaitable[None]]
+WaitUntil = Callable[[Callable[[], bool], float], Awaitable[bool]]
+
+
+class TextSync:
+    def __init__(
+        self, file: FileState, notify: Notify, wait_until: WaitUntil, clock: Callable[[], float], spill_wait_s: float
+    ) -> None:
+        self.file = file
+        self.data: bytes | None = None  # the bytes the server last got from us
+        self._notify = notify
+        self._wait_until = wait_until
+        self._clock = clock
+        self._spill_wait_s = spill_wait_s
+        self._lock = asyncio.Lock()
+
+    async def sync(self, data: bytes, text: str) -> None:
+        """Make the server's copy equal `text` (`data` decoded)."""
+        async with self._lock:
+            if data == self.data:
+                return
+            if self.data is None:
+                await self._send_open(text)
+            else:
+                spill = script.spilling_proof(self.file.text, text)
+                if spill is not None:
+                    await self._send_statement_edit(text, spill)
+                await self._send_change(text)
+            self.data = data
+
+    async def resync(self) -> None:
+        """Send the whole text again (after HOL reported a desync, PROTOCOL.md §13)."""
+        async with self._lock:
+            if self.data is not None:
+                log.warning("HOL server for %s reported a desync; resending the whole text", self.file.uri)
+                await self._send_change(self.file.text)
+
+    async def _send_statement_edit(self, text: str, spill: script.ProofBlock) -> None:
+        """Send `text` with a blank line before `spill`, and let HOL act on it.
+
+        HOL would take an edit that starts in `spill`'s body as confined to
+        it, and leave the checks of the proofs it runs into going on stale
+        text.  A blank line before the theorem is a statement edit: HOL drops
+        every proof from there on, and a pass that follows cancelled proofs
+        re-checks them all.  Its attempt must start before the real text
+        goes, or the debounce folds the two edits into one.
+        """
+        seen = self.file.attempts
+        await self._send_change(text[: spill.start] + "\n" + text[spill.start:])
+        if not await self._wait_until(lambda: self.file.attempts != seen, self._spill_wait_s):
+            log.warning(
+                "HOL did not act on the interim text for %s within %.1fs; the edit may be taken as "
+                "confined to proof %s", self.file.uri, self._spill_wait_s, spill.name,
+            )
+
+    async def _send_open(self, text: str) -> None:
+        self.file.sent(1, text, self._clock())
+        await self._notify(
+            "textDocument/didOpen",
+            {"textDocument": {"uri": self.file.uri, "languageId": "holscript", "version": 1, "text": text}},
+        )
+
+    async def _send_change(self, text: str) -> None:
+        version = self.file.version + 1
+        self.file.sent(version, text, self._clock())
+        await self._notify(
+            "textDocument/didChange",
+            {"textDocument": {"uri": self.file.uri, "version": version}, "contentChanges": [{"text": text}]},
+        )
