@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test lint bench run clean
+.PHONY: install test stress lint bench run clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,11 @@ install: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# The long forms: 10,000 fuzzed frames, 100 clients x 50 requests with hostile
+# ones, a huge script beside cached answers; each prints its figures.
+stress: $(STAMP)
+	$(BIN)/python -m pytest -q -s -m stress
 
 # ruff, then mypy: with the wire's exhaustive `match`es, a request nobody
 # handles is a type error here.

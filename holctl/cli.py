@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TextIO
 
 import click
 import msgspec
@@ -16,14 +17,15 @@ import msgspec
 from holctl.render import render
 from holsrv import __version__
 from holsrv.errors import DaemonUnreachable, HolsrvError
-from holsrv.rpc import client, messages
+from holsrv.rpc import client, limits, messages
 
 EXIT_CODES = """\b
 Exit codes:
   0  answered (a failed proof is an answer, not an error)
   1  any other failure
   2  bad command line
-  3  bad input: missing file, not a file, not UTF-8, position out of range, bad request
+  3  bad input: missing file, not a file, not UTF-8, permission denied, position out of range,
+     bad request
   4  HOL problem: HOL not found, server died, servers busy, server timed out, HOL error
   5  daemon unreachable, protocol mismatch or bad frame
 """
@@ -59,14 +61,15 @@ class Unreachable(CallFailed):
 
 _FAILURE_BY_CODE = {
     **dict.fromkeys(
-        ["file_not_found", "not_a_file", "not_utf8", "position_out_of_range", "bad_request"], BadInput
+        ["file_not_found", "not_a_file", "not_utf8", "permission_denied", "position_out_of_range", "bad_request"],
+        BadInput,
     ),
     **dict.fromkeys(
         ["hol_not_found", "server_died", "server_stopped", "servers_busy", "server_timeout", "server_starting",
          "hol_error"],
         HolProblem,
     ),
-    **dict.fromkeys(["daemon_unreachable", "protocol_mismatch", "bad_frame"], Unreachable),
+    **dict.fromkeys(["daemon_unreachable", "protocol_mismatch", "bad_frame", "connection_closed"], Unreachable),
 }
 
 
@@ -75,21 +78,58 @@ def failure_for(err: HolsrvError) -> CallFailed:
     return _FAILURE_BY_CODE.get(err.code, CallFailed)(err)
 
 
+class LiveLine:
+    """Progress frames on stderr: one line rewritten in place on a terminal, else a line each."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._tty = stream.isatty()
+        self._shown = False
+
+    def show(self, frame: messages.Progress) -> None:
+        text = render(frame)
+        if self._tty:
+            self._stream.write("\r\x1b[K" + text)
+        else:
+            self._stream.write(text + "\n")
+        self._stream.flush()
+        self._shown = True
+
+    def clear(self) -> None:
+        if self._tty and self._shown:
+            self._stream.write("\r\x1b[K")
+            self._stream.flush()
+
+
 class Target:
     """Where to send requests: the group's options, shared by every command."""
 
-    def __init__(self, socket: Path | None, autostart: bool) -> None:
+    def __init__(self, socket: Path | None, autostart: bool, progress: bool | None = None) -> None:
         self.socket = socket
         self.autostart = autostart
+        # None: show progress when stderr is a terminal.
+        self.progress = progress
 
     def ask(self, request: messages.Request, as_json: bool) -> None:
         """Send `request`, print its reply; a daemon error becomes a CallFailed.
 
         The reply timeout comes from the daemon's limits (`Client.reply_timeout`).
+        Progress frames (diagnostics, goalState) become live lines on stderr
+        unless `--json`; the daemon's warnings about this client's settings go
+        to stderr too, so stdout stays the answer alone.
         """
+        live = self._live_line(request, as_json)
+        if live is not None and isinstance(request, messages.Diagnostics | messages.GoalState):
+            request = msgspec.structs.replace(request, progress=True)
         try:
             with client.connect(self.socket, name="holctl", autostart=self.autostart) as conn:
-                reply = conn.call(request)
+                try:
+                    reply = conn.call(request, on_progress=live.show if live else None)
+                finally:
+                    if live is not None:
+                        live.clear()
+                for warning in conn.welcome.settings_warnings:
+                    click.echo(f"holctl: warning: {warning}", err=True)
         except HolsrvError as err:
             if as_json:  # scripts reading stdout get the error in the same shape
                 error = messages.ErrorReply(err.code, str(err), err.detail)
@@ -104,10 +144,29 @@ class Target:
         else:
             click.echo(render(reply))
 
+    def _live_line(self, request: messages.Request, as_json: bool) -> LiveLine | None:
+        if as_json or not isinstance(request, messages.Diagnostics | messages.GoalState):
+            return None
+        wanted = sys.stderr.isatty() if self.progress is None else self.progress
+        return LiveLine(sys.stderr) if wanted else None
+
 
 def absolute(file: str) -> str:
     """FILE as the daemon needs it: absolute, relative to the caller's cwd."""
     return os.path.abspath(os.path.expanduser(file))
+
+
+class Seconds(click.ParamType):
+    """Seconds from 0 to the daemon's limit: click's FloatRange lets NaN through."""
+
+    name = "seconds"
+
+    def convert(self, value, param, ctx) -> float:
+        seconds = click.FLOAT.convert(value, param, ctx)
+        problem = limits.seconds_problem(param.name if param is not None and param.name else "seconds", seconds)
+        if problem is not None:
+            self.fail(problem, param, ctx)
+        return seconds
 
 
 # -- options shared by several commands ---------------------------------------
@@ -116,20 +175,43 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print the re
 file_argument = click.argument("file", type=click.Path())
 position_arguments = [
     click.argument("line", type=click.IntRange(min=1)),
-    click.argument("col", type=click.IntRange(min=1)),
+    click.argument("column", type=click.IntRange(min=1)),
 ]
 wait_option = click.option(
     "--wait",
-    type=click.FloatRange(min=0),
+    type=Seconds(),
     default=None,
     help="Seconds to wait for the file to settle (daemon default 25). Nothing is cancelled when it runs out.",
 )
+lookup_wait_options = [
+    click.option(
+        "--wait",
+        type=Seconds(),
+        default=None,
+        help="Seconds to wait for the file's server to start and its compile to get here "
+        "(default: the daemon's lookup wait, 25).",
+    ),
+    click.option("--no-wait", is_flag=True, help="Answer with what is known now (the same as --wait 0)."),
+]
 
 
 def at_position(fn):
     for decorator in reversed(position_arguments):
         fn = decorator(fn)
     return fn
+
+
+def with_lookup_wait(fn):
+    for decorator in reversed(lookup_wait_options):
+        fn = decorator(fn)
+    return fn
+
+
+def lookup_wait(wait: float | None, no_wait: bool) -> float | None:
+    """The lookup's `wait` from --wait / --no-wait; None leaves the daemon's default."""
+    if no_wait and wait is not None:
+        raise click.UsageError("give --wait or --no-wait, not both")
+    return 0.0 if no_wait else wait
 
 
 @click.group(epilog=EXIT_CODES, context_settings={"help_option_names": ["-h", "--help"]})
@@ -140,15 +222,20 @@ def at_position(fn):
     help="The daemon's socket. Default: $HOLSRV_SOCKET, else the per-user default.",
 )
 @click.option("--no-start", is_flag=True, help="Do not start a daemon if none is running.")
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Show what diagnostics and goalState wait for, on stderr. Default: when stderr is a terminal.",
+)
 @click.version_option(__version__, prog_name="holctl")
 @click.pass_context
-def cli(ctx: click.Context, socket: Path | None, no_start: bool) -> None:
+def cli(ctx: click.Context, socket: Path | None, no_start: bool, progress: bool | None) -> None:
     """Ask the holsrv daemon about a HOL4 script.
 
-    LINE and COL are 1-based; COL counts Unicode characters. FILE may be
+    LINE and COLUMN are 1-based; COLUMN counts Unicode characters. FILE may be
     relative to the current directory. A daemon is started if none runs.
     """
-    ctx.obj = Target(socket, autostart=not no_start)
+    ctx.obj = Target(socket, autostart=not no_start, progress=progress)
 
 
 def _with_wait(request_type, wait: float | None, **fields):
@@ -168,55 +255,76 @@ def diagnostics(target: Target, file: str, wait: float | None, as_json: bool) ->
 
 @cli.command("goalState", epilog=EXIT_CODES)
 @file_argument
-@at_position
+@click.argument("line", type=click.IntRange(min=1))
+@click.argument("column", type=click.IntRange(min=1), required=False)
 @wait_option
 @json_option
 @click.pass_obj
-def goal_state(target: Target, file: str, line: int, col: int, wait: float | None, as_json: bool) -> None:
-    """Print the goals at LINE:COL inside a Proof…QED block of FILE."""
-    target.ask(_with_wait(messages.GoalState, wait, file=absolute(file), line=line, col=col), as_json)
+def goal_state(target: Target, file: str, line: int, column: int | None, wait: float | None, as_json: bool) -> None:
+    """Print the goals at LINE:COLUMN inside a Proof…QED block of FILE.
+
+    At a column: the goals before the tactic there (on the QED line, what is
+    left at the end). Without COLUMN: the goals before the line's first
+    tactic and after its last.
+    """
+    target.ask(_with_wait(messages.GoalState, wait, file=absolute(file), line=line, column=column), as_json)
 
 
 PositionLookup = type[messages.Hover | messages.Definition | messages.References | messages.Completion]
 
 
 def _position_command(name: str, request_type: PositionLookup, summary: str) -> None:
-    """Register a command that takes FILE LINE COL and nothing else."""
+    """Register a command that takes FILE LINE COLUMN and the lookup wait."""
 
     @file_argument
     @at_position
+    @with_lookup_wait
     @json_option
     @click.pass_obj
-    def command(target: Target, file: str, line: int, col: int, as_json: bool) -> None:
-        target.ask(request_type(file=absolute(file), line=line, col=col), as_json)
+    def command(
+        target: Target, file: str, line: int, column: int, wait: float | None, no_wait: bool, as_json: bool
+    ) -> None:
+        request = request_type(file=absolute(file), line=line, column=column, wait=lookup_wait(wait, no_wait))
+        target.ask(request, as_json)
 
     command.__doc__ = summary
     cli.command(name, epilog=EXIT_CODES)(command)
 
 
-_position_command("hover", messages.Hover, "Print what HOL knows about the name at LINE:COL: its type or statement.")
-_position_command("definition", messages.Definition, "Print where the name at LINE:COL is defined.")
-_position_command("references", messages.References, "Print where the name at LINE:COL is used.")
-_position_command("completion", messages.Completion, "Print completions for the name ending at LINE:COL.")
+_position_command(
+    "hover", messages.Hover, "Print what HOL knows about the name at LINE:COLUMN: its type or statement."
+)
+_position_command("definition", messages.Definition, "Print where the name at LINE:COLUMN is defined.")
+_position_command("references", messages.References, "Print where the name at LINE:COLUMN is used.")
+_position_command("completion", messages.Completion, "Print completions for the name ending at LINE:COLUMN.")
 
 
 @cli.command("documentSymbol", epilog=EXIT_CODES)
 @file_argument
+@with_lookup_wait
 @json_option
 @click.pass_obj
-def document_symbol(target: Target, file: str, as_json: bool) -> None:
+def document_symbol(target: Target, file: str, wait: float | None, no_wait: bool, as_json: bool) -> None:
     """Print an outline of FILE: its theorems, definitions and values."""
-    target.ask(messages.DocumentSymbol(file=absolute(file)), as_json)
+    target.ask(messages.DocumentSymbol(file=absolute(file), wait=lookup_wait(wait, no_wait)), as_json)
 
 
 @cli.command("workspaceSymbol", epilog=EXIT_CODES)
 @file_argument
 @click.argument("query")
+@click.option("--limit", type=click.IntRange(min=1, max=200), default=20, show_default=True, help="Matches per page.")
+@click.option("--page", type=click.IntRange(min=1), default=1, show_default=True, help="Which page (1-based).")
+@with_lookup_wait
 @json_option
 @click.pass_obj
-def workspace_symbol(target: Target, file: str, query: str, as_json: bool) -> None:
-    """Search the theorems and constants FILE can see for names matching QUERY."""
-    target.ask(messages.WorkspaceSymbol(file=absolute(file), query=query), as_json)
+def workspace_symbol(
+    target: Target, file: str, query: str, limit: int, page: int, wait: float | None, no_wait: bool, as_json: bool
+) -> None:
+    """Search the theorems and constants FILE can see for names containing QUERY (2 characters or more)."""
+    request = messages.WorkspaceSymbol(
+        file=absolute(file), query=query, limit=limit, page=page, wait=lookup_wait(wait, no_wait)
+    )
+    target.ask(request, as_json)
 
 
 @cli.command("eval", epilog=EXIT_CODES)
@@ -224,9 +332,9 @@ def workspace_symbol(target: Target, file: str, query: str, as_json: bool) -> No
 @click.argument("code")
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0),
+    type=Seconds(),
     default=None,
-    help="Seconds the code may run (daemon default 30).",
+    help="Seconds the code may run (daemon default 120).",
 )
 @json_option
 @click.pass_obj
@@ -263,11 +371,20 @@ def restart(target: Target, file: str, max_heap_mb: int | None, as_json: bool) -
     target.ask(messages.Restart(file=absolute(file), max_heap_mb=max_heap_mb), as_json)
 
 
+@cli.command("stop", epilog=EXIT_CODES)
+@file_argument
+@json_option
+@click.pass_obj
+def stop(target: Target, file: str, as_json: bool) -> None:
+    """Stop FILE's HOL server, freeing its memory and its place; the next call starts a new one."""
+    target.ask(messages.Stop(file=absolute(file)), as_json)
+
+
 @cli.command("status", epilog=EXIT_CODES)
 @json_option
 @click.pass_obj
 def status(target: Target, as_json: bool) -> None:
-    """Print the daemon and every HOL server it runs."""
+    """Print the daemon, its settings, and every HOL server it runs."""
     target.ask(messages.Status(), as_json)
 
 

@@ -2,8 +2,9 @@
 
 holctl prints it and holmcp returns it as a tool's text content, so it must
 stay importable with only the standard library and msgspec.  Every answer
-about a file ends with a freshness line naming the content it describes, so a
-reader can tell an old answer from a new one.
+about a file ends with a freshness line, `(about file content 0123456789ab)`:
+the start of the hash of the bytes it describes, so a reader can tell an
+answer about an older text from one about the current text.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from holsrv.rpc.messages import (
     GoalStateResult,
     HoverResult,
     Location,
+    Progress,
     Proof,
     Range,
     ReferencesResult,
@@ -31,8 +33,10 @@ from holsrv.rpc.messages import (
     RetryCompileResult,
     ServerNote,
     SessionStatus,
+    SettingSource,
     ShutdownResult,
     StatusResult,
+    StopResult,
     Tally,
     Welcome,
     WorkspaceSymbolResult,
@@ -51,6 +55,8 @@ def render(reply: Reply) -> str:
             lines = [f"holsrv {reply.daemon_version} (protocol {reply.protocol}, pid {reply.pid})"]
         case ErrorReply():
             lines = [f"{reply.code}: {reply.message}", *_indented(reply.detail)]
+        case Progress():
+            lines = [_progress(reply)]
         case _:
             lines = _result_lines(reply)
     return "\n".join(lines)
@@ -75,20 +81,27 @@ def _result_lines(reply: Result) -> list[str]:
         case CompletionResult():
             lines = [*_completion(reply), *_noted(reply.note), *_footer(reply.content_hash, reply.server)]
         case DocumentSymbolResult():
-            lines = [*_document_symbols(reply), *_footer(reply.content_hash, reply.server)]
+            omitted = [f"… and {reply.omitted} more symbols, not listed"] if reply.omitted else []
+            lines = [*_document_symbols(reply), *omitted, *_footer(reply.content_hash, reply.server)]
         case WorkspaceSymbolResult():
             lines = [*_workspace_symbols(reply), *_noted(reply.note), *_server_lines(reply.server)]
         case EvalResult():
             lines = _eval(reply)
         case RetryCompileResult():
             lines = [reply.message, *_footer(reply.content_hash, reply.server)]
-        case RestartResult() | ShutdownResult():
+        case RestartResult() | ShutdownResult() | StopResult():
             lines = [reply.message]
         case StatusResult():
             lines = _status(reply)
         case _:
             assert_never(reply)
     return lines
+
+
+def _progress(reply: Progress) -> str:
+    """One live line: what the daemon is waiting for, and how far it got when it counts."""
+    counted = f" ({reply.done}/{reply.total})" if reply.total else ""
+    return f"… {reply.message}{counted}"
 
 
 # -- diagnostics ------------------------------------------------------------
@@ -130,25 +143,42 @@ def _proof(proof: Proof) -> str:
 # -- goal state -------------------------------------------------------------
 
 
+# "ok" is what a daemon of protocol 1 said for "goals" and "proved_here".
+_GOAL_STATES = ("goals", "proved_here", "failed", "ok")
+
+
 def _goal_state(reply: GoalStateResult) -> list[str]:
     footer = _footer(reply.content_hash, reply.server, reply.cached)
-    if reply.state != "ok":
+    if reply.state not in _GOAL_STATES:
         return [reply.message, *footer]
     lines = [f"theorem {reply.theorem}, step {reply.step}"]
+    if reply.column is None and reply.line_text:
+        lines.append(f"line {reply.line}: {reply.line_text.strip()}")
     if reply.provisional:
         lines.append("provisional: the file is still compiling, so this answer may change; ask again")
+    if reply.message:
+        lines.append(reply.message)
     lines += reply.context
     if reply.note:
         lines.append(f"note: {reply.note}")
     if reply.error:
         where = f" at {_range(reply.failed_range)}" if reply.failed_range else ""
-        first, *rest = reply.error.splitlines()
+        first, *rest = reply.error.splitlines() or [""]
         lines += [f"error{where}: {first}", *("    " + line for line in rest)]
-    for n, goal in enumerate(reply.goals, 1):
-        lines += [f"goal {n} of {len(reply.goals)}:", *_goal(goal)]
-    if not reply.goals and not reply.error:
-        lines.append("no goals: proved at this point")
+    if reply.before is not None:
+        lines += ["before the line:", *_goals(reply.before, "  "), "after the line:"]
+    lines += _goals(reply.goals, "  " if reply.before is not None else "", proved=not reply.error)
     return lines + footer
+
+
+def _goals(goals: list[Goal], indent: str = "", proved: bool = True) -> list[str]:
+    """Numbered goals in HOL's layout; none at all reads as proved (unless a tactic failed)."""
+    if not goals:
+        return [indent + "no goals: proved at this point"] if proved else []
+    lines = []
+    for n, goal in enumerate(goals, 1):
+        lines += [f"{indent}goal {n} of {len(goals)}:", *(indent + line for line in _goal(goal))]
+    return lines
 
 
 def _goal(goal: Goal) -> list[str]:
@@ -195,11 +225,20 @@ def _document_symbols(reply: DocumentSymbolResult) -> list[str]:
 
 def _workspace_symbols(reply: WorkspaceSymbolResult) -> list[str]:
     if not reply.symbols:
-        return [f"no symbols match {reply.query!r}"]
+        return [f"no symbols match {reply.query!r}" + (f" on page {reply.page}" if reply.page > 1 else "")]
     lines = []
     for s in reply.symbols:
         where = f"{s.path}:{s.line}" if s.path and s.line else s.path
-        lines.append("  ".join(filter(None, [s.name, s.kind, s.theory, where])))
+        place = ", ".join(filter(None, [s.kind, s.theory, where]))
+        statement = " ".join(s.statement.split())
+        lines.append(f"{s.name}: {statement}  ({place})" if statement else f"{s.name}  ({place})")
+    if reply.more:
+        lines.append(
+            f"page {reply.page}: {len(reply.symbols)} of {reply.total} matches; {reply.more} more on "
+            f"page {reply.page + 1} and after; a longer query narrows the list"
+        )
+    if reply.capped:
+        lines.append("HOL stops at a fixed number of matches, so there may be more than these: narrow the query")
     return lines
 
 
@@ -211,6 +250,9 @@ def _eval(reply: EvalResult) -> list[str]:
     for err in reply.errors:
         first, *rest = err.splitlines() or [""]
         lines += [f"error: {first}", *("    " + line for line in rest)]
+    for warning in reply.warnings:
+        first, *rest = warning.splitlines() or [""]
+        lines += [f"warning: {first}", *("    " + line for line in rest)]
     if reply.stderr.strip():
         lines += ["stderr:", *_indented(reply.stderr.rstrip("\n"))]
     if reply.timed_out:
@@ -239,12 +281,25 @@ def _status(reply: StatusResult) -> list[str]:
         f"servers: {sum(s.state not in _GONE for s in reply.sessions)} running of {reply.max_servers}  "
         f"cache: {reply.cache_hits} hits, {reply.cache_misses} misses",
     ]
+    if reply.memory_budget_mb:
+        lines.append(f"memory: {reply.memory_used_mb:.0f} of {reply.memory_budget_mb} MB budget held")
     versions = sorted({s.hol_version for s in reply.sessions if s.hol_version})
     if versions:
         lines.append(f"HOL: {', '.join(versions)}")
+    lines += _settings(reply.settings)
     if not reply.sessions:
         return lines + ["no HOL servers running"]
     return lines + _table([_STATUS_COLUMNS, *(_session_row(s) for s in reply.sessions)])
+
+
+def _settings(settings: list[SettingSource]) -> list[str]:
+    """The daemon's settings: one line each for those set somewhere, one line for the defaults."""
+    chosen = [f"  {s.name}={s.value}  ({s.source})" for s in settings if s.source != "default"]
+    defaults = [f"{s.name}={s.value}" for s in settings if s.source == "default"]
+    lines = ["settings:", *chosen] if settings else []
+    if defaults:
+        lines.append("  defaults: " + ", ".join(defaults))
+    return lines
 
 
 def _session_row(s: SessionStatus) -> tuple[str, ...]:
@@ -280,8 +335,8 @@ def _table(rows: list[tuple[str, ...]]) -> list[str]:
 
 
 def _footer(content_hash: str, server: ServerNote, cached: bool = False, complete: bool = True) -> list[str]:
-    """Which content the answer is about, and whether this call had to start a server."""
-    marks = [f"content {content_hash[:12]}"]
+    """Which text of the file the answer is about, and whether this call had to start a server."""
+    marks = [f"about file content {content_hash[:12]}"]
     if cached:
         marks.append("cached")
     if not complete:

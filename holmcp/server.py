@@ -1,55 +1,66 @@
 """holmcp: the holsrv daemon's questions as MCP tools, over stdio.
 
-Stateless: every tool call connects to the daemon (starting it if needed),
-sends one request and returns the reply twice, as structured content whose
-schema is the reply struct's and as the text holctl prints.  Killing holmcp
-loses nothing; the warm HOL servers live in the daemon.
+Stateless: each tool call sends one request to the daemon (starting it if
+needed) on a connection holmcp keeps (`holsrv.rpc.aclient`), and returns
+the reply twice: as the text holctl prints and as structured content (the
+reply struct).  Killing holmcp loses nothing; the warm HOL servers live in
+the daemon.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
 import os
-from functools import partial
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Annotated, Any
 
-import anyio
 import msgspec
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from holctl.render import render
+from holmcp import arguments, schema
+from holmcp.progress import ProgressRelay
 from holsrv import __version__
 from holsrv.errors import HolsrvError
-from holsrv.rpc import client, messages
+from holsrv.rpc import messages
+from holsrv.rpc.aclient import AsyncClient
 
 INSTRUCTIONS = """\
-Tools for HOL4 proof scripts (*Script.sml), answered by warm HOL language servers
-that the holsrv daemon keeps across sessions. Start with `diagnostics` after each
-edit; use `goalState` inside a failing proof; `hover`, `definition`,
-`workspaceSymbol` and `completion` to find theorems; `eval` to experiment.
-Positions are 1-based lines and 1-based columns counted in characters."""
+HOL4 proof scripts, checked by warm HOL servers that the holsrv daemon keeps. \
+The loop: edit the file with your own tools, call diagnostics, then goalState at \
+a line inside the failing proof, edit, repeat. INCOMPLETE means still checking: \
+call diagnostics again. After rebuilding a dependency (Holmake), call restart. \
+Lines and columns are 1-based; columns count characters. A failed proof is an \
+answer; a tool error names its code and what to do."""
 
 File = Annotated[
     str,
-    Field(
-        description="The HOL4 proof script (a ...Script.sml file): an absolute path, "
-        "or a path relative to the directory holmcp was started in."
-    ),
+    Field(description="Script path or file:// URI (relative to holmcp's start directory)."),
 ]
-Line = Annotated[int, Field(ge=1, description="Line number, 1-based: the first line of the file is 1.")]
-Col = Annotated[
-    int,
-    Field(
-        ge=1,
-        description="Column, 1-based, counting Unicode characters (∀, ⇒ and ‘ each count as one), not bytes.",
-    ),
+Line = Annotated[int, Field(ge=1, description="1-based line.")]
+Column = Annotated[int, Field(ge=1, description="1-based column, counting characters.")]
+LookupWait = Annotated[
+    float | None,
+    Field(ge=0, description="Seconds to wait for start and compile; 0: answer now. Default 25."),
 ]
+
+# Where an answer about the daemon's own text could leave an agent guessing:
+# the step that works from an MCP host.  The daemon's message comes first.
+NEXT_STEPS = {
+    "servers_busy": "Call status to see which servers are busy, and stop (the stop tool) one you no longer "
+    "need; or ask again later.",
+    "server_starting": "Call again in a few seconds.",
+    "server_timeout": "Call again; if it stays stuck, call restart for the file.",
+    "server_stopped": "Call again.",
+    "daemon_unreachable": "Call again; if it persists, the daemon's log says why.",
+}
 
 
 def _default(request_type: type[msgspec.Struct], field: str) -> Any:
@@ -60,288 +71,299 @@ def _default(request_type: type[msgspec.Struct], field: str) -> Any:
 class Tools:
     """The tool bodies: each builds one request and asks the daemon."""
 
-    def __init__(self, socket: Path | None, base_dir: Path, autostart: bool) -> None:
-        self._socket = socket
+    def __init__(self, daemon: AsyncClient, base_dir: Path) -> None:
+        self.daemon = daemon
         self._base_dir = base_dir
-        self._autostart = autostart
 
     def _path(self, file: str) -> str:
-        return os.path.abspath(os.path.join(self._base_dir, os.path.expanduser(file)))
+        path = arguments.file_path(file)
+        return os.path.abspath(os.path.join(self._base_dir, os.path.expanduser(path)))
 
     async def diagnostics(
         self,
+        ctx: Context,
         file: File,
         wait: Annotated[
             float,
-            Field(
-                ge=0,
-                description="Seconds to wait for compiling and proof checking to finish before answering "
-                "with what is known so far. Nothing is cancelled when the wait runs out: call again "
-                "to pick up where this call stopped.",
-            ),
+            Field(ge=0, description="Seconds to wait for compiling and checking; then INCOMPLETE with what "
+                  "is known (nothing is cancelled)."),
         ] = _default(messages.Diagnostics, "wait"),
     ) -> CallToolResult:
-        """Compile a HOL4 script and check every proof in it; call it after every edit.
-
-        Returns a verdict: OK only when Holmake would build the file: every
-        proof proved, nothing cheated, no errors (HOL's parse recoveries,
-        which it reports as warnings, count as errors); otherwise FAILED (a
-        proof failed), ERRORS (the script does not compile or does not
-        parse), CHEATS (a proof uses cheat, CHEAT_TAC or mk_thm), SUSPENDED
-        (subgoals left without a proved Resume block), UNCHECKED (HOL did not
-        check some proofs; each says why), BLOCKED (a theory it needs could not
-        be loaded) or INCOMPLETE (still checking when the wait ran out; a
-        proof far slower than the rest or probably looping is named: edit it).
-        Also: a tally of proofs (proved, failed, cheated, parse_error,
-        checking, …), each proof that is not proved (line, name, status,
-        reason), and compiler messages at 1-based line:col; a failure still
-        on a theorem's name is marked provisional (HOL moves it to the
-        failing tactic a moment later).
-        The file is re-read from disk on each call. A failed proof is an
-        answer, not a tool error.
-        Next: for a failed proof, call goalState at a line inside its
-        Proof...QED block; for INCOMPLETE, call again (and heed any SLOW or
-        PROBABLY LOOPING warning: edit that proof; restart would not help);
-        for BLOCKED, fix the dependency, then retryCompile.
+        """Check a HOL4 script: compile it and replay every proof; call it after each edit (it re-reads
+        the file). Verdict: OK only if Holmake would build it; else FAILED (a proof fails), ERRORS (does
+        not compile or parse), CHEATS (cheat, CHEAT_TAC, mk_thm), SUSPENDED, UNCHECKED, BLOCKED (an
+        ancestor will not load: fix it, then retryCompile) or INCOMPLETE (wait ran out: call again; a
+        SLOW or LOOPING proof is named: edit it). Lists unproved proofs and messages at line:column.
+        REBUILT: call restart. Next: goalState inside the failing proof.
         """
-        return await self._ask(messages.Diagnostics(file=self._path(file), wait=wait))
+        request = messages.Diagnostics(file=self._path(file), wait=wait, progress=True)
+        return await self._ask(ctx, request)
 
     async def goalState(
         self,
+        ctx: Context,
         file: File,
         line: Line,
-        col: Col,
+        column: Annotated[
+            int | None,
+            Field(ge=1, description="1-based column, counting characters. Omit it for the whole line."),
+        ] = None,
         wait: Annotated[
             float,
-            Field(
-                ge=0,
-                description="Seconds to wait for the script to compile up to this position. "
-                "If it runs out, the answer says the file is still compiling: call again.",
-            ),
+            Field(ge=0, description="Seconds to wait for the compile to reach the line."),
         ] = _default(messages.GoalState, "wait"),
     ) -> CallToolResult:
-        """Show the goals at a position inside a Proof...QED block.
-
-        Returns the theorem, the tactic step reached, every remaining goal with
-        its numbered assumptions above a rule and the goal below it, and the
-        error if the tactic there fails. Use it to see what is left to prove
-        before writing the next tactic, or why a tactic fails; use diagnostics
-        for a verdict on the whole file.
-        If the position is not inside a proof the answer says so; if the file
-        is still compiling the answer is marked provisional or compiling: call
-        again. "no goals" means the proof is finished at that point.
+        """Show the goals in a proof (Proof...QED): at a column, before the tactic there (on the QED
+        line: what is left); without one, before the line's first tactic and after its last, to see
+        what the line did. `state`: goals, proved_here (none left), failed (the tactic fails: error,
+        range), not_in_proof, compiling or starting (call again), blocked.
         """
-        return await self._ask(messages.GoalState(file=self._path(file), line=line, col=col, wait=wait))
+        request = messages.GoalState(file=self._path(file), line=line, column=column, wait=wait, progress=True)
+        return await self._ask(ctx, request)
 
-    async def hover(self, file: File, line: Line, col: Col) -> CallToolResult:
-        """Show what HOL knows about the name at a position: a term's type, a
-        constant's type, or a theorem's statement. For a theorem of this
-        file whose proof is not proved (failed, cheated, unchecked, still
-        checking) it also says so: its statement is then not a theorem yet.
-
-        Use it to check a theorem's exact statement before using it in a
-        tactic. Use definition to find where a name is defined, and
-        workspaceSymbol to search for a name you do not have in the file.
+    async def hover(
+        self, ctx: Context, file: File, line: Line, column: Column, wait: LookupWait = None
+    ) -> CallToolResult:
+        """The type of the term or constant at a position, or the theorem's statement (and, for this
+        file's theorems, whether its proof is proved). Check a lemma's exact form before using it.
         """
-        return await self._ask(messages.Hover(file=self._path(file), line=line, col=col))
+        return await self._ask(ctx, messages.Hover(file=self._path(file), line=line, column=column, wait=wait))
 
-    async def definition(self, file: File, line: Line, col: Col) -> CallToolResult:
-        """Find where the name at a position is defined.
-
-        Returns path:line:col for each definition site, in this script or in
-        another script or HOL's own sources. Read the file there to see the
-        definition; use hover when the statement alone is enough.
+    async def definition(
+        self, ctx: Context, file: File, line: Line, column: Column, wait: LookupWait = None
+    ) -> CallToolResult:
+        """Where the name at a position is defined: path:line:column, here, in another script or in
+        HOL's sources.
         """
-        return await self._ask(messages.Definition(file=self._path(file), line=line, col=col))
+        request = messages.Definition(file=self._path(file), line=line, column=column, wait=wait)
+        return await self._ask(ctx, request)
 
-    async def references(self, file: File, line: Line, col: Col) -> CallToolResult:
-        """Find the places that use the name at a position.
-
-        Returns path:line:col for each use. Some HOL servers cannot find
-        references; the answer then says so, and searching the files for the
-        name is the fallback.
+    async def references(
+        self, ctx: Context, file: File, line: Line, column: Column, wait: LookupWait = None
+    ) -> CallToolResult:
+        """Where the name at a position is used, as path:line:column. Some HOL servers cannot say; the
+        answer then tells you to search the files.
         """
-        return await self._ask(messages.References(file=self._path(file), line=line, col=col))
+        request = messages.References(file=self._path(file), line=line, column=column, wait=wait)
+        return await self._ask(ctx, request)
 
-    async def completion(self, file: File, line: Line, col: Col) -> CallToolResult:
-        """List completions for the partial name just before a position:
-        theorems, constants, tactics and other names in scope.
-
-        Returns up to 50 as `label (kind) detail` and a count of the rest. Use
-        it when you know how a name starts; use workspaceSymbol to search by
-        any part of a name.
+    async def completion(
+        self, ctx: Context, file: File, line: Line, column: Column, wait: LookupWait = None
+    ) -> CallToolResult:
+        """Names in scope that complete the partial name just before a position: up to 50, and how
+        many more. To search by any part of a name, use workspaceSymbol.
         """
-        return await self._ask(messages.Completion(file=self._path(file), line=line, col=col))
+        request = messages.Completion(file=self._path(file), line=line, column=column, wait=wait)
+        return await self._ask(ctx, request)
 
-    async def documentSymbol(self, file: File) -> CallToolResult:
-        """Outline a HOL4 script: its theorems, definitions and other top-level
-        declarations, with their 1-based lines, nested by depth.
-
-        Cheaper than reading the whole file when you need a theorem's line,
-        e.g. to call goalState inside its proof.
+    async def documentSymbol(self, ctx: Context, file: File, wait: LookupWait = None) -> CallToolResult:
+        """Outline a script: its theorems, definitions and other declarations with their lines (up to
+        500, and how many more): a proof's line without reading the file.
         """
-        return await self._ask(messages.DocumentSymbol(file=self._path(file)))
+        return await self._ask(ctx, messages.DocumentSymbol(file=self._path(file), wait=wait))
 
     async def workspaceSymbol(
         self,
+        ctx: Context,
         file: File,
-        query: Annotated[str, Field(description="Part of a name to search for, e.g. `ADD_COMM` or `LENGTH_`.")],
+        query: Annotated[
+            str, Field(description="Part of a name, 2 characters or more, any case: e.g. ADD_COMM.")
+        ],
+        limit: Annotated[int, Field(ge=1, le=200, description="Matches per page.")] = _default(
+            messages.WorkspaceSymbol, "limit"
+        ),
+        page: Annotated[int, Field(ge=1, description="1-based page.")] = 1,
+        wait: LookupWait = None,
     ) -> CallToolResult:
-        """Search the theorems, definitions and constants visible from a script
-        (its own and its ancestor theories') by name.
-
-        Returns name, kind, theory and where each is defined. Use it to find a
-        lemma you need; then hover over it (or eval `DB.find`) for its exact
-        statement.
+        """Find the theorems, definitions and constants a script can see (its own and its ancestors')
+        by part of their name: `name: ⊢ statement`, theory and place, a page at a time with how many
+        more.
         """
-        return await self._ask(messages.WorkspaceSymbol(file=self._path(file), query=query))
+        request = messages.WorkspaceSymbol(
+            file=self._path(file), query=query, limit=limit, page=page, wait=wait
+        )
+        return await self._ask(ctx, request)
 
     async def eval(
         self,
+        ctx: Context,
         file: File,
-        code: Annotated[
-            str,
-            Field(
-                description="SML to evaluate, ending with a semicolon, e.g. "
-                "`EVAL ``LENGTH [1;2;3]``;` or `DB.find \"ADD_COMM\";`."
-            ),
-        ],
+        code: Annotated[str, Field(description="SML declarations or expressions, each ending with `;`.")],
         timeout: Annotated[
-            float,
-            Field(ge=0, description="Seconds the code may run; past that it is cancelled and the answer says so."),
+            float, Field(ge=0, description="Seconds the code may run before it is interrupted.")
         ] = _default(messages.Eval, "timeout"),
     ) -> CallToolResult:
-        """Evaluate SML in the HOL server of a script, where the script's
-        ancestor theories are loaded (it does not see the script's own
-        declarations).
-
-        Returns what PolyML.print printed, the errors, and what the server
-        wrote to stderr meanwhile (plain `print` goes there). Bindings such as
-        `val x = ...;` are not echoed: wrap a value in PolyML.print to see it.
-        Use it to experiment: EVAL or type-check a term, search with DB.find or
-        DB.match, try a tactic with prove. It never changes the file. If it
-        times out it is cancelled and the answer says so; use restart if the
-        server stays stuck.
+        """Run SML in the script's HOL server, as the user (not read-only), after `open HolKernel Parse
+        boolLib bossLib` and the script's ancestor theories (not its own theorems); a last expression's
+        value is printed. No binding lasts to the next call; HOL's global state (libraries loaded,
+        flags, definitions) does. Returns output, errors (line:column in your code), stderr; warnings
+        are not errors. E.g. EVAL a term, DB.find, try prove.
         """
-        return await self._ask(messages.Eval(file=self._path(file), code=code, timeout=timeout))
+        return await self._ask(ctx, messages.Eval(file=self._path(file), code=code, timeout=timeout))
 
-    async def retryCompile(self, file: File) -> CallToolResult:
-        """Compile a script again after fixing a theory it depends on (a
-        diagnostics verdict of BLOCKED).
-
-        Edits to the script itself need no retry: diagnostics re-reads the
-        file on every call. Returns what was done; then call diagnostics.
+    async def retryCompile(self, ctx: Context, file: File) -> CallToolResult:
+        """Compile a script again after fixing or building a theory it needs (verdict BLOCKED); edits
+        to the script need none. Then call diagnostics.
         """
-        return await self._ask(messages.RetryCompile(file=self._path(file)))
+        return await self._ask(ctx, messages.RetryCompile(file=self._path(file)))
 
     async def restart(
         self,
+        ctx: Context,
         file: File,
         max_heap_mb: Annotated[
-            int | None,
-            Field(
-                ge=0,
-                description="Heap cap in MB for the new HOL server; 0 for no cap. Leave out to keep the current cap.",
-            ),
+            int | None, Field(ge=0, description="Heap cap in MB for the new server; 0: none. Default: keep it.")
         ] = None,
     ) -> CallToolResult:
-        """Stop the HOL server for a script and start a fresh one, optionally
-        with a different heap cap.
-
-        Use it when the server is stuck (a looping proof or eval), died, ran
-        out of memory (raise max_heap_mb), or after rebuilding the script's
-        ancestor theories with Holmake (a running server never reloads them).
-        The new server re-checks the whole file, which takes time, so do not
-        use it routinely. For a file that no longer exists it only stops the
-        server, freeing its place.
+        """Replace the script's HOL server with a new one, which checks the file from scratch (checks
+        in flight are lost): after rebuilding an ancestor theory (a server never reloads one), or when
+        it is stuck or out of memory (raise max_heap_mb). Not routinely.
         """
-        return await self._ask(messages.Restart(file=self._path(file), max_heap_mb=max_heap_mb))
+        return await self._ask(ctx, messages.Restart(file=self._path(file), max_heap_mb=max_heap_mb))
 
-    async def status(self) -> CallToolResult:
-        """Show the holsrv daemon and every HOL server it runs: file, pid,
-        state, uptime, idle time, memory, heap cap, proof tally, waiting calls
-        and clients.
-
-        Use it to see which scripts are warm, or to find out why calls are slow
-        or failing with servers_busy before using restart.
+    async def stop(self, ctx: Context, file: File) -> CallToolResult:
+        """Stop the script's HOL server, freeing its memory and its place (for servers_busy); checks in
+        flight are lost. The next call about the file starts a new one.
         """
-        return await self._ask(messages.Status())
+        return await self._ask(ctx, messages.Stop(file=self._path(file)))
 
-    async def _ask(self, request: messages.Request) -> CallToolResult:
-        # The client helper blocks; abandoning its thread on cancel lets a
-        # cancelled tool call return at once while the socket timeout (sized
-        # from the daemon's limits) bounds it.
-        reply = await anyio.to_thread.run_sync(partial(self._call, request), abandon_on_cancel=True)
-        return CallToolResult(
-            content=[TextContent(type="text", text=render(reply))],
-            structured_content=msgspec.to_builtins(reply),
-        )
+    async def status(self, ctx: Context) -> CallToolResult:
+        """The daemon, its settings, and each HOL server: file, pid, state, memory, proofs, waiting
+        calls. Use it when calls are slow or servers_busy, to choose one to stop.
+        """
+        return await self._ask(ctx, messages.Status())
 
-    def _call(self, request: messages.Request) -> messages.Result:
+    async def _ask(self, ctx: Context, request: messages.Request) -> CallToolResult:
+        relay = ProgressRelay(ctx.report_progress)
         try:
-            with client.connect(self._socket, name="holmcp", autostart=self._autostart) as conn:
-                return conn.call(request)
+            async with relay.heartbeat():
+                result, welcome = await self.daemon.call(request, on_progress=relay.frame)
         except HolsrvError as err:
-            raise ToolError("\n".join(filter(None, [f"{err.code}: {err}", err.detail]))) from None
-        except OSError as err:
-            raise ToolError(f"daemon_unreachable: {err}") from None
+            raise ToolError(error_text(err)) from None
+        return answer(result, welcome.settings_warnings)
 
 
-# Tool name -> the reply struct its structured content follows.
-REPLY_TYPES: dict[str, type[msgspec.Struct]] = {
-    "diagnostics": messages.DiagnosticsResult,
-    "goalState": messages.GoalStateResult,
-    "hover": messages.HoverResult,
-    "definition": messages.DefinitionResult,
-    "references": messages.ReferencesResult,
-    "completion": messages.CompletionResult,
-    "documentSymbol": messages.DocumentSymbolResult,
-    "workspaceSymbol": messages.WorkspaceSymbolResult,
-    "eval": messages.EvalResult,
-    "retryCompile": messages.RetryCompileResult,
-    "restart": messages.RestartResult,
-    "status": messages.StatusResult,
-}
-_CHANGES_STATE = {"retryCompile", "restart"}
+def answer(result: messages.Result, settings_warnings: list[str]) -> CallToolResult:
+    """The reply as text and structured content, with the daemon's settings warnings once in each."""
+    text = render(result)
+    structured = msgspec.to_builtins(result)
+    if settings_warnings:
+        text += "".join(f"\nwarning: {w}" for w in settings_warnings)
+        own = structured.get("warnings", [])
+        structured["warnings"] = own + [w for w in settings_warnings if w not in own]
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
 
 
-def output_schema(reply_type: type[msgspec.Struct]) -> dict[str, Any]:
-    """The JSON schema of a reply struct, with the root inlined: MCP wants an object at the top."""
-    schema = msgspec.json.schema(reply_type)
-    defs = schema["$defs"]
-    root = defs.pop(reply_type.__name__)
-    return {**root, "$defs": defs} if defs else root
+def error_text(err: HolsrvError) -> str:
+    """`code: message`, the detail, and the next step where the message may not give one for MCP."""
+    lines = [f"{err.code}: {err}", *("    " + line for line in err.detail.splitlines())]
+    if err.code in NEXT_STEPS:
+        lines.append(f"Next: {NEXT_STEPS[err.code]}")
+    return "\n".join(lines)
 
 
-def _description(doc: str) -> str:
-    """A docstring as tool copy: paragraphs kept, the source's line wrapping dropped."""
-    return "\n\n".join(" ".join(p.split("\n")) for p in inspect.cleandoc(doc).split("\n\n"))
+class HolTool(Tool):
+    """A tool that refuses unknown arguments and reports bad ones in a line an agent can act on."""
+
+    async def run(self, arguments_: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
+        accepted = list(self.parameters["properties"])
+        try:
+            arguments.refuse_unknown(self.name, arguments_, accepted)
+            try:
+                validated = self.fn_metadata.validate_arguments(arguments_)
+            except ValidationError as err:
+                raise arguments.invalid(self.name, err, accepted) from None
+        except HolsrvError as err:
+            raise ToolError(error_text(err)) from None
+        assert self.context_kwarg is not None
+        try:
+            result = await self.fn_metadata.call_fn(self.fn, True, validated, {self.context_kwarg: context})
+        except ToolError:
+            raise
+        except Exception as exc:
+            # A bug: its text stays in holmcp's log, as the SDK does for its tools.
+            raise UnexpectedToolError(f"Error executing tool {self.name}") from exc
+        return self.fn_metadata.convert_result(result) if convert_result else result
 
 
-def _tool(tools: Tools, name: str, reply_type: type[msgspec.Struct]) -> Tool:
-    fn = getattr(tools, name)
-    read_only = name not in _CHANGES_STATE
-    tool = Tool.from_function(
-        fn,
-        name=name,
-        description=_description(fn.__doc__),
-        annotations=ToolAnnotations(read_only_hint=read_only, destructive_hint=False, open_world_hint=False),
-        structured_output=False,
+def _hints(read_only: bool, destructive: bool = False, idempotent: bool = True, open_world: bool = False):
+    # destructiveHint means something only when readOnlyHint is false (MCP spec): not sent on the others.
+    return ToolAnnotations(
+        read_only_hint=read_only, destructive_hint=None if read_only else destructive,
+        idempotent_hint=idempotent, open_world_hint=open_world,
     )
-    # The reply struct is not a pydantic type, so the schema is published by
-    # hand; the SDK advertises it and the client checks structured content.
-    tool.fn_metadata.output_schema = output_schema(reply_type)
+
+
+# Questions: nothing changes but which HOL servers run and what they have checked.
+ASKS = _hints(read_only=True)
+# Tool name -> its annotations.
+TOOLS: dict[str, ToolAnnotations] = {
+    "diagnostics": ASKS,
+    "goalState": ASKS,
+    "hover": ASKS,
+    "definition": ASKS,
+    "references": ASKS,
+    "completion": ASKS,
+    "documentSymbol": ASKS,
+    "workspaceSymbol": ASKS,
+    # Arbitrary SML as the user: it may write files, and the HOL state it sets outlives the call.
+    "eval": _hints(read_only=False, destructive=True, idempotent=False, open_world=True),
+    # Re-queues a blocked file's compile; a second call does no more.
+    "retryCompile": _hints(read_only=False),
+    # Both end the checks in flight; a second restart throws away the first one's work.
+    "restart": _hints(read_only=False, destructive=True, idempotent=False),
+    "stop": _hints(read_only=False, destructive=True),
+    "status": ASKS,
+}
+# Every tool returns its reply struct as structured content (the shape
+# `holctl --json` prints), but only these two publish an output schema: their
+# answers have the fields a caller branches on.  The others' schemas cost an
+# agent's context thousands of characters for fields the text already shows.
+OUTPUT_SCHEMAS = {
+    "diagnostics": schema.compact_output(messages.DiagnosticsResult, {
+        "verdict": "OK, FAILED, ERRORS, CHEATS, SUSPENDED, UNCHECKED, BLOCKED or INCOMPLETE",
+        "complete": "false: still checking (INCOMPLETE); call again",
+    }),
+    "goalState": schema.compact_output(messages.GoalStateResult, {
+        "state": "goals, proved_here, failed, not_in_proof, compiling, starting or blocked",
+    }),
+}
+
+
+def _description(doc: str | None) -> str:
+    """A docstring as tool copy: paragraphs kept, the source's line wrapping dropped."""
+    return "\n\n".join(" ".join(p.split("\n")) for p in inspect.cleandoc(doc or "").split("\n\n"))
+
+
+def _tool(fn: Callable[..., Any], name: str, hints: ToolAnnotations) -> Tool:
+    tool = HolTool.from_function(
+        fn, name=name, description=_description(fn.__doc__), annotations=hints, structured_output=False
+    )
+    tool.parameters = schema.compact_input(tool.parameters)
+    # The reply struct is not a pydantic type, so the schema is set by hand;
+    # the SDK advertises it and its client checks structured content with it.
+    tool.fn_metadata.output_schema = OUTPUT_SCHEMAS.get(name)
     return tool
 
 
 def build_server(socket: Path | None = None, base_dir: Path | None = None, autostart: bool = True) -> MCPServer:
     """An MCP server whose tools ask the daemon on `socket` (default: the user's)."""
-    tools = Tools(socket, base_dir or Path.cwd(), autostart)
+    daemon = AsyncClient(socket, name="holmcp", autostart=autostart)
+    tools = Tools(daemon, base_dir or Path.cwd())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: MCPServer) -> AsyncIterator[dict]:
+        try:
+            yield {}
+        finally:
+            await daemon.aclose()
+
     return MCPServer(
         name="holmcp",
         version=__version__,
         instructions=INSTRUCTIONS,
-        tools=[_tool(tools, name, reply_type) for name, reply_type in REPLY_TYPES.items()],
+        tools=[_tool(getattr(tools, name), name, hints) for name, hints in TOOLS.items()],
+        lifespan=lifespan,
     )
 
 

@@ -5,12 +5,29 @@ rebuilt with Holmake afterwards does not reach it until it restarts.  The
 daemon looks where Holmake puts theories (the script's directory and its
 Holmakefile INCLUDES, each with its .hol/objs) and compares file times with
 the server's start.
+
+That is six stats per ancestor and directory (some 600 for 20 ancestors and
+4 INCLUDES), too many for every call: `BuildTimes` keeps each script
+directory's times, and a directory watch (inotify) drops them the moment a
+build file, a Holmakefile or a `.hol/objs` changes.  Where no watch can be
+set, they are re-read at most once per second.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import logging
+import os
 import re
+import struct
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 _ANCESTORS = re.compile(r"^Ancestors\b(.*?)(?=^\S|^\s*$|\Z)", re.MULTILINE | re.DOTALL)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_']*")
@@ -45,11 +62,13 @@ def include_dirs(script_dir: Path) -> list[Path]:
 
 def built_times(text: str, script_dir: Path) -> dict[str, float]:
     """For each ancestor, the newest time one of its built files was written (0: none found)."""
-    dirs = include_dirs(script_dir)
-    return {
-        name: max((_mtime(f) for directory in dirs for f in _built_files(directory, name)), default=0.0)
-        for name in ancestors(text)
-    }
+    from holsrv import textinfo  # which builds on this module
+
+    return shared.times(textinfo.of(text).ancestors, script_dir)
+
+
+def _newest_build(dirs: list[Path], name: str) -> float:
+    return max((_mtime(f) for directory in dirs for f in _built_files(directory, name)), default=0.0)
 
 
 class Watch:
@@ -82,3 +101,173 @@ def _mtime(path: Path) -> float:
         return path.stat().st_mtime
     except OSError:
         return 0.0
+
+
+# -- build times kept between calls -----------------------------------------
+
+RECHECK_S = 1.0  # without a watch: how stale a build time may be
+WATCHED_RECHECK_S = 30.0  # with one: a safety net for what inotify cannot see (network file systems)
+MAX_SCRIPT_DIRS = 64
+
+
+@dataclass
+class _Known:
+    dirs: list[Path]  # the script's directory and its INCLUDES
+    watched: bool  # every place a change could come from has a watch
+    checked: float
+    times: dict[str, float] = field(default_factory=dict)
+
+
+class BuildTimes:
+    """Ancestors' build times, per script directory, kept until something changes.
+
+    `clock` is monotonic; `watch=False` (or a system without inotify) leaves
+    only the re-check interval.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, watch: bool = True,
+                 max_dirs: int = MAX_SCRIPT_DIRS) -> None:
+        self._clock = clock
+        self._max_dirs = max_dirs
+        self._known: OrderedDict[Path, _Known] = OrderedDict()
+        self._watch = watch
+        self._watcher: _Watcher | None = None  # set up on first use, not at import
+        self.computed = 0  # times read from the file system, for tests
+
+    @property
+    def watching(self) -> bool:
+        """Whether directory watches are in use (after the first call)."""
+        return self._watcher is not None
+
+    def times(self, names: Iterable[str], script_dir: Path) -> dict[str, float]:
+        """For each of `names`, the newest time one of its built files was written (0: none found)."""
+        if self._watch:
+            self._watch, self._watcher = False, _Watcher.create()
+        self._forget_changed()
+        now = self._clock()
+        known = self._known.get(script_dir)
+        if known is None or now - known.checked >= (WATCHED_RECHECK_S if known.watched else RECHECK_S):
+            known = self._learn(script_dir, now)
+        self._known.move_to_end(script_dir)
+        for name in names:
+            if name not in known.times:
+                known.times[name] = _newest_build(known.dirs, name)
+                self.computed += 1
+        return {name: known.times[name] for name in names}
+
+    def _learn(self, script_dir: Path, now: float) -> _Known:
+        dirs = include_dirs(script_dir)
+        watched = self._watcher is not None and all(self._watcher.watch(d) for d in _places(dirs))
+        known = self._known[script_dir] = _Known(dirs, watched, now)
+        while len(self._known) > self._max_dirs:
+            self._known.popitem(last=False)
+        return known
+
+    def _forget_changed(self) -> None:
+        if self._watcher is None:
+            return
+        changed = self._watcher.changed()
+        if changed is None:  # the kernel dropped events: anything may have changed
+            self._known.clear()
+            return
+        for script_dir, known in list(self._known.items()):
+            if any(place in changed for place in _places(known.dirs)):
+                del self._known[script_dir]
+
+
+def _places(dirs: list[Path]) -> list[Path]:
+    """Where a build file, a new `.hol/objs` or a Holmakefile would appear: each
+    directory, and as much of its `.hol/objs` as exists."""
+    places = []
+    for directory in dirs:
+        places.append(directory)
+        for sub in (directory / ".hol", directory / ".hol" / "objs"):
+            if sub.is_dir():
+                places.append(sub)
+    return places
+
+
+# inotify(7): what happens to a directory's entries.  Writes count when the
+# file is closed (Holmake's build is then complete); a new mtime alone (touch)
+# is an attribute change.
+_IN_ATTRIB, _IN_CLOSE_WRITE, _IN_MOVED_FROM, _IN_MOVED_TO = 0x4, 0x8, 0x40, 0x80
+_IN_CREATE, _IN_DELETE, _IN_DELETE_SELF, _IN_MOVE_SELF = 0x100, 0x200, 0x400, 0x800
+_IN_Q_OVERFLOW, _IN_IGNORED = 0x4000, 0x8000
+_MASK = (_IN_ATTRIB | _IN_CLOSE_WRITE | _IN_MOVED_FROM | _IN_MOVED_TO | _IN_CREATE | _IN_DELETE
+         | _IN_DELETE_SELF | _IN_MOVE_SELF)
+_SELF = _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_IGNORED
+_EVENT = struct.Struct("iIII")  # wd, mask, cookie, length of the name that follows
+_RELEVANT_SUFFIXES = tuple(f"Theory.{suffix}" for suffix in ("uo", "ui", "dat"))
+_RELEVANT_NAMES = frozenset({"Holmakefile", ".hol", "objs"})
+
+
+class _Watcher:
+    """inotify watches on directories, read without blocking when asked."""
+
+    def __init__(self, fd: int, add_watch: Callable[[int, bytes, int], int]) -> None:
+        self._fd = fd
+        self._add_watch = add_watch
+        self._dirs: dict[int, Path] = {}  # watch descriptor -> directory
+        self._watched: dict[Path, int] = {}
+
+    @classmethod
+    def create(cls) -> _Watcher | None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        except (OSError, AttributeError):  # not Linux
+            return None
+        if fd < 0:
+            log.info("no inotify (%s): ancestors' build times are re-read every %.0fs",
+                     os.strerror(ctypes.get_errno()), RECHECK_S)
+            return None
+        add = libc.inotify_add_watch
+        add.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32)
+        return cls(fd, add)
+
+    def watch(self, directory: Path) -> bool:
+        """Watch `directory`; False if the system refuses (no such directory, too many watches)."""
+        if directory in self._watched:
+            return True
+        wd = self._add_watch(self._fd, os.fsencode(directory), _MASK)
+        if wd < 0:
+            return False
+        self._dirs[wd], self._watched[directory] = directory, wd
+        return True
+
+    def changed(self) -> set[Path] | None:
+        """Directories where something relevant happened since the last call; None after an overflow."""
+        changed: set[Path] = set()
+        while True:
+            try:
+                chunk = os.read(self._fd, 64 * 1024)
+            except BlockingIOError:
+                return changed
+            for wd, mask, name in _events(chunk):
+                if mask & _IN_Q_OVERFLOW:
+                    return None
+                directory = self._dirs.get(wd)
+                if directory is None:
+                    continue
+                if mask & _SELF:
+                    changed.add(directory)
+                    if mask & _IN_IGNORED:  # the kernel dropped the watch (directory gone)
+                        del self._dirs[wd]
+                        with contextlib.suppress(KeyError):
+                            del self._watched[directory]
+                elif name in _RELEVANT_NAMES or name.endswith(_RELEVANT_SUFFIXES):
+                    changed.add(directory)
+
+
+def _events(chunk: bytes) -> Iterable[tuple[int, int, str]]:
+    at = 0
+    while at + _EVENT.size <= len(chunk):
+        wd, mask, _, length = _EVENT.unpack_from(chunk, at)
+        at += _EVENT.size
+        name = chunk[at:at + length].rstrip(b"\0").decode("utf-8", "surrogateescape")
+        at += length
+        yield wd, mask, name
+
+
+# What `built_times` uses: one process, one set of watches.
+shared = BuildTimes()

@@ -1,35 +1,77 @@
 """The daemon: a Unix-socket server that hands each request to the tools.
 
-One connection may carry many requests, answered in order; connections are
-independent, so a client waiting on a slow file never delays another.  Every
-error a request causes becomes an `ErrorReply` here, once; a bug becomes an
-`internal` error with its traceback in the log, and the connection survives.
+One connection may carry many requests, answered in order, one at a time;
+connections are independent, so a client waiting on a slow file never
+delays another.  Every error a request causes becomes an `ErrorReply` here,
+once; a bug becomes an `internal` error with its traceback in the log, and
+the connection survives.
+
+No client can hold the others up: the loop yields between the requests of
+one connection, a connection's unread input is bounded (the stream limit,
+then the kernel's buffer pushes back on the client), a frame begun must be
+finished within `frame_timeout_s`, a reply taken within `send_timeout_s`,
+and at `max_connections` the oldest idle connection makes room.  A
+malformed connection is logged once, at WARNING, in one line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import os
 import signal
 import socket
+import struct
 import time
+from dataclasses import dataclass
 from typing import assert_never
 
 from holsrv import __version__
 from holsrv.answers import control, diagnostics, goals, lookups
-from holsrv.answers.common import Context
+from holsrv.answers.common import Context, Report
 from holsrv.cache import AnswerCache
-from holsrv.errors import AlreadyRunning, FrameError, HolsrvError, ProtocolMismatch
-from holsrv.pool import Pool
-from holsrv.rpc import framing, paths
+from holsrv.errors import (
+    AlreadyRunning,
+    DaemonStopping,
+    FrameError,
+    HolsrvError,
+    PeerRefused,
+    ProtocolMismatch,
+    ServerBusy,
+)
+from holsrv.pool import Pool, wait_all
+from holsrv.rpc import framing, limits, paths
 from holsrv.rpc import messages as m
 from holsrv.settings import Settings
 
 log = logging.getLogger(__name__)
 
+# The default of `Settings.max_connections`.
 MAX_CONNECTIONS = 256
+# A connection's stream buffer: past twice this much unread input the daemon
+# stops reading from it, and the kernel's socket buffer makes the client wait.
+RECEIVE_BUFFER = 64 * 1024
+# How much of a request a log line quotes.
+LOGGED_CHARS = 300
+# How often the daemon checks that its socket file is still there (someone may
+# delete it; clients would then start a daemon that cannot run while we do).
+SOCKET_CHECK_S = 2.0
+
+
+class _Unresponsive(ConnectionError):
+    """The client did not take a reply within the send deadline."""
+
+
+@dataclass(eq=False)
+class _Connection:
+    """What the daemon knows of one open connection, for picking one to close."""
+
+    writer: asyncio.StreamWriter
+    # monotonic time since which it waits for a frame; None while a request is answered
+    idle_since: float | None
+    warned: bool = False  # its one WARNING line is spent
 
 
 class Daemon:
@@ -42,50 +84,172 @@ class Daemon:
         self.stopping = asyncio.Event()
         self._server: asyncio.AbstractServer | None = None
         self._connections: set[asyncio.Task] = set()
+        self._open: dict[asyncio.Task, _Connection] = {}
+        self._frames = framing.Budget(settings.frame_budget_mb * 1024 * 1024)
+        # Connections from any other user are refused (defence in depth
+        # behind the socket's 0600); a test may pretend to be someone else.
+        self.owner_uid = os.getuid()
+        self._force = asyncio.Event()  # a second signal: stop at once
+        self._lock_fd: int | None = None
+        self._socket_id: tuple[int, int] | None = None  # (device, inode) of the socket we bound
+        self._watch: asyncio.Task | None = None
 
     async def start(self) -> None:
-        """Bind the socket (refusing to replace a live daemon) and start duties."""
+        """Take the socket's lock (refusing to start beside a live daemon), bind it, start duties."""
         path = self.settings.socket
         paths.private_dir(path.parent)
-        if _answers(path):
-            raise AlreadyRunning(f"a holsrv daemon is already listening on {path}")
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()  # stale: nobody answered on it
-        killed = self.pool.reap_leftovers()
-        if killed:
-            log.warning("stopped %d HOL servers left by a previous daemon", killed)
-        old_umask = os.umask(0o177)
+        self._lock()
         try:
-            self._server = await asyncio.start_unix_server(self._serve, path=str(path), limit=framing.MAX_FRAME)
-        finally:
-            os.umask(old_umask)
-        path.chmod(0o600)
+            if _answers(path):  # a daemon too old to take the lock
+                raise AlreadyRunning(f"a holsrv daemon is already listening on {path}")
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()  # stale: nobody holds the lock, nobody answered on it
+            killed = self.pool.reap_leftovers()
+            if killed:
+                log.warning("stopped %d HOL servers left by a previous daemon", killed)
+            await self._bind()
+        except BaseException:
+            self._unlock()
+            raise
         self.pool.start_background()
+        self._watch = asyncio.create_task(self._watch_socket(), name="socket-watch")
         log.info("holsrv %s listening on %s (pid %d)", __version__, path, os.getpid())
 
+    def _lock(self) -> None:
+        """Hold the socket's lock file for the daemon's whole life: one daemon per socket,
+        even when its socket file is deleted."""
+        lock = paths.lock_path(self.settings.socket)
+        fd = paths.open_private(lock, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            os.close(fd)
+            raise AlreadyRunning(
+                f"another holsrv daemon (pid {holder or 'unknown'}) holds {lock}, so it serves "
+                f"{self.settings.socket}; if that socket file was deleted, the daemon makes it again within "
+                f"{SOCKET_CHECK_S:g}s. To replace the daemon, stop it first (`holctl shutdown`)."
+            ) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock_fd = fd
+
+    def _unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the flock
+            self._lock_fd = None
+
+    async def _bind(self) -> None:
+        """Listen on the socket path (0600), replacing the listener we had, if any."""
+        path = self.settings.socket
+        old_umask = os.umask(0o177)
+        try:
+            server = await asyncio.start_unix_server(self._serve, path=str(path), limit=RECEIVE_BUFFER)
+        finally:
+            os.umask(old_umask)
+        os.chmod(path, 0o600)
+        info = os.lstat(path)
+        self._socket_id = (info.st_dev, info.st_ino)
+        old, self._server = self._server, server
+        if old is not None:
+            old.close()  # bound to the deleted file: nobody can reach it any more
+
+    async def _watch_socket(self) -> None:
+        """Make the socket again if its file is deleted; stop if something else took its place."""
+        path = self.settings.socket
+        while True:
+            await asyncio.sleep(SOCKET_CHECK_S)  # a periodic duty: one stat, not a synchronisation
+            try:
+                info = os.lstat(path)
+            except FileNotFoundError:
+                log.warning("the socket %s was deleted: listening on a new one", path)
+                try:
+                    await self._bind()
+                except OSError as err:
+                    log.warning("cannot make the socket %s again (%s); trying again in %gs", path, err,
+                                SOCKET_CHECK_S)
+                continue
+            except OSError:
+                continue
+            if (info.st_dev, info.st_ino) != self._socket_id:
+                # Not ours to delete, and no client can reach us: hand over by stopping.
+                log.warning("%s is no longer this daemon's socket (something replaced it): stopping", path)
+                self.stopping.set()
+                return
+
     async def run(self) -> None:
-        """Serve until SIGTERM/SIGINT or a shutdown request, then stop everything."""
+        """Serve until SIGTERM/SIGINT or a shutdown request, then drain and stop everything.
+
+        A second signal while stopping cuts the drain short and kills the HOL servers.
+        """
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.stopping.set)
+            loop.add_signal_handler(sig, self._signalled, sig)
         try:
             await self.stopping.wait()
+            await self.close()
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
-            await self.close()
+
+    def _signalled(self, sig: signal.Signals) -> None:
+        if self.stopping.is_set():
+            log.warning("%s again: stopping now (calls cancelled, HOL servers killed)", sig.name)
+            self._force.set()
+        else:
+            log.info("%s: stopping", sig.name)
+            self.stopping.set()
 
     async def close(self) -> None:
-        log.info("shutting down: stopping %d HOL servers", len(self.pool.sessions))
+        """Drain, then stop, all within `stop_timeout_s` (uvicorn's graceful shutdown).
+
+        No new connection or server is accepted; idle connections are closed;
+        calls in flight get up to half the budget to finish, then are told
+        `daemon_stopping`; the HOL servers get the rest.
+        """
+        loop = asyncio.get_running_loop()
+        budget = self.settings.stop_timeout_s
+        deadline = loop.time() + budget
+        self.stopping.set()  # connections end after the reply they are working on
+        self.pool.closing = True
+        log.info("shutting down: %d connections, %d HOL servers", len(self._connections), len(self.pool.sessions))
+        if self._watch is not None:
+            self._watch.cancel()
         if self._server is not None:
             self._server.close()
-        for task in list(self._connections):
-            task.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
-        await self.pool.close()
-        with contextlib.suppress(FileNotFoundError):
-            self.settings.socket.unlink()
+        for conn in list(self._open.values()):
+            if conn.idle_since is not None:
+                conn.writer.close()  # waiting for a request: nothing to answer
+        if not await wait_all(set(self._connections), budget / 2, self._force):
+            self._cut_short(budget / 2)
+        await asyncio.gather(*self._connections, *([self._watch] if self._watch else []), return_exceptions=True)
+        await self.pool.close(max(0.0, deadline - loop.time()), self._force)
+        with contextlib.suppress(OSError):
+            info = os.lstat(self.settings.socket)
+            if (info.st_dev, info.st_ino) == self._socket_id:  # never another's file
+                self.settings.socket.unlink()
+        self._unlock()
         log.info("stopped")
+
+    def _cut_short(self, drained_s: float) -> None:
+        """Tell every call still in flight that the daemon is stopping, and cancel it."""
+        how = "was told twice to stop" if self._force.is_set() else f"waited {drained_s:g}s for calls to finish"
+        message = (
+            f"the daemon (pid {os.getpid()}) is shutting down and {how}, so it stopped this call before its "
+            "answer. Nothing was lost on disk; call again: the next call starts a daemon (or reaches the "
+            "one systemd restarts)."
+        )
+        log.warning("shutting down: ending %d calls still in flight with daemon_stopping", len(self._connections))
+        frame = framing.encode(m.ErrorReply(DaemonStopping.code, message))
+        for task in list(self._connections):
+            conn = self._open.get(task)
+            if conn is not None:
+                with contextlib.suppress(Exception):  # a transport already closing
+                    conn.writer.write(frame)
+            task.cancel()
 
     # -- connections -----------------------------------------------------------
 
@@ -93,13 +257,26 @@ class Daemon:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
+        # No write buffer beyond the kernel's: `_send`'s drain then means the
+        # client has the reply, and closing never lingers on unsent data.
+        writer.transport.set_write_buffer_limits(high=0)
+        conn = self._open[task] = _Connection(writer, time.monotonic())
         try:
-            if len(self._connections) > MAX_CONNECTIONS:
-                await _send(writer, m.ErrorReply("servers_busy", f"more than {MAX_CONNECTIONS} connections; try again"))
+            if await self._refused_peer(writer):
                 return
-            client = await self._hello(reader, writer)
+            if len(self._open) > self.settings.max_connections and not self._close_oldest_idle(task):
+                err = ServerBusy(
+                    f"the daemon has {len(self._open) - 1} connections open (HOLSRV_MAX_CONNECTIONS="
+                    f"{self.settings.max_connections}), all busy with requests; try again in a moment"
+                )
+                log.warning("refused a connection: %s", err)
+                await self._send(writer, m.ErrorReply(err.code, str(err)))
+                return
+            client = await self._hello(reader, writer, conn)
             if client is not None:
-                await self._requests(reader, writer, client)
+                await self._requests(reader, writer, client, conn)
+        except _Unresponsive as err:
+            self._warn(conn, "dropped a connection: %s", err)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client went away; whatever it started carries on
         except asyncio.CancelledError:
@@ -110,18 +287,64 @@ class Daemon:
             log.exception("connection failed")
         finally:
             self._connections.discard(task)
-            writer.close()
+            self._open.pop(task, None)
+            if writer.transport.get_write_buffer_size():
+                writer.transport.abort()  # a reply it never took: do not wait on it
+            else:
+                writer.close()
 
-    async def _hello(self, reader, writer) -> str | None:
+    async def _refused_peer(self, writer: asyncio.StreamWriter) -> bool:
+        """True, after an error frame and a WARNING line, if the peer runs as another user."""
+        peer = _peer_credentials(writer)
+        if peer is None or peer[1] == self.owner_uid:
+            return False
+        pid, uid = peer
+        log.warning("refused a connection from pid %d, uid %d: this daemon serves uid %d only",
+                    pid, uid, self.owner_uid)
+        await self._send(writer, m.ErrorReply(PeerRefused.code, (
+            f"this holsrv daemon belongs to uid {self.owner_uid} and serves no other user (you are uid {uid}). "
+            "Use a daemon of your own: leave HOLSRV_SOCKET unset, or point it at a path in a directory of yours."
+        )))
+        return True
+
+    def _close_oldest_idle(self, newcomer: asyncio.Task) -> bool:
+        """Close the connection idle longest, with a frame saying why, to make room; False if none is idle."""
+        idle = [(c.idle_since, t) for t, c in self._open.items() if t is not newcomer and c.idle_since is not None]
+        if not idle:
+            return False
+        since, task = min(idle, key=lambda pair: pair[0])
+        conn = self._open.pop(task)
+        message = (
+            f"the daemon closed this connection, idle for {time.monotonic() - since:.0f}s, to make room for a new "
+            f"one ({self.settings.max_connections} connections at most): open a new connection for the next call"
+        )
+        log.info("%s", message)
+        with contextlib.suppress(HolsrvError):
+            conn.writer.write(framing.encode(m.ErrorReply("connection_closed", message)))
+        conn.writer.close()  # its task then sees the end of the stream and ends
+        return True
+
+    def _warn(self, conn: _Connection, message: str, *args: object) -> None:
+        """Log a connection's first problem at WARNING and any later ones at DEBUG: one line each."""
+        log.log(logging.DEBUG if conn.warned else logging.WARNING, message, *args)
+        conn.warned = True
+
+    async def _hello(self, reader, writer, conn: _Connection) -> str | None:
+        expected = (
+            f"a connection must begin with a Hello frame (msgpack {{'op': 'hello', 'protocol': "
+            f"{m.PROTOCOL_VERSION}, 'client': NAME}} after its 4-byte big-endian length); holctl and "
+            "holmcp send it themselves"
+        )
         try:
-            async with asyncio.timeout(10):
-                body = await framing.read_body(reader)
+            async with asyncio.timeout(self.settings.hello_timeout_s):
+                body = await framing.read_body(reader, budget=self._frames)
             if body is None:
                 return None
             hello = framing.decode(framing.hello_decoder, body)
         except (FrameError, TimeoutError) as err:
-            log.warning("rejected a connection: %s", err)
-            await _send(writer, m.ErrorReply(FrameError.code, f"expected a hello frame first: {err}"))
+            problem = f"no hello within {self.settings.hello_timeout_s:g}s" if isinstance(err, TimeoutError) else err
+            self._warn(conn, "rejected a connection: %s", problem)
+            await self._send(writer, m.ErrorReply(FrameError.code, f"{problem}: {expected}"))
             return None
         if hello.protocol != m.PROTOCOL_VERSION:
             message = (
@@ -131,43 +354,77 @@ class Daemon:
                 f"`kill {os.getpid()}` (or `systemctl --user restart holsrv`); the next call "
                 "starts a matching one."
             )
-            log.warning("rejected %s: %s", hello.client, message)
-            await _send(writer, m.ErrorReply(ProtocolMismatch.code, message))
+            self._warn(conn, "rejected %s: %s", hello.client, message)
+            await self._send(writer, m.ErrorReply(ProtocolMismatch.code, message))
             return None
-        await _send(writer, m.Welcome(
+        await self._send(writer, m.Welcome(
             m.PROTOCOL_VERSION, __version__, os.getpid(),
             request_timeout_s=self.settings.request_timeout_s,
             lookup_wait_s=self.settings.lookup_wait_s,
             start_wait_s=self.settings.start_wait_s,
+            settings_warnings=self._differences(hello.settings),
         ))
         return hello.client
 
-    async def _requests(self, reader, writer, client: str) -> None:
-        while (body := await framing.read_body(reader)) is not None:
+    def _differences(self, given: dict[str, str]) -> list[str]:
+        """One sentence per setting a client was given that this daemon does not have."""
+        return [
+            f"{name}={raw} was given to this client, but the running daemon (pid {os.getpid()}) uses "
+            f"{ours or '(none)'} ({source}), so the client's value has no effect. To apply it, restart the "
+            "daemon: `holctl shutdown` (the next call starts one from the client's environment), or set it "
+            "where the daemon is started (its systemd unit)."
+            for name, raw, ours, source in self.settings.differences(given)
+        ]
+
+    async def _requests(self, reader, writer, client: str, conn: _Connection) -> None:
+        """Answer the connection's requests one at a time, in order, until it ends or breaks the framing."""
+        while True:
+            conn.idle_since = time.monotonic()
+            if self.stopping.is_set():
+                return  # shutting down (see `close`): the call in flight was answered
+            try:
+                body = await framing.read_body(reader, self.settings.frame_timeout_s, self._frames)
+            except FrameError as err:
+                # A bad length or a stalled frame: the stream cannot be
+                # resynchronised, so say why and close.
+                self._warn(conn, "dropped a connection from %s: %s", client, err)
+                await self._send(writer, m.ErrorReply(err.code, f"{err}; the daemon closes this connection"))
+                return
+            if body is None:
+                return
+            conn.idle_since = None
+            # A yield, so one connection pipelining a burst of requests whose
+            # answers are ready (cached) cannot keep every other one waiting.
+            await asyncio.sleep(0)
             try:
                 request = framing.decode(framing.request_decoder, body)
             except FrameError as err:
-                log.warning("rejected a request from %s: %s", client, err)
-                await _send(writer, m.ErrorReply(err.code, f"{err}; is the client older or newer than the daemon?"))
+                self._warn(conn, "rejected a request from %s: %s", client, err)
+                advice = f"{err}; is the client older or newer than the daemon?"
+                await self._send(writer, m.ErrorReply(err.code, advice))
                 continue
-            reply = await self._answer(request, client)
-            await _send(writer, reply)
+            report = self._progress_to(writer) if getattr(request, "progress", False) else None
+            reply = await self._answer(request, client, report)
+            await self._send(writer, reply)
 
-    async def _answer(self, request: m.Request, client: str) -> m.Reply:
+    async def _answer(self, request: m.Request, client: str, report: Report | None = None) -> m.Reply:
         try:
-            return await self.dispatch(request, client)
+            limits.check_request(request)
+            return await self.dispatch(request, client, report)
         except HolsrvError as err:
             log.info("%s from %s: %s: %s", type(request).__name__, client, err.code, err)
             return m.ErrorReply(err.code, str(err), err.detail)
+        except ConnectionError:
+            raise  # the caller went away while it was sent progress
         except Exception as err:
-            log.exception("internal error answering %r", request)
+            log.exception("internal error answering %.*r", LOGGED_CHARS, request)
             return m.ErrorReply("internal", f"internal error in the daemon: {err!r}; see the daemon log")
 
-    async def dispatch(self, request: m.Request, client: str) -> m.Reply:
+    async def dispatch(self, request: m.Request, client: str, report: Report | None = None) -> m.Reply:
         ctx = self.answers
         match request:
             case m.Diagnostics():
-                return await diagnostics.answer(ctx, request, client)
+                return await diagnostics.answer(ctx, request, client, report)
             case m.GoalState():
                 return await goals.goal_state(ctx, request, client)
             case m.Hover():
@@ -188,6 +445,8 @@ class Daemon:
                 return await control.retry_compile(ctx, request, client)
             case m.Restart():
                 return await control.restart(ctx, request, client)
+            case m.Stop():
+                return await control.stop(ctx, request)
             case m.Status():
                 return self.status()
             case m.Shutdown():
@@ -208,15 +467,49 @@ class Daemon:
             sessions=[s.snapshot(now, self.pool.restarts(s.path)) for s in self.pool.sessions.values()],
             cache_hits=self.cache.hits,
             cache_misses=self.cache.misses,
+            settings=[m.SettingSource(name, value, source) for name, value, source in self.settings.effective()],
+            memory_budget_mb=self.settings.memory_budget_mb,
+            memory_used_mb=round(self.pool.memory_held_mb(), 1),
         )
 
 
-async def _send(writer: asyncio.StreamWriter, reply: m.Reply) -> None:
+    def _progress_to(self, writer: asyncio.StreamWriter) -> Report:
+        """Progress frames for one call, written on its connection ahead of its reply."""
+
+        async def report(progress: m.Progress) -> None:
+            await self._send(writer, progress)
+
+        return report
+
+    async def _send(self, writer: asyncio.StreamWriter, reply: m.Reply) -> None:
+        """Write one frame; `_Unresponsive` if the client does not take it within the send deadline."""
+        try:
+            frame = framing.encode(reply)
+        except HolsrvError as err:  # too large, or text that is not UTF-8
+            log.error("could not send a %s: %s", type(reply).__name__, err)
+            frame = framing.encode(m.ErrorReply("internal", f"the daemon could not send its reply: {err}"))
+        writer.write(frame)
+        try:
+            async with asyncio.timeout(self.settings.send_timeout_s):
+                await writer.drain()
+        except TimeoutError:
+            unsent = writer.transport.get_write_buffer_size()
+            raise _Unresponsive(
+                f"the client took no reply for {self.settings.send_timeout_s:g}s ({unsent} bytes unsent)"
+            ) from None
+
+
+def _peer_credentials(writer: asyncio.StreamWriter) -> tuple[int, int] | None:
+    """(pid, uid) of the process at the other end (Linux SO_PEERCRED); None where unknown."""
+    sock = writer.get_extra_info("socket")
+    option = getattr(socket, "SO_PEERCRED", None)
+    if sock is None or option is None:
+        return None
     try:
-        writer.write(framing.encode(reply))
-    except FrameError as err:
-        writer.write(framing.encode(m.ErrorReply("internal", f"reply too large: {err}")))
-    await writer.drain()
+        pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i")))
+    except OSError:
+        return None
+    return pid, uid
 
 
 def _answers(path) -> bool:

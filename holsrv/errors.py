@@ -34,6 +34,12 @@ class NotUtf8(HolsrvError):
     code = "not_utf8"
 
 
+class PermissionDenied(HolsrvError):
+    """The daemon may not read the file, or enter a directory on its path."""
+
+    code = "permission_denied"
+
+
 class PositionOutOfRange(HolsrvError):
     code = "position_out_of_range"
 
@@ -58,6 +64,12 @@ class ServerBusy(HolsrvError):
     code = "servers_busy"
 
 
+class MemoryBudget(ServerBusy):
+    """Starting one more HOL server would take the fleet past the memory budget."""
+
+    code = "memory_budget"
+
+
 class ServerTimeout(HolsrvError):
     code = "server_timeout"
 
@@ -76,6 +88,18 @@ class AlreadyRunning(HolsrvError):
     """Another daemon already answers on this socket."""
 
     code = "already_running"
+
+
+class DaemonStopping(HolsrvError):
+    """The daemon shut down while the call was in flight."""
+
+    code = "daemon_stopping"
+
+
+class PeerRefused(HolsrvError):
+    """The connecting process runs as another user than the daemon."""
+
+    code = "peer_refused"
 
 
 class DaemonUnreachable(HolsrvError):

@@ -6,16 +6,24 @@ writes it.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import stat
+import time
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from holsrv.errors import BadRequest, FileNotFound, NotAFile, NotUtf8
+from holsrv.errors import BadRequest, FileNotFound, NotAFile, NotUtf8, PermissionDenied
 
 MAX_SCRIPT_BYTES = 32 * 1024 * 1024
 # Each file gets a HOL server costing hundreds of MB: refuse what is not SML.
 SCRIPT_SUFFIXES = (".sml", ".sig", ".ML")
+# Linux's limits, in bytes: one file or directory name, and a whole path.
+NAME_MAX = 255
+PATH_MAX = 4096
 
 
 def content_hash(data: bytes) -> str:
@@ -32,12 +40,35 @@ class Script:
 
 
 def resolve(file: str) -> Path:
+    """`file` with symlinks and `..` gone; BadRequest for what cannot name a file at all."""
     if not file:
         raise BadRequest("no file given: pass the path of a HOL script (e.g. fooScript.sml)")
+    if "\0" in file:
+        raise BadRequest(f"{file!r} contains a NUL byte, which no file name can: pass the script's path as it is")
+    encoded = os.fsencode(file)
+    if len(encoded) >= PATH_MAX:
+        raise BadRequest(
+            f"the path {_clip(file)} is {len(encoded)} bytes long; paths are limited to {PATH_MAX - 1} bytes: "
+            "pass the script's real path"
+        )
+    long = next((part for part in encoded.split(b"/") if len(part) > NAME_MAX), None)
+    if long is not None:
+        raise BadRequest(
+            f"the name {_clip(os.fsdecode(long))} in {_clip(file)} is {len(long)} bytes long; file and "
+            f"directory names are limited to {NAME_MAX} bytes: check the path"
+        )
     path = Path(file)
     if not path.is_absolute():
         raise BadRequest(f"{file!r} is not an absolute path; clients send absolute paths")
-    return Path(os.path.realpath(path))
+    real = os.path.realpath(path)
+    try:
+        real.encode("utf-8")
+    except UnicodeEncodeError:
+        # A symlink into a directory whose name is not UTF-8: answers, HOL's
+        # URIs and the wire all carry the resolved path as UTF-8 text.
+        shown = repr(os.fsencode(real))
+        raise NotUtf8(f"{file} resolves to {shown}, a path that is not valid UTF-8: rename the directory") from None
+    return Path(real)
 
 
 def read(file: str) -> Script:
@@ -48,9 +79,7 @@ def read(file: str) -> Script:
             f"{file} is not a HOL script: holsrv answers about SML files ({', '.join(SCRIPT_SUFFIXES)}), "
             "usually a theory script named fooScript.sml"
         )
-    if not path.exists():
-        raise FileNotFound(f"no such file: {file}. Check the path (absolute, or relative to where the client runs).")
-    if not path.is_file():
+    if not stat.S_ISREG(_stat(path, file).st_mode):
         raise NotAFile(f"{file} is not a regular file (a directory?). Pass a HOL script such as fooScript.sml.")
     try:
         size = path.stat().st_size
@@ -58,7 +87,7 @@ def read(file: str) -> Script:
             raise BadRequest(f"{file} is {size} bytes; scripts over {MAX_SCRIPT_BYTES} bytes are refused")
         data = path.read_bytes()
     except PermissionError:
-        raise NotAFile(f"cannot read {file}: permission denied") from None
+        raise _denied(file) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -68,3 +97,124 @@ def read(file: str) -> Script:
             "HOL scripts must be UTF-8: re-save the file as UTF-8."
         ) from None
     return Script(path, data, text, content_hash(data))
+
+
+def _stat(path: Path, file: str) -> os.stat_result:
+    """`path`'s stat, or the coded error for why there is none."""
+    try:
+        return path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        raise FileNotFound(
+            f"no such file: {file}. Check the path (absolute, or relative to where the client runs)."
+        ) from None
+    except PermissionError:
+        raise _denied(file) from None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise FileNotFound(f"{file} is a loop of symbolic links: point it at a real script") from None
+        if err.errno == errno.ENAMETOOLONG:
+            raise BadRequest(f"{file} resolves to a path longer than the system allows: pass a shorter one") from None
+        raise
+
+
+def _denied(file: str) -> PermissionDenied:
+    return PermissionDenied(
+        f"the daemon may not read {file} (permission denied on the file or on a directory of its path). "
+        "The daemon runs as your user: make the file readable and its directories enterable "
+        "(chmod u+r on the file, u+x on the directories), or use a copy it can read."
+    )
+
+
+def _clip(text: str, keep: int = 60) -> str:
+    return repr(text) if len(text) <= keep else repr(text[:keep]) + "…"
+
+
+# -- freshness: one stat when nothing changed -------------------------------
+
+# A file whose last change is younger than this when it is read may change
+# again within the file system's timestamp granularity (a clock tick on
+# Linux, a second or two elsewhere) without its stat changing: it is read
+# again until it is older ("racily clean", as git calls it).
+RACY_NS = 2_000_000_000
+MAX_REMEMBERED = 64
+MAX_REMEMBERED_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class _Seen:
+    identity: tuple[int, ...]  # device, inode, size, mtime_ns, ctime_ns of the file read
+    script: Script
+    settled: bool  # old enough when read that an equal stat means equal bytes
+
+
+class Reader:
+    """`read`, remembering the last `Script` read through each spelling of a path.
+
+    When the file's stat (device, inode, size, mtime_ns and ctime_ns) equals
+    the one taken before its last read, reading again costs one `os.stat` of
+    the spelling and returns the same `Script`: no `realpath` walk, no read,
+    no hash, and the same text object, so per-text caches hit at once.  Any
+    difference, and any error, goes through `read` with all its checks.  A
+    rewrite keeps nothing equal but the size: writing changes ctime, which
+    no one can set.  Bounded, least recently used first out.
+
+    A spelling's resolution is trusted while its stat is unchanged: a path
+    that comes to reach the same inode by another real path (a renamed
+    directory) keeps the old resolution until the file changes.
+    """
+
+    def __init__(
+        self,
+        max_entries: int = MAX_REMEMBERED,
+        max_bytes: int = MAX_REMEMBERED_BYTES,
+        clock_ns: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self._clock_ns = clock_ns  # the wall clock, which file times are in
+        self._seen: OrderedDict[str, _Seen] = OrderedDict()
+        self._bytes = 0
+        self.reads = 0  # files read and hashed (for tests and the benchmark)
+
+    def read(self, file: str) -> Script:
+        """The script at `file` as it is now; raises as `read` does."""
+        seen = self._seen.get(file)
+        if seen is not None and seen.settled and _identity(file) == seen.identity:
+            self._seen.move_to_end(file)
+            return seen.script
+        return self._read_again(file, seen)
+
+    def _read_again(self, file: str, seen: _Seen | None) -> Script:
+        now = self._clock_ns()
+        # Taken before reading: a change during the read then shows next time.
+        identity = _identity(file)
+        script = read(file)
+        self.reads += 1
+        if seen is not None and seen.script.data == script.data and seen.script.path == script.path:
+            script = seen.script  # touched, not changed: keep the same objects
+        if identity is None:
+            return script
+        changed = max(identity[3], identity[4])
+        self._remember(file, _Seen(identity, script, settled=now - changed > RACY_NS))
+        return script
+
+    def _remember(self, file: str, seen: _Seen) -> None:
+        old = self._seen.pop(file, None)
+        if old is not None:
+            self._bytes -= len(old.script.data)
+        self._seen[file] = seen
+        self._bytes += len(seen.script.data)
+        while self._seen and (len(self._seen) > self.max_entries or self._bytes > self.max_bytes):
+            _, dropped = self._seen.popitem(last=False)
+            self._bytes -= len(dropped.script.data)
+
+
+def _identity(file: str) -> tuple[int, ...] | None:
+    """What must stay equal for a file to count as unchanged; None if it cannot be had."""
+    try:
+        st = os.stat(file)
+    except (OSError, ValueError):  # ValueError: a NUL byte; `read` says what is wrong
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)

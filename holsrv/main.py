@@ -14,6 +14,7 @@ import uvloop
 from holsrv import __version__
 from holsrv.daemon import Daemon
 from holsrv.errors import AlreadyRunning
+from holsrv.rpc import client, paths
 from holsrv.settings import Settings
 
 
@@ -35,7 +36,10 @@ def main(socket, hol_bin, max_servers, max_heap_mb, idle_timeout_s, ready_fd, de
     """Keep HOL4 language servers warm and answer holctl and holmcp."""
     if detach and os.fork() > 0:
         os._exit(0)  # the client waits on the ready fd, which the daemon inherited
-    _configure_logging(log_file, log_level)
+    try:
+        _configure_logging(log_file, log_level)
+    except OSError as err:
+        raise click.ClickException(str(err)) from None
     settings = Settings.from_env(
         socket=socket, hol_bin=hol_bin, max_servers=max_servers,
         max_heap_mb=max_heap_mb, idle_timeout_s=idle_timeout_s,
@@ -43,26 +47,43 @@ def main(socket, hol_bin, max_servers, max_heap_mb, idle_timeout_s, ready_fd, de
     try:
         uvloop.run(_serve(settings, ready_fd))
     except AlreadyRunning as err:
-        _ready(ready_fd, b"ready (already running)\n")
+        # The client that started us waits for the running daemon's socket.
+        _ready(ready_fd, client.ALREADY_RUNNING.encode() + b"\n")
         raise click.ClickException(str(err)) from None
 
 
 async def _serve(settings: Settings, ready_fd: int | None) -> None:
     daemon = Daemon(settings)
-    await daemon.start()
+    try:
+        await daemon.start()
+    except OSError as err:  # an unsafe socket directory, a symlink at the lock file
+        raise click.ClickException(str(err)) from None
     _ready(ready_fd, b"ready\n")
     await daemon.run()
 
 
 def _configure_logging(log_file: Path | None, level: str) -> None:
-    if log_file is None:
-        handler: logging.Handler = logging.StreamHandler(sys.stderr)
-    else:
-        # A daemon started on demand may run for weeks: keep its log bounded.
-        log_file.parent.mkdir(parents=True, exist_ok=True)
-        handler = logging.handlers.RotatingFileHandler(log_file, maxBytes=5 * 1024 * 1024, backupCount=2)
+    handler = logging.StreamHandler(sys.stderr) if log_file is None else log_handler(log_file)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=level.upper(), handlers=[handler])
+
+
+def log_handler(log_file: Path) -> logging.Handler:
+    """A rotated log file in a private directory, readable by its owner only.
+
+    The log holds proof text and HOL's error messages; a daemon started on
+    demand may run for weeks, so the log is bounded too.
+    """
+    paths.private_dir(log_file.parent, fix="give --log-file a path in a directory of your own")
+    return _PrivateLog(log_file, maxBytes=5 * 1024 * 1024, backupCount=2)
+
+
+class _PrivateLog(logging.handlers.RotatingFileHandler):
+    def _open(self):
+        # Each new file (at start and after each rotation) is 0600, and never
+        # opened through a symlink planted at its name.
+        fd = paths.open_private(Path(self.baseFilename), os.O_WRONLY | os.O_APPEND)
+        return os.fdopen(fd, "a", encoding=self.encoding, errors=self.errors)
 
 
 def _ready(fd: int | None, line: bytes) -> None:

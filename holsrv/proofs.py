@@ -9,10 +9,10 @@ a failure still sits on its theorem's name.
 
 from __future__ import annotations
 
-from holsrv import script, tally
+from holsrv import tally, textinfo
 from holsrv.filestate import FileState, ProofEntry
 from holsrv.lsp import hol
-from holsrv.positions import LineIndex, Text
+from holsrv.positions import Text
 from holsrv.rpc import messages as m
 from holsrv.rpc.words import clip
 
@@ -37,14 +37,11 @@ class Blocks:
     """The text's proof blocks by pool name, with their line spans and cheats."""
 
     def __init__(self, text: str) -> None:
-        self.index = LineIndex(text)
-        self.named = script.pool_names(text)
-        # (first line, line of the body's start, last line), 1-based.
-        self.lines = {
-            name: (self.index.line(b.start), self.index.line(b.body_start), self.index.line(b.end))
-            for name, b in self.named
-        }
-        self.cheats = script.cheats(text)
+        info = textinfo.of(text)  # computed once per text
+        self.index = info.index
+        self.named = info.named
+        self.lines = info.block_lines  # (first line, line of the body's start, last line), 1-based
+        self.cheats = info.cheats
 
     def owner(self, line: int) -> str | None:
         """The proof a line belongs to; the earlier one where two meet (a missing QED)."""
@@ -72,7 +69,7 @@ def _diagnostic(text: Text, diag: dict, encoding: str) -> m.Diagnostic:
     return m.Diagnostic(
         range=text.lsp_range(diag.get("range", {}), encoding),
         severity="error" if parse else _SEVERITY.get(diag.get("severity", 1), "error"),
-        message=clip(str(diag.get("message", "")).rstrip(), MAX_MESSAGE_CHARS),
+        message=clip(hol.readable(str(diag.get("message", "")).rstrip()), MAX_MESSAGE_CHARS),
         note=PARSE_NOTE if parse else "",
     )
 
@@ -96,7 +93,7 @@ def proof(
     file: FileState, entry: ProofEntry, now: float, blocks: Blocks, diagnostics: list[m.Diagnostic]
 ) -> m.Proof:
     """`entry` as the answer lists it."""
-    status, detail = tally.answer_status(entry.status), clip(entry.detail.strip(), MAX_MESSAGE_CHARS)
+    status, detail = tally.answer_status(entry.status), clip(hol.readable(entry.detail.strip()), MAX_MESSAGE_CHARS)
     if status == "unchecked":
         detail = (
             "HOL's pool dropped this check and has not run it since; if diagnostics settles like this, "

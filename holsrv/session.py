@@ -110,6 +110,11 @@ class Session:
         return self.lsp.position_encoding if self.lsp else "utf-8"
 
     @property
+    def holdir(self) -> str:
+        """The HOL tree the server runs from, as it says in its handshake ("" if it did not)."""
+        return str(self.lsp.server_info.get("holdir", "")) if self.lsp else ""
+
+    @property
     def phase(self) -> str:
         """The file's compile phase: "compiling", "completed" or "blocked"."""
         return self.file.phase
@@ -139,7 +144,9 @@ class Session:
 
     def snapshot(self, now: float, restarts: int) -> m.SessionStatus:
         """This server as `status` shows it."""
-        footprint = self.footprint if self.footprint is not None else self.footprint_mb()
+        # The pool's last sample: measuring here walks /proc for every process
+        # on the machine, on the request path (None until the first sample).
+        footprint = self.footprint
         return m.SessionStatus(
             file=str(self.path),
             pid=self.pid,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,8 +18,15 @@ from holsrv.errors import HolNotFound
 from holsrv.rpc import paths
 
 ENV_PREFIX = "HOLSRV_"
-# Environment names kept working after their setting was renamed.
-_OLD_NAMES = {"lookup_wait_s": "DIAGNOSTICS_WAIT_S"}
+# Other environment names for a setting, after its own HOLSRV_ name: an old
+# name kept working after a rename, and the names the reference tool (the
+# in-process MCP server holmcp re-homes) reads, so its users' setups carry over.
+OTHER_NAMES = {
+    "lookup_wait_s": ("HOLSRV_DIAGNOSTICS_WAIT_S",),
+    "hol_bin": ("HOL_BIN",),
+    "extra_path": ("HOL_LSP_EXTRA_PATH",),
+    "max_servers": ("HOL_LSP_MCP_MAX_SERVERS",),
+}
 
 
 def _total_memory_mb() -> int:
@@ -34,6 +42,11 @@ def _default_max_servers() -> int:
     return max(1, min(16, _total_memory_mb() // 3072))
 
 
+def _default_memory_budget_mb() -> int:
+    # Room for the desktop, the editor and the agent besides the HOL fleet.
+    return _total_memory_mb() * 3 // 4
+
+
 @dataclass(frozen=True)
 class Settings:
     socket: Path = field(default_factory=paths.default_socket)
@@ -45,6 +58,10 @@ class Settings:
     max_heap_mb: int = 6144
     # Above this footprint (resident + swapped) a server is reported LARGE.
     soft_footprint_mb: int = 4096
+    # The whole fleet's memory, MB: the sum over servers of the heap cap (the
+    # soft footprint for one without a cap), or the footprint when larger.
+    # 0 means no budget.
+    memory_budget_mb: int = field(default_factory=_default_memory_budget_mb)
     idle_timeout_s: float = 1800.0
     # A file counts as settled once the server has been quiet this long after
     # a failure (HOL moves a failure's diagnostic to its step a moment after
@@ -79,20 +96,70 @@ class Settings:
     # offered (PROTOCOL.md §4.4); tests offer only utf-16 to cover that path.
     position_encodings: tuple[str, ...] = ("utf-8", "utf-16")
     cache_entries: int = 4096
+    # Clients of the daemon socket: connections open at once (over it, the
+    # oldest idle one is closed to make room); deadlines for a new
+    # connection's hello, for the rest of a frame once its first byte came,
+    # and for a client to take one reply, after which it is dropped; bytes
+    # of unfinished large frames held across all connections.
+    max_connections: int = 256
+    hello_timeout_s: float = 10.0
+    frame_timeout_s: float = 10.0
+    send_timeout_s: float = 10.0
+    frame_budget_mb: int = 64
+    # Where each value not from a default came from ("environment HOLSRV_X",
+    # "flag --x"); filled by `from_env`.
+    sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None, **overrides) -> Settings:
-        """Defaults, then `HOLSRV_<FIELD>` variables, then non-None `overrides`."""
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides) -> Settings:
+        """Defaults, then environment variables (`HOLSRV_<FIELD>`, then the other
+        names in OTHER_NAMES), then non-None `overrides` (the daemon's flags)."""
         env = os.environ if environ is None else environ
         values: dict = {}
+        sources: dict[str, str] = {}
         for f in dataclasses.fields(cls):
-            raw = env.get(ENV_PREFIX + f.name.upper())
-            if raw is None and f.name in _OLD_NAMES:
-                raw = env.get(ENV_PREFIX + _OLD_NAMES[f.name])
-            if raw is not None and raw != "":
-                values[f.name] = _parse(f.name, raw)
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
+            for name in env_names(f.name):
+                raw = env.get(name)
+                if raw:
+                    values[f.name], sources[f.name] = _parse(f.name, raw), f"environment {name}"
+                    break
+        for name, value in overrides.items():
+            if value is not None:
+                values[name], sources[name] = value, f"flag {_FLAGS.get(name, '--' + name.replace('_', '-'))}"
+        return cls(**values, sources=sources)
+
+    def effective(self) -> list[tuple[str, str, str]]:
+        """(environment name, value, where it came from) for every setting, for status."""
+        return [
+            (env_names(f.name)[0], _show(getattr(self, f.name)), self.sources.get(f.name, "default"))
+            for f in dataclasses.fields(self) if f.name != "sources"
+        ]
+
+    def differences(self, given: Mapping[str, str]) -> list[tuple[str, str, str, str]]:
+        """The settings a client was given (environment names and values) that this
+        daemon does not have: (name given, value given, the daemon's value, its source)."""
+        found = []
+        for name, raw in given.items():
+            setting = _BY_ENV_NAME.get(name)
+            if setting is None or setting == "socket" or not raw:
+                continue  # the socket picks the daemon, so it always agrees
+            try:
+                wanted = _parse(setting, raw)
+            except ValueError:
+                wanted = raw
+            ours = getattr(self, setting)
+            if setting == "hol_bin":
+                ours = self._resolved_hol()
+                wanted = os.path.realpath(str(wanted))
+            if wanted != ours:
+                found.append((name, raw, _show(ours), self.sources.get(setting, "default")))
+        return found
+
+    def _resolved_hol(self) -> str | None:
+        try:
+            return os.path.realpath(self.hol_command())
+        except HolNotFound:
+            return None
 
     def hol_command(self, environ: dict[str, str] | None = None) -> str:
         """The `hol` executable: hol_bin / $HOL_BIN, else $HOLDIR/bin/hol, else `hol` on PATH."""
@@ -122,6 +189,21 @@ class Settings:
 
 
 _TYPES = {f.name: f.type for f in dataclasses.fields(Settings)}
+_FLAGS = {"hol_bin": "--hol", "idle_timeout_s": "--idle-timeout"}  # holsrv's flags not named like their setting
+
+
+def env_names(setting: str) -> tuple[str, ...]:
+    """The environment names a setting is read from, in order of precedence."""
+    return (ENV_PREFIX + setting.upper(), *OTHER_NAMES.get(setting, ()))
+
+
+_BY_ENV_NAME = {name: f.name for f in dataclasses.fields(Settings) if f.name != "sources" for name in env_names(f.name)}
+
+
+def _show(value: object) -> str:
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
+    return "" if value is None else str(value)
 
 
 def _parse(name: str, raw: str):

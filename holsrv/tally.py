@@ -8,14 +8,11 @@ cheated (dropped unchecked, PROTOCOL.md §10.3).  Answers call the last one
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
-from holsrv import script
+from holsrv import textinfo
 from holsrv.filestate import FileState, ProofEntry
 from holsrv.rpc import messages as m
-
-_WORD = re.compile(r"[A-Za-z0-9_']+")
 
 
 def visible_proofs(file: FileState, text: str) -> list[ProofEntry]:
@@ -24,8 +21,8 @@ def visible_proofs(file: FileState, text: str) -> list[ProofEntry]:
     The census prunes deletions only after the next pass; until then an
     entry for a deleted theorem would look outstanding forever.
     """
-    words = set(_WORD.findall(script.blank_comments_and_strings(text)))
-    visible = [e for e in file.proofs.values() if e.name.split("#")[0].split("[")[0] in words]
+    info = textinfo.of(text)  # computed once per text
+    visible = [e for e in file.proofs.values() if info.mentions(e.name.split("#")[0].split("[")[0])]
     return sorted(visible, key=lambda e: e.line0)
 
 

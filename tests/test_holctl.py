@@ -9,8 +9,10 @@ from pathlib import Path
 import msgspec
 import pytest
 from click.testing import CliRunner
+from test_wire import FakeDaemon
 
 from holctl.cli import cli, failure_for
+from holsrv import __version__
 from holsrv.errors import error_for_code
 from holsrv.rpc import messages
 from holsrv.rpc.messages import DiagnosticsResult
@@ -18,8 +20,8 @@ from holsrv.rpc.messages import DiagnosticsResult
 from conftest import FAILING_SCRIPT
 
 
-def run(*args: str, stdin: str | None = None):
-    return CliRunner().invoke(cli, list(args), input=stdin)
+def run(*args: str, stdin: str | None = None, env: dict | None = None):
+    return CliRunner().invoke(cli, list(args), input=stdin, env=env)
 
 
 def test_help_documents_every_exit_code():
@@ -57,7 +59,84 @@ def test_shutdown_never_starts_a_daemon_just_to_stop_it(tmp_path: Path):
 def test_a_column_of_zero_is_a_usage_error():
     result = run("goalState", "fooScript.sml", "3", "0")
     assert result.exit_code == 2
-    assert "COL" in result.stderr
+    assert "COLUMN" in result.stderr
+
+
+def test_version_prints_the_version():
+    result = run("--version")
+    assert result.exit_code == 0 and result.output.strip() == f"holctl, version {__version__}"
+
+
+def test_wait_and_no_wait_together_is_a_usage_error():
+    result = run("hover", "fooScript.sml", "3", "1", "--wait", "5", "--no-wait")
+    assert result.exit_code == 2
+    assert "--wait or --no-wait, not both" in result.stderr
+
+
+def test_shell_completion_is_generated_by_click():
+    # README: `eval "$(_HOLCTL_COMPLETE=bash_source holctl)"`.
+    result = CliRunner().invoke(cli, [], prog_name="holctl", env={"_HOLCTL_COMPLETE": "bash_source"})
+    assert result.exit_code == 0 and "_holctl_completion" in result.output
+
+
+# -- against a fake daemon: what holctl sends, and frames it must show -----------
+
+
+def _status(request, n):
+    return [messages.StatusResult("fake", messages.PROTOCOL_VERSION, 1, 1.0, "/s", 4, [], 0, 0)]
+
+
+@pytest.mark.parametrize(
+    ("args", "sent"),
+    [
+        (("hover", "f.sml", "3", "4", "--no-wait"), messages.Hover("{f}", 3, 4, wait=0.0)),
+        (("definition", "f.sml", "3", "4", "--wait", "7"), messages.Definition("{f}", 3, 4, wait=7.0)),
+        (("completion", "f.sml", "3", "4"), messages.Completion("{f}", 3, 4)),
+        (("documentSymbol", "f.sml", "--no-wait"), messages.DocumentSymbol("{f}", wait=0.0)),
+        (("workspaceSymbol", "f.sml", "LE", "--page", "2", "--limit", "5"),
+         messages.WorkspaceSymbol("{f}", "LE", limit=5, page=2)),
+        (("goalState", "f.sml", "9"), messages.GoalState("{f}", 9)),
+        (("goalState", "f.sml", "9", "2", "--wait", "3"), messages.GoalState("{f}", 9, 2, wait=3.0)),
+        (("eval", "f.sml", "1;"), messages.Eval("{f}", "1;", timeout=120.0)),
+        (("stop", "f.sml"), messages.Stop("{f}")),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, tuple) else None,
+)
+def test_each_command_sends_the_request_its_arguments_say(short_tmp, tmp_path, monkeypatch, args, sent):
+    monkeypatch.chdir(tmp_path)
+    with FakeDaemon(short_tmp / "fake.sock", _status).threaded() as fake:
+        result = run("--socket", str(fake.socket), "--no-start", *args)
+    assert result.exit_code == 0, result.output
+    expected = msgspec.structs.replace(sent, file=str(tmp_path / "f.sml"))
+    assert fake.requests == [expected]
+
+
+def test_progress_frames_are_live_lines_on_stderr_and_not_asked_for_with_json(short_tmp):
+    def script(request, n):
+        frames = [messages.Progress("checking proofs", 1, 2)] if request.progress else []
+        return [*frames, *_status(request, n)]
+
+    with FakeDaemon(short_tmp / "fake.sock", script).threaded() as fake:
+        shown = run("--socket", str(fake.socket), "--progress", "diagnostics", "fooScript.sml")
+        as_json = run("--socket", str(fake.socket), "--progress", "diagnostics", "fooScript.sml", "--json")
+        # CliRunner's stderr is no terminal: by default no progress is asked for.
+        quiet = run("--socket", str(fake.socket), "diagnostics", "fooScript.sml")
+    assert shown.exit_code == as_json.exit_code == quiet.exit_code == 0
+    assert shown.stderr == "… checking proofs (1/2)\n"
+    assert as_json.stderr == quiet.stderr == ""
+    assert [r.progress for r in fake.requests] == [True, False, False]
+    json.loads(as_json.stdout)
+
+
+def test_the_daemons_settings_warnings_go_to_stderr_once(short_tmp):
+    warning = "HOLSRV_MAX_HEAP_MB=999 was given to this client, but the running daemon uses 2048"
+    welcome = messages.Welcome(messages.PROTOCOL_VERSION, "fake", 1, settings_warnings=[warning])
+    with FakeDaemon(short_tmp / "fake.sock", _status, welcome).threaded() as fake:
+        result = run("--socket", str(fake.socket), "status", "--json", env={"HOLSRV_MAX_HEAP_MB": "999"})
+    assert result.exit_code == 0
+    assert result.stderr == f"holctl: warning: {warning}\n"
+    assert json.loads(result.stdout)["type"] == "status"
+    assert fake.hellos[0].settings["HOLSRV_MAX_HEAP_MB"] == "999"
 
 
 @pytest.mark.parametrize(
@@ -88,8 +167,8 @@ def test_an_error_with_detail_prints_code_message_and_the_detail_indented(capsys
 
 
 
-def ask(daemon, *args: str):
-    return run("--socket", str(daemon.socket), "--no-start", *args)
+def ask(daemon, *args: str, env: dict | None = None):
+    return run("--socket", str(daemon.socket), "--no-start", *args, env=env)
 
 
 def test_diagnostics_of_a_failed_proof_is_an_answer_with_exit_0(daemon, write_script):
@@ -100,7 +179,7 @@ def test_diagnostics_of_a_failed_proof_is_an_answer_with_exit_0(daemon, write_sc
     assert out[0].startswith("FAILED: 1 of 2 proofs failed (wrong)")
     assert out[1] == "proofs: 1 proved, 1 failed (2 total)"
     assert any(line.startswith("  line 10  wrong  failed") for line in out)
-    assert out[-2].startswith("(content ")
+    assert out[-2].startswith("(about file content ")
     assert out[-1].startswith("started a new HOL server (pid ")
 
 
@@ -121,6 +200,31 @@ def test_goal_state_inside_a_proof_prints_the_theorem_and_its_goal(daemon, write
     out = result.stdout.splitlines()
     assert out[0].startswith("theorem add0, step ")
     assert "goal 1 of 1:" in out
+
+
+def test_goal_state_of_a_whole_line_shows_before_and_after_it(daemon, write_script):
+    path = write_script(FAILING_SCRIPT)
+    result = ask(daemon, "goalState", str(path), "7", "--wait", "20")
+    assert result.exit_code == 0, result.stderr
+    out = result.stdout.splitlines()
+    assert out[1] == f"line 7: {FAILING_SCRIPT.splitlines()[6].strip()}"
+    assert "before the line:" in out and "after the line:" in out
+
+
+def test_a_setting_the_running_daemon_does_not_have_is_a_warning_on_stderr(daemon, write_script):
+    result = ask(daemon, "status", env={"HOLSRV_MAX_HEAP_MB": "999"})
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.startswith("holctl: warning: HOLSRV_MAX_HEAP_MB=999 ")
+    assert "2048" in result.stderr and "HOLSRV_MAX_HEAP_MB=999" not in result.stdout
+
+
+def test_stop_stops_the_files_server(daemon, write_script):
+    path = write_script(FAILING_SCRIPT)
+    assert ask(daemon, "diagnostics", str(path), "--wait", "20").exit_code == 0
+    result = ask(daemon, "stop", str(path))
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("Stopped the HOL server for demoScript.sml (pid ")
+    assert ask(daemon, "stop", str(path)).stdout.startswith("No HOL server is running for demoScript.sml")
 
 
 def test_goal_state_outside_a_proof_says_so_and_exits_0(daemon, write_script):
@@ -180,7 +284,7 @@ def test_eval_reads_code_from_stdin_and_prints_errors(daemon, write_script):
         (("references", "{f}", "4", "9"), "This HOL server does not support references"),
         (("completion", "{f}", "7", "6"), "GEN_TAC  (value)"),
         (("documentSymbol", "{f}"), "1  theory/structure  demo  Theory"),
-        (("workspaceSymbol", "{f}", "add0"), "add0  theorem  this file  {f}:4"),
+        (("workspaceSymbol", "{f}", "add0"), "add0"),
         (("retryCompile", "{f}"), "Not blocked: nothing to retry."),
         (("restart", "{f}", "--max-heap-mb", "512"), "Restarted the HOL server for demoScript.sml"),
     ],

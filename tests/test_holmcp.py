@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import sys
 import typing
 from pathlib import Path
+from urllib.parse import quote
 
 import psutil
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from test_wire import FakeDaemon
 
-from holmcp.server import build_server
+from holmcp.progress import HEARTBEAT_S, NUDGE, ProgressRelay
+from holmcp.server import INSTRUCTIONS, build_server
 from holsrv import errors
 from holsrv.rpc import client as rpc_client
 from holsrv.rpc import messages
@@ -22,11 +27,45 @@ from conftest import FAILING_SCRIPT, FAKE_HOL
 # An agent may not stop the daemon that every other session shares.
 NOT_TOOLS = {messages.Shutdown}
 TOOLS = {request.__struct_config__.tag for request in typing.get_args(messages.Request) if request not in NOT_TOOLS}
+# The reference tool's parameter names, which agents and skills written for it use.
+POSITION = {"file", "line", "column", "wait"}
+PARAMETERS = {
+    "diagnostics": {"file", "wait"},
+    "goalState": POSITION,
+    "hover": POSITION,
+    "definition": POSITION,
+    "references": POSITION,
+    "completion": POSITION,
+    "documentSymbol": {"file", "wait"},
+    "workspaceSymbol": {"file", "query", "limit", "page", "wait"},
+    "eval": {"file", "code", "timeout"},
+    "retryCompile": {"file"},
+    "restart": {"file", "max_heap_mb"},
+    "stop": {"file"},
+    "status": set(),
+}
+READ_ONLY = {"diagnostics", "goalState", "hover", "definition", "references", "completion", "documentSymbol",
+             "workspaceSymbol", "status"}
+# What an agent host pays for the tool list in every context, in characters.
+MAX_TOOL_LIST_CHARS = 12_000
+
+
+async def listed(server):
+    async with Client(server) as client:
+        return await client.list_tools()
 
 
 async def listed_tools(server) -> dict:
-    async with Client(server) as client:
-        return {tool.name: tool for tool in (await client.list_tools()).tools}
+    return {tool.name: tool for tool in (await listed(server)).tools}
+
+
+def absent(tmp_path: Path):
+    """A holmcp whose daemon cannot be reached: what it says comes from holmcp alone."""
+    return build_server(tmp_path / "absent.sock", tmp_path, autostart=False)
+
+
+def text(result) -> str:
+    return "\n".join(block.text for block in result.content)
 
 
 @pytest.mark.asyncio
@@ -35,74 +74,286 @@ async def test_tools_are_named_like_the_holctl_commands():
 
 
 @pytest.mark.asyncio
+async def test_tools_take_the_reference_tools_parameter_names():
+    tools = await listed_tools(build_server())
+    assert {name: set(tool.input_schema["properties"]) for name, tool in tools.items()} == PARAMETERS
+    # goalState's column is optional: omitted, the whole line is shown.
+    assert tools["goalState"].input_schema["required"] == ["file", "line"]
+    assert tools["hover"].input_schema["required"] == ["file", "line", "column"]
+
+
+@pytest.mark.asyncio
 async def test_every_tool_says_what_it_does_and_every_parameter_is_described():
     for name, tool in (await listed_tools(build_server())).items():
-        assert len(tool.description) > 100, name
+        assert len(tool.description) > 90, name
         for param, schema in tool.input_schema["properties"].items():
-            assert schema.get("description"), f"{name}.{param} has no description"
+            assert len(schema.get("description", "")) > 10, f"{name}.{param} has no description"
+
+
+@pytest.mark.asyncio
+async def test_the_tool_list_fits_the_size_an_agent_pays_for_in_every_context():
+    listing = (await listed(build_server())).model_dump(by_alias=True, exclude_none=True, mode="json")
+    size = len(json.dumps(listing, ensure_ascii=False))
+    assert size < MAX_TOOL_LIST_CHARS, size
+    # No schema repeats a parameter's name as its title.
+    assert '"title"' not in json.dumps([t["inputSchema"] for t in listing["tools"]])
+
+
+@pytest.mark.asyncio
+async def test_the_instructions_teach_the_edit_check_inspect_loop_in_512_characters():
+    async with Client(build_server()) as client:
+        instructions = client.instructions
+    assert instructions == INSTRUCTIONS and len(instructions) <= 512
+    for step in ["diagnostics", "goalState", "restart", "INCOMPLETE", "your own tools"]:
+        assert step in instructions
 
 
 @pytest.mark.asyncio
 async def test_positions_are_documented_as_one_based_and_counted_in_characters():
-    goal_state = (await listed_tools(build_server()))["goalState"]
-    props = goal_state.input_schema["properties"]
-    assert "1-based" in props["line"]["description"]
-    assert "1-based" in props["col"]["description"] and "characters" in props["col"]["description"]
-    assert props["line"]["minimum"] == 1
-    assert "relative to the directory holmcp was started in" in props["file"]["description"]
-
-
-@pytest.mark.asyncio
-async def test_diagnostics_description_explains_the_verdict():
-    description = (await listed_tools(build_server()))["diagnostics"].description
-    assert description.startswith("Compile a HOL4 script and check every proof in it")
-    assert "OK only when Holmake would build the file" in description
-    assert "parse recoveries" in description and "count as errors" in description
-
-
-@pytest.mark.asyncio
-async def test_every_tool_advertises_the_reply_struct_as_its_output_schema():
     tools = await listed_tools(build_server())
-    for name, tool in tools.items():
-        schema = tool.output_schema
-        assert schema is not None and schema["type"] == "object", name
-        assert "type" in schema["required"], name
-    assert {"verdict", "headline", "tally", "proofs"} <= set(tools["diagnostics"].output_schema["properties"])
-    assert "Goal" in tools["goalState"].output_schema["$defs"]
+    for name in ["goalState", "hover"]:
+        props = tools[name].input_schema["properties"]
+        assert "1-based" in props["line"]["description"] and props["line"]["minimum"] == 1
+        assert "1-based" in props["column"]["description"] and "characters" in props["column"]["description"]
+        assert "relative to holmcp's start directory" in props["file"]["description"]
+        assert "file://" in props["file"]["description"]
+    assert "Omit it for the whole line" in tools["goalState"].input_schema["properties"]["column"]["description"]
+
+
+@pytest.mark.asyncio
+async def test_goal_state_describes_the_line_view_and_the_states_an_agent_branches_on():
+    tool = (await listed_tools(build_server()))["goalState"]
+    assert "without one, before the line's first tactic and after its last" in tool.description
+    assert "on the QED line" in tool.description
+    for state in ["goals", "proved_here", "failed", "not_in_proof", "compiling", "starting", "blocked"]:
+        assert state in tool.description and state in tool.output_schema["properties"]["state"]["description"]
+
+
+@pytest.mark.asyncio
+async def test_diagnostics_description_explains_the_verdict_and_what_to_do_next():
+    tool = (await listed_tools(build_server()))["diagnostics"]
+    assert tool.description.startswith("Check a HOL4 script: compile it and replay every proof")
+    assert "OK only if Holmake would build it" in tool.description
+    for verdict in ["FAILED", "ERRORS", "CHEATS", "SUSPENDED", "UNCHECKED", "BLOCKED", "INCOMPLETE"]:
+        assert verdict in tool.description and verdict in tool.output_schema["properties"]["verdict"]["description"]
+    assert "goalState" in tool.description and "retryCompile" in tool.description
+
+
+@pytest.mark.asyncio
+async def test_lookups_can_skip_the_wait_and_symbol_search_pages():
+    tools = await listed_tools(build_server())
+    for name in ["hover", "definition", "references", "completion", "documentSymbol", "workspaceSymbol"]:
+        wait = tools[name].input_schema["properties"]["wait"]
+        assert "0: answer now" in wait["description"] and "default" not in wait, name
+    props = tools["workspaceSymbol"].input_schema["properties"]
+    assert props["limit"]["default"] == 20 and props["page"]["minimum"] == 1
+    assert "2 characters" in props["query"]["description"]
 
 
 @pytest.mark.asyncio
 async def test_waits_default_to_the_daemons_defaults():
     tools = await listed_tools(build_server())
     assert tools["diagnostics"].input_schema["properties"]["wait"]["default"] == 25.0
-    assert tools["eval"].input_schema["properties"]["timeout"]["default"] == 30.0
+    assert tools["goalState"].input_schema["properties"]["wait"]["default"] == 25.0
+    assert tools["eval"].input_schema["properties"]["timeout"]["default"] == 120.0
 
 
 @pytest.mark.asyncio
-async def test_only_retry_and_restart_are_marked_as_changing_state():
+async def test_annotations_say_which_tools_only_ask_and_which_act():
     tools = await listed_tools(build_server())
-    changing = {name for name, tool in tools.items() if not tool.annotations.read_only_hint}
-    assert changing == {"retryCompile", "restart"}
+    hints = {name: tool.annotations for name, tool in tools.items()}
+    assert {name for name, h in hints.items() if h.read_only_hint} == READ_ONLY
+    for name in READ_ONLY:
+        assert hints[name].idempotent_hint and hints[name].open_world_hint is False, name
+    # eval runs any SML as the user: it may do anything, more than once.
+    assert (hints["eval"].destructive_hint, hints["eval"].idempotent_hint, hints["eval"].open_world_hint) == (
+        True, False, True)
+    # restart and stop end the checks in flight; retryCompile loses nothing.
+    assert hints["restart"].destructive_hint and hints["stop"].destructive_hint
+    assert hints["stop"].idempotent_hint and not hints["restart"].idempotent_hint
+    assert hints["retryCompile"].destructive_hint is False
 
 
 @pytest.mark.asyncio
-async def test_a_call_with_no_daemon_and_no_autostart_is_a_tool_error_saying_so(tmp_path: Path):
-    server = build_server(tmp_path / "absent.sock", tmp_path, autostart=False)
-    async with Client(server) as client:
+async def test_diagnostics_and_goal_state_publish_output_schemas_of_the_reply_fields():
+    tools = await listed_tools(build_server())
+    for name, fields in [("diagnostics", {"verdict", "complete", "tally", "proofs"}),
+                         ("goalState", {"state", "goals", "before", "line_text", "error"})]:
+        schema = tools[name].output_schema
+        assert schema["type"] == "object" and fields <= set(schema["properties"]), name
+        assert "type" in schema["required"] and "theorem" not in schema["required"]
+    # The others return their structured content without a schema (see holmcp.server.OUTPUT_SCHEMAS).
+    assert {name for name, tool in tools.items() if tool.output_schema} == {"diagnostics", "goalState"}
+
+
+# -- arguments holmcp refuses itself -------------------------------------------
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("tool", "arguments", "meant"),
+    [
+        ("goalState", {"file": "aScript.sml", "line": 3, "col": 5}, "column"),
+        ("hover", {"file": "aScript.sml", "line": 3, "character": 5}, "column"),
+        ("diagnostics", {"uri": "aScript.sml"}, "file"),
+        ("diagnostics", {"file": "aScript.sml", "wait_s": 5}, "wait"),
+        ("diagnostics", {"file": "aScript.sml", "timeout": 5}, "wait"),
+        ("eval", {"file": "aScript.sml", "code": "1;", "wait": 5}, "timeout"),
+    ],
+    ids=["col", "character", "uri", "wait_s", "timeout-for-wait", "wait-for-timeout"],
+)
+async def test_an_unknown_argument_is_refused_naming_the_one_meant(tmp_path, tool, arguments, meant):
+    async with Client(absent(tmp_path)) as client:
+        result = await client.call_tool(tool, arguments)
+    assert result.is_error
+    message = text(result)
+    assert message.startswith(f"bad_request: {tool} does not take `")
+    assert f"(did you mean `{meant}`?)" in message
+    assert "It takes: file" in message
+    assert "daemon_unreachable" not in message  # refused before any daemon was asked
+
+
+@pytest.mark.asyncio
+async def test_a_bad_value_is_refused_in_one_line_without_pydantic_links(tmp_path):
+    async with Client(absent(tmp_path)) as client:
+        result = await client.call_tool("hover", {"file": "aScript.sml", "line": 0, "column": "x"})
+        missing = await client.call_tool("goalState", {"file": "aScript.sml"})
+    assert result.is_error and missing.is_error
+    message = text(result)
+    assert message.startswith("bad_request: hover: `line`: Input should be greater than or equal to 1 (got 0); "
+                              "`column`: ")
+    assert "http" not in message and "pydantic" not in message and "\n" not in message
+    assert text(missing).startswith("bad_request: goalState: `line` is required.")
+
+
+@pytest.mark.asyncio
+async def test_no_daemon_and_no_autostart_is_a_tool_error_with_its_code_and_a_next_step(tmp_path: Path):
+    async with Client(absent(tmp_path)) as client:
         result = await client.call_tool("status", {})
     assert result.is_error
-    text = result.content[0].text
-    assert "daemon_unreachable: no holsrv daemon is listening on" in text
+    assert text(result).startswith("daemon_unreachable: no holsrv daemon is listening on")
+    assert "Next: " in text(result)
+
+
+# -- against a fake daemon: frames the real one sends only sometimes -------------
 
 
 @pytest.mark.asyncio
-async def test_a_position_before_the_first_column_is_rejected_before_reaching_the_daemon(tmp_path: Path):
-    server = build_server(tmp_path / "absent.sock", tmp_path, autostart=False)
-    async with Client(server) as client:
-        result = await client.call_tool("hover", {"file": "aScript.sml", "line": 1, "col": 0})
+async def test_progress_frames_reach_a_client_that_gave_a_progress_token(short_tmp, write_script):
+    path = write_script(FAILING_SCRIPT)
+
+    def script(request, n):
+        assert request.progress  # holmcp asks for them
+        return [messages.Progress("loading the heap"), messages.Progress("checking proofs", 1, 2),
+                messages.Progress("checking proofs", 2, 2), messages.Progress("waiting for HOL to settle", 2, 2),
+                _diagnostics_result(str(path))]
+
+    fake = await FakeDaemon(short_tmp / "fake.sock", script).start()
+    seen: list[tuple] = []
+
+    async def on_progress(progress, total, message):
+        seen.append((progress, total, message))
+
+    try:
+        async with Client(build_server(fake.socket, path.parent, autostart=False)) as client:
+            result = await client.call_tool("diagnostics", {"file": path.name}, progress_callback=on_progress)
+            quiet = await client.call_tool("diagnostics", {"file": path.name})  # no token: no notifications
+    finally:
+        await fake.stop()
+    assert not result.is_error and not quiet.is_error
+    assert [message for _, _, message in seen] == [
+        "loading the heap", "checking proofs (1/2)", "checking proofs (2/2)", "waiting for HOL to settle (2/2)"]
+    values = [progress for progress, _, _ in seen]
+    assert values == sorted(set(values)), "MCP progress must grow with every notification"
+    assert seen[2][:2] == (2.0, 2.0)
+    # A frame that does not advance the count still advances progress, past the total it then leaves out.
+    assert seen[3][0] > 2.0 and seen[3][1] is None
+
+
+@pytest.mark.asyncio
+async def test_a_call_the_daemon_says_nothing_about_still_reports_progress_every_few_seconds():
+    now = [100.0]
+    sent: list[tuple] = []
+
+    async def report(progress, total, message):
+        sent.append((progress, total, message))
+
+    relay = ProgressRelay(report, clock=lambda: now[0])
+    await relay.beat()
+    now[0] += HEARTBEAT_S
+    await relay.beat()
+    await relay.frame(messages.Progress("checking proofs", 1, 3))
+    now[0] += HEARTBEAT_S / 2
+    await relay.beat()  # the frame just now was news enough
+    assert sent == [(NUDGE, None, f"waiting for the daemon ({HEARTBEAT_S:.0f} s)"),
+                    (1.0, 3.0, "checking proofs (1/3)")]
+
+
+@pytest.mark.asyncio
+async def test_settings_the_daemon_does_not_share_are_a_warning_in_text_and_structured_content(
+    short_tmp, write_script, monkeypatch
+):
+    monkeypatch.setenv("HOLSRV_MAX_HEAP_MB", "999")
+    path = write_script(FAILING_SCRIPT)
+    warning = "HOLSRV_MAX_HEAP_MB=999 was given to this client, but the running daemon uses 2048"
+    welcome = messages.Welcome(messages.PROTOCOL_VERSION, "fake", 1, settings_warnings=[warning])
+    fake = await FakeDaemon(short_tmp / "fake.sock", lambda r, n: [_diagnostics_result(str(path))], welcome).start()
+    try:
+        async with Client(build_server(fake.socket, path.parent, autostart=False)) as client:
+            result = await client.call_tool("diagnostics", {"file": path.name})
+    finally:
+        await fake.stop()
+    assert fake.hellos[0].settings["HOLSRV_MAX_HEAP_MB"] == "999"
+    assert text(result).splitlines()[-1] == f"warning: {warning}"
+    assert text(result).count(warning) == 1
+    assert result.structured_content["warnings"] == ["theorem slow is slow", warning]
+
+
+@pytest.mark.asyncio
+async def test_servers_busy_reaches_the_agent_with_its_code_and_the_stop_tool_as_a_way_out(short_tmp, tmp_path):
+    busy = messages.ErrorReply("servers_busy", "all 4 HOL servers are busy: /p/aScript.sml, /p/bScript.sml")
+    fake = await FakeDaemon(short_tmp / "fake.sock", lambda r, n: [busy]).start()
+    try:
+        async with Client(build_server(fake.socket, tmp_path, autostart=False)) as client:
+            result = await client.call_tool("hover", {"file": "cScript.sml", "line": 1, "column": 1})
+    finally:
+        await fake.stop()
     assert result.is_error
-    assert "col" in result.content[0].text
-    assert "daemon_unreachable" not in result.content[0].text
+    lines = text(result).splitlines()
+    assert lines[0] == f"servers_busy: {busy.message}"
+    assert lines[-1].startswith("Next: Call status") and "stop" in lines[-1]
+
+
+@pytest.mark.asyncio
+async def test_a_cancelled_tool_call_leaves_no_reply_for_the_next_call(short_tmp, tmp_path):
+    never = asyncio.Event()
+
+    async def script(request, n):
+        if n == 1:
+            await never.wait()
+        return [messages.StatusResult("fake", messages.PROTOCOL_VERSION, 1, 1.0, "/s", 4, [], 0, n)]
+
+    fake = await FakeDaemon(short_tmp / "fake.sock", script).start()
+    try:
+        async with Client(build_server(fake.socket, tmp_path, autostart=False)) as client:
+            call = asyncio.create_task(client.call_tool("status", {}))
+            await fake.first_request()
+            call.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await call
+            result = await client.call_tool("status", {})
+    finally:
+        never.set()
+        await fake.stop()
+    assert result.structured_content["cache_misses"] == 2
+
+
+def _diagnostics_result(file: str) -> messages.DiagnosticsResult:
+    return messages.DiagnosticsResult(
+        file=file, content_hash="0" * 20, verdict="INCOMPLETE", headline="INCOMPLETE: 1 proof still checking",
+        complete=False, tally=messages.Tally(proved=1, checking=1), proofs=[], diagnostics=[], cheats=[],
+        server=messages.ServerNote(pid=1), warnings=["theorem slow is slow"],
+    )
 
 
 # -- against a daemon with the fake HOL server ----------------------------------
@@ -130,12 +381,98 @@ async def test_goal_state_returns_the_goals_inside_a_proof(daemon, write_script)
     path = write_script(FAILING_SCRIPT)
     server = build_server(daemon.socket, path.parent, autostart=False)
     async with Client(server) as client:
-        result = await client.call_tool("goalState", {"file": str(path), "line": 7, "col": 3, "wait": 20})
+        result = await client.call_tool("goalState", {"file": str(path), "line": 7, "column": 3, "wait": 20})
     assert not result.is_error, result.content
     data = result.structured_content
-    assert (data["state"], data["theorem"]) == ("ok", "add0")
+    assert (data["state"], data["theorem"]) == ("goals", "add0")
     assert len(data["goals"]) == 1
     assert result.content[0].text.startswith("theorem add0, step ")
+
+
+@pytest.mark.asyncio
+async def test_goal_state_without_a_column_shows_the_goals_before_and_after_the_line(daemon, write_script):
+    path = write_script(FAILING_SCRIPT)
+    async with Client(build_server(daemon.socket, path.parent, autostart=False)) as client:
+        result = await client.call_tool("goalState", {"file": path.name, "line": 7, "wait": 20})
+    assert not result.is_error, result.content
+    data = result.structured_content
+    assert data["column"] is None and data["line_text"].strip() == FAILING_SCRIPT.splitlines()[6].strip()
+    assert data["state"] in {"goals", "proved_here"} and "before" in data
+    assert "before the line:" in text(result) and "after the line:" in text(result)
+
+
+@pytest.mark.asyncio
+async def test_a_file_uri_is_taken_as_the_path_it_names(daemon, write_script, tmp_path):
+    path = write_script(FAILING_SCRIPT, dir=tmp_path / "my proofs ∀")
+    uri = "file://" + quote(str(path))
+    assert "%20" in uri
+    # The directory holmcp started in must not matter for a URI.
+    async with Client(build_server(daemon.socket, Path("/"), autostart=False)) as client:
+        result = await client.call_tool("diagnostics", {"file": uri, "wait": 20})
+    assert not result.is_error, result.content
+    assert result.structured_content["file"] == str(path)
+
+
+@pytest.mark.asyncio
+async def test_a_setting_the_running_daemon_does_not_have_is_named_in_every_answer(
+    daemon, write_script, monkeypatch
+):
+    monkeypatch.setenv("HOLSRV_MAX_HEAP_MB", "999")  # the test daemon caps heaps at 2048
+    path = write_script(FAILING_SCRIPT)
+    async with Client(build_server(daemon.socket, path.parent, autostart=False)) as client:
+        answers = [await client.call_tool("status", {}),
+                   await client.call_tool("documentSymbol", {"file": path.name, "wait": 20})]
+    for result in answers:
+        assert not result.is_error, result.content
+        warnings = [w for w in result.structured_content["warnings"] if "HOLSRV_MAX_HEAP_MB=999" in w]
+        assert len(warnings) == 1 and "2048" in warnings[0]
+        assert text(result).count("HOLSRV_MAX_HEAP_MB=999") == 1
+
+
+@pytest.mark.asyncio
+async def test_holmcp_reconnects_when_the_daemon_restarts_on_the_same_socket(daemon_factory, short_tmp, tmp_path):
+    sock = short_tmp / "same.sock"
+    first = daemon_factory(socket=sock)
+    async with Client(build_server(sock, tmp_path, autostart=False)) as client:
+        before = await client.call_tool("status", {})
+        first.stop()
+        daemon_factory(socket=sock)
+        after = await client.call_tool("status", {})
+    assert not first.thread.is_alive()
+    # The connection holmcp kept died with the first daemon; the call went to the second.
+    assert not before.is_error and not after.is_error, after.content
+
+
+@pytest.mark.asyncio
+async def test_stop_frees_the_files_server_and_the_next_call_starts_another(daemon, write_script):
+    path = write_script(FAILING_SCRIPT)
+    async with Client(build_server(daemon.socket, path.parent, autostart=False)) as client:
+        first = await client.call_tool("diagnostics", {"file": path.name, "wait": 20})
+        stopped = await client.call_tool("stop", {"file": path.name})
+        status = await client.call_tool("status", {})
+        again = await client.call_tool("diagnostics", {"file": path.name, "wait": 20})
+    assert not stopped.is_error, stopped.content
+    assert stopped.structured_content["pid"] == first.structured_content["server"]["pid"]
+    assert all(s["state"] in ("stopping", "stopped", "dead") for s in status.structured_content["sessions"])
+    assert again.structured_content["server"]["pid"] != first.structured_content["server"]["pid"]
+
+
+@pytest.mark.asyncio
+async def test_diagnostics_that_waits_sends_the_daemons_progress_to_the_client(daemon, write_script):
+    path = write_script(FAILING_SCRIPT.replace('FAIL_TAC "nope"', "SLOW_TAC 1500 >> simp[]"))
+    seen: list[tuple] = []
+
+    async def on_progress(progress, total, message):
+        seen.append((progress, total, message))
+
+    async with Client(build_server(daemon.socket, path.parent, autostart=False)) as client:
+        result = await client.call_tool("diagnostics", {"file": path.name, "wait": 20}, progress_callback=on_progress)
+    assert result.structured_content["verdict"] == "OK", result.content
+    assert seen, "no progress notification reached the client"
+    # The file has two proofs: the daemon counts them as they finish.
+    assert any(total == 2.0 and message.endswith("/2)") for _, total, message in seen), seen
+    values = [progress for progress, _, _ in seen]
+    assert values == sorted(set(values))
 
 
 @pytest.mark.asyncio
@@ -160,24 +497,26 @@ async def test_status_lists_the_server_an_earlier_call_started(daemon, write_scr
 
 
 @pytest.mark.asyncio
-async def test_every_tool_answers_with_content_its_output_schema_accepts(daemon, write_script):
-    # The SDK client checks structured content against the advertised schema
-    # and raises if it does not conform, so each call below is that check.
+async def test_every_tool_answers_with_text_and_structured_content(daemon, write_script):
+    # The SDK client checks structured content against an advertised schema
+    # and raises if it does not conform, so the goalState and diagnostics calls check that too.
     path = write_script(FAILING_SCRIPT)
     calls = {
-        "hover": {"line": 7, "col": 3},
-        "definition": {"line": 7, "col": 3},
-        "references": {"line": 7, "col": 3},
-        "completion": {"line": 7, "col": 4},
+        "hover": {"line": 7, "column": 3},
+        "definition": {"line": 7, "column": 3},
+        "references": {"line": 7, "column": 3, "wait": 0},
+        "completion": {"line": 7, "column": 4},
         "documentSymbol": {},
         "workspaceSymbol": {"query": "ADD"},
         "eval": {"code": "val x = 1 + 1;"},
         "retryCompile": {},
         "restart": {},
+        "stop": {},
     }
     server = build_server(daemon.socket, path.parent, autostart=False)
     async with Client(server) as client:
         await client.list_tools()
+        await client.call_tool("diagnostics", {"file": str(path), "wait": 20})
         for name, arguments in calls.items():
             result = await client.call_tool(name, {"file": str(path), **arguments})
             assert not result.is_error, (name, result.content)

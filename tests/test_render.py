@@ -18,14 +18,17 @@ from holsrv.rpc.messages import (
     GoalStateResult,
     HoverResult,
     Location,
+    Progress,
     Proof,
     Range,
     ReferencesResult,
     RestartResult,
     ServerNote,
     SessionStatus,
+    SettingSource,
     ShutdownResult,
     StatusResult,
+    StopResult,
     Symbol,
     Tally,
     WorkspaceSymbolItem,
@@ -61,8 +64,8 @@ def goal_state(**changes) -> GoalStateResult:
         file="/p/fooScript.sml",
         content_hash=HASH,
         line=5,
-        col=3,
-        state="ok",
+        column=3,
+        state="goals",
         message="",
         server=WARM,
         theorem="add_comm",
@@ -99,8 +102,8 @@ def test_diagnostics_shows_each_message_at_its_one_based_position_with_continuat
 
 
 def test_diagnostics_ends_with_content_hash_and_cached_marker():
-    assert lines(diagnostics(cached=True))[-1] == "(content 0123456789ab; cached)"
-    assert lines(diagnostics())[-1] == "(content 0123456789ab)"
+    assert lines(diagnostics(cached=True))[-1] == "(about file content 0123456789ab; cached)"
+    assert lines(diagnostics())[-1] == "(about file content 0123456789ab)"
 
 
 def test_diagnostics_says_when_the_answer_is_not_settled_and_what_is_outstanding():
@@ -118,7 +121,7 @@ def test_diagnostics_says_when_the_answer_is_not_settled_and_what_is_outstanding
     assert "warning: theorem slow (line 4) has been checking for 2m05s: PROBABLY LOOPING" in out
     assert "outstanding: theorem slow (line 4) still checking" in out
     assert "  line 4  slow  checking" in out  # its time is in `outstanding`, once
-    assert out[-1] == "(content 0123456789ab; not settled yet)"
+    assert out[-1] == "(about file content 0123456789ab; not settled yet)"
 
 
 def test_diagnostics_names_cheats_and_blocked_dependencies():
@@ -144,7 +147,7 @@ def test_diagnostics_with_no_proofs_says_so_rather_than_zero_total():
 def test_a_call_that_started_a_server_says_so_after_the_freshness_line():
     server = ServerNote(pid=99, start="started", note="loading the heap took 12s")
     out = lines(diagnostics(server=server))
-    assert out[-2:] == ["(content 0123456789ab)", "loading the heap took 12s (pid 99)"]
+    assert out[-2:] == ["(about file content 0123456789ab)", "loading the heap took 12s (pid 99)"]
 
 
 def test_a_restarted_server_is_reported_with_its_reason():
@@ -154,7 +157,7 @@ def test_a_restarted_server_is_reported_with_its_reason():
 
 
 def test_a_warm_server_adds_no_lines_after_the_freshness_line():
-    assert lines(diagnostics())[-1].startswith("(content ")
+    assert lines(diagnostics())[-1].startswith("(about file content ")
 
 
 # -- goal state -------------------------------------------------------------
@@ -176,11 +179,11 @@ def test_goal_state_prints_assumptions_numbered_above_a_rule_and_the_goal_below(
 
 
 def test_goal_state_with_no_goals_and_no_error_says_proved_here():
-    assert "no goals: proved at this point" in lines(goal_state())
+    assert "no goals: proved at this point" in lines(goal_state(state="proved_here"))
 
 
 def test_goal_state_error_is_shown_with_its_range_and_no_proved_claim():
-    reply = goal_state(error="FAIL_TAC: nope", failed_range=Range(6, 3, 6, 17))
+    reply = goal_state(state="failed", error="FAIL_TAC: nope", failed_range=Range(6, 3, 6, 17))
     out = lines(reply)
     assert "error at 6:3-6:17: FAIL_TAC: nope" in out
     assert "no goals: proved at this point" not in out
@@ -189,6 +192,36 @@ def test_goal_state_error_is_shown_with_its_range_and_no_proved_claim():
 def test_provisional_goal_state_warns_the_answer_may_change():
     out = lines(goal_state(provisional=True, goals=[Goal([], "P")]))
     assert out[1] == "provisional: the file is still compiling, so this answer may change; ask again"
+
+
+def test_goal_state_of_a_whole_line_shows_the_line_then_goals_before_and_after_it():
+    reply = goal_state(
+        column=None, line_text="  simp[] >> gvs[]", before=[Goal(["x = 1"], "x + 1 = 2")], goals=[],
+        state="proved_here", message="No goals are left here: the tactics up to this point prove the goal.",
+    )
+    out = lines(reply)
+    assert out[:3] == [
+        "theorem add_comm, step 2",
+        "line 5: simp[] >> gvs[]",
+        "No goals are left here: the tactics up to this point prove the goal.",
+    ]
+    at = out.index("before the line:")
+    assert out[at + 1 : at + 8] == [
+        "  goal 1 of 1:",
+        "    0.  x = 1",
+        "    ------------------------------------",
+        "    x + 1 = 2",
+        "after the line:",
+        "  no goals: proved at this point",
+        "(about file content 0123456789ab)",
+    ]
+
+
+def test_goal_state_that_fails_shows_the_goals_given_to_the_failing_tactic_and_no_proved_claim():
+    reply = goal_state(state="failed", error="simp failed", goals=[Goal([], "P")])
+    out = lines(reply)
+    assert "error: simp failed" in out and "goal 1 of 1:" in out
+    assert "no goals: proved at this point" not in out
 
 
 def test_goal_state_outside_a_proof_prints_the_daemon_message():
@@ -229,11 +262,31 @@ def test_document_symbols_are_an_outline_indented_by_depth():
     assert out[:2] == ["3  theorem  add_comm", "  5  value  step  num"]
 
 
-def test_workspace_symbols_show_theory_and_location():
-    items = [WorkspaceSymbolItem("ADD_COMM", "theorem", "arithmetic", "/hol/arithScript.sml", 40)]
-    out = lines(WorkspaceSymbolResult("/f", "ADD_C", items, WARM))
-    assert out == ["ADD_COMM  theorem  arithmetic  /hol/arithScript.sml:40"]
+def test_document_symbols_past_the_cap_are_counted():
+    out = lines(DocumentSymbolResult("/f", HASH, [Symbol("a", "theorem", 1, 1, 2)], WARM, omitted=7))
+    assert out[1] == "… and 7 more symbols, not listed"
+
+
+def test_workspace_symbols_show_statement_theory_and_location():
+    items = [
+        WorkspaceSymbolItem("ADD_COMM", "theorem", "arithmetic", "$HOLDIR/src/num/arithScript.sml", 40,
+                            statement="⊢ ∀m n.\n    m + n = n + m"),
+        WorkspaceSymbolItem("ADD", "constant", "arithmetic"),
+    ]
+    out = lines(WorkspaceSymbolResult("/f", "ADD", items, WARM))
+    assert out == [
+        "ADD_COMM: ⊢ ∀m n. m + n = n + m  (theorem, arithmetic, $HOLDIR/src/num/arithScript.sml:40)",
+        "ADD  (constant, arithmetic)",
+    ]
     assert lines(WorkspaceSymbolResult("/f", "zzz", [], WARM)) == ["no symbols match 'zzz'"]
+
+
+def test_workspace_symbols_say_how_many_more_pages_and_when_hol_cut_the_list():
+    items = [WorkspaceSymbolItem(f"LE_{i}", "theorem", "arithmetic") for i in range(20)]
+    out = lines(WorkspaceSymbolResult("/f", "LE", items, WARM, total=193, more=173, capped=True))
+    assert out[20] == "page 1: 20 of 193 matches; 173 more on page 2 and after; a longer query narrows the list"
+    assert out[21].startswith("HOL stops at a fixed number of matches")
+    assert len(lines(WorkspaceSymbolResult("/f", "LE", items, WARM, total=20))) == 20
 
 
 # -- eval and commands ------------------------------------------------------
@@ -246,8 +299,23 @@ def test_eval_prints_output_then_errors_then_stderr_then_timeout_note():
     assert out[4].startswith("TIMED OUT:")
 
 
+def test_eval_warnings_follow_the_errors_and_are_not_errors():
+    reply = EvalResult("/f", "val it = 3: int\n", [], "", False, WARM, warnings=["1:5: soft report"])
+    assert lines(reply) == ["val it = 3: int", "warning: 1:5: soft report"]
+
+
 def test_eval_with_nothing_printed_says_so():
     assert lines(EvalResult("/f", "", [], "", False, WARM)) == ["(no output)"]
+
+
+def test_stop_prints_the_daemon_message():
+    message = "Stopped the HOL server for f (pid 12)."
+    assert render(StopResult("/f", 12, message)) == message
+
+
+def test_progress_is_one_line_with_the_count_when_there_is_one():
+    assert render(Progress("checking proofs", 3, 10)) == "… checking proofs (3/10)"
+    assert render(Progress("loading the heap")) == "… loading the heap"
 
 
 def test_restart_and_shutdown_print_the_daemon_message():
@@ -274,9 +342,9 @@ def test_status_prints_daemon_line_and_a_row_per_session():
         waiting_calls=1,
         clients=["holctl", "holmcp"],
     )
-    reply = StatusResult("0.1.0", 1, 77, 90, "/run/holsrv.sock", 4, [session], 10, 3)
+    reply = StatusResult("0.1.0", 2, 77, 90, "/run/holsrv.sock", 4, [session], 10, 3)
     out = lines(reply)
-    assert out[0] == "holsrv 0.1.0  pid 77  up 1m30s  protocol 1"
+    assert out[0] == "holsrv 0.1.0  pid 77  up 1m30s  protocol 2"
     assert "servers: 1 running of 4  cache: 10 hits, 3 misses" in out
     header, row = out[-2].split("  "), out[-1].split("  ")
     assert [c.strip() for c in header if c.strip()] == [
@@ -284,6 +352,20 @@ def test_status_prints_daemon_line_and_a_row_per_session():
     cells = [c.strip() for c in row if c.strip()]
     assert cells == ["/p/fooScript.sml", "321", "ready", "1h02m", "42s", "812", "none",
                      "3/4 proved, 1 failed", "-", "1", "holctl,holmcp"]
+
+
+def test_status_shows_settings_set_somewhere_one_a_line_and_defaults_on_one_line():
+    settings = [
+        SettingSource("HOLSRV_MAX_HEAP_MB", "4096", "environment HOLSRV_MAX_HEAP_MB"),
+        SettingSource("HOLSRV_QUIET_S", "1.0", "default"),
+        SettingSource("HOLSRV_IDLE_TIMEOUT_S", "1800.0", "default"),
+    ]
+    out = lines(StatusResult("0.1.0", 2, 77, 5, "/s", 4, [], 0, 0, settings=settings))
+    at = out.index("settings:")
+    assert out[at + 1 : at + 3] == [
+        "  HOLSRV_MAX_HEAP_MB=4096  (environment HOLSRV_MAX_HEAP_MB)",
+        "  defaults: HOLSRV_QUIET_S=1.0, HOLSRV_IDLE_TIMEOUT_S=1800.0",
+    ]
 
 
 def test_status_with_no_sessions_says_no_servers():

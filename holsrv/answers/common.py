@@ -8,18 +8,21 @@ never cancel anything in the server.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 
 import msgspec
 
-from holsrv import files
+from holsrv import files, textinfo
 from holsrv.cache import AnswerCache
 from holsrv.errors import Starting
 from holsrv.pool import Lease, Pool
 from holsrv.rpc import messages as m
 from holsrv.session import Session
 from holsrv.settings import Settings
+
+# Where an answer that waits sends its progress (`Progress` frames to the caller).
+Report = Callable[[m.Progress], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,7 @@ class Context:
     pool: Pool
     cache: AnswerCache
     settings: Settings
+    scripts: files.Reader = field(default_factory=files.Reader)  # one stat when a file is unchanged
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -45,25 +49,33 @@ async def opened(
     If the server is still starting when the wait runs out, raise `Starting`,
     unless `tolerate_start`: then yield unsynced and let the caller say so.
     """
-    script = files.read(file)  # bad input fails here, before any HOL starts
-    async with ctx.pool.lease(script.path, client) as lease:
+    script = await read(ctx, file)  # bad input fails here, before any HOL starts
+    async with ctx.pool.lease(script.path, client, script.hash) as lease:
         session = lease.session
         if await session.wait_started(ctx.settings.start_wait_s if wait is None else wait):
             if lease.start != "warm":
-                script = files.read(file)  # the start took a while: the newest text wins
+                script = await read(ctx, file)  # the start took a while: the newest text wins
             await session.sync(script.data, script.text)
         elif not tolerate_start:
             raise Starting(starting_message(session, ctx.clock()))
         yield script, lease
 
 
-async def compiled(ctx: Context, session: Session) -> None:
-    """Wait (up to the lookup wait) for the compile of our text to end.
+async def read(ctx: Context, file: str) -> files.Script:
+    """The file as it is now, its text's facts computed (a new large text in
+    slices, so the loop answers others meanwhile)."""
+    script = ctx.scripts.read(file)
+    await textinfo.prepare(script.text)
+    return script
+
+
+async def compiled(ctx: Context, session: Session, wait: float | None = None) -> None:
+    """Wait (up to `wait`, else the lookup wait) for the compile of our text to end.
 
     Hover, definition and symbols read the compiler's trees, and retry must
     know whether the file is blocked.
     """
-    await session.wait_until(lambda: session.phase != "compiling", ctx.settings.lookup_wait_s)
+    await session.wait_until(lambda: session.phase != "compiling", ctx.settings.lookup_wait_s if wait is None else wait)
 
 
 def note(lease: Lease) -> m.ServerNote:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from holsrv import files
+from holsrv.ancestors import ancestors
+from holsrv.answers import evalcode
 from holsrv.answers.common import Context, blocked_message, compiled, note, opened
 from holsrv.errors import BadRequest, FileNotFound, ServerTimeout
-from holsrv.lsp import replies
-from holsrv.positions import Text
+from holsrv.lsp import hol
 from holsrv.proofs import MAX_MESSAGE_CHARS
 from holsrv.rpc import messages as m
 from holsrv.rpc.words import clip
@@ -16,36 +17,37 @@ MAX_EVAL_ERRORS = 50
 
 
 async def eval(ctx: Context, req: m.Eval, client: str) -> m.EvalResult:
+    """Run the agent's code in the file's HOL server, after `evalcode.PRELUDE` and the script's ancestors opened.
+
+    What persists between calls: no ML binding.  HOL compiles each eval on a
+    thread of its own in a namespace layer of its own, so a `val`, `fun` or
+    `open` lasts for that call only, and the prelude is sent every time.
+    HOL's process-wide state does persist, for the life of the server: modules
+    loaded, references and traces set (`show_types := true`), theories and
+    definitions made, which the file's own compiles then see.  One server
+    serves one file, so nothing reaches another file's evals.
+    """
     if not req.code.strip():
         raise BadRequest("no code to evaluate")
     async with opened(ctx, req.file, client) as (src, lease):
         session = lease.session
+        sent = evalcode.prepare(req.code, ancestors(src.text))
         mark = session.stderr_mark()
         timed_out = False
         try:
-            reports = await session.hol.eval(req.code, max(0.1, req.timeout))
+            reports = await session.hol.eval(sent.code, max(0.1, req.timeout))
         except ServerTimeout:
             timed_out, reports = True, []
-        errors = _errors(reports, Text(req.code), session.encoding)
+        outcome = evalcode.read(reports, sent, session.encoding)
         if timed_out:
-            errors.append(f"timed out after {req.timeout:g}s; the evaluation was cancelled")
+            outcome.errors.append(f"timed out after {req.timeout:g}s; the evaluation was cancelled")
+        stderr = hol.without_holdep_noise(session.stderr_since(mark), sent.names)
         return m.EvalResult(
-            file=str(src.path), output=clip(replies.eval_output(reports), MAX_EVAL_CHARS),
-            errors=[clip(e, MAX_MESSAGE_CHARS) for e in errors[:MAX_EVAL_ERRORS]],
-            stderr=clip(session.stderr_since(mark), MAX_EVAL_CHARS),
-            timed_out=timed_out, server=note(lease),
+            file=str(src.path), output=clip(outcome.output, MAX_EVAL_CHARS),
+            errors=[clip(e, MAX_MESSAGE_CHARS) for e in outcome.errors[:MAX_EVAL_ERRORS]],
+            stderr=clip(stderr, MAX_EVAL_CHARS), timed_out=timed_out, server=note(lease),
+            warnings=[clip(w, MAX_MESSAGE_CHARS) for w in outcome.warnings[:MAX_EVAL_ERRORS]],
         )
-
-
-def _errors(reports: list, code: Text, encoding: str) -> list[str]:
-    errors = []
-    for report in reports:
-        if isinstance(report, replies.ErrorReport):
-            line, col = code.from_lsp(report.pos.start.as_lsp() if report.pos else {}, encoding)
-            errors.append(f"{line}:{col}: {report.msg.rstrip()}")
-        elif isinstance(report, replies.InterruptedReport):
-            errors.append("interrupted")
-    return errors
 
 
 async def retry_compile(ctx: Context, req: m.RetryCompile, client: str) -> m.RetryCompileResult:
@@ -90,6 +92,20 @@ async def restart(ctx: Context, req: m.Restart, client: str) -> m.RestartResult:
             message=f"Restarted the HOL server for {src.path.name} (pid {old_pid or '-'} → "
             f"{session.pid or 'pending'}; heap {cap}). It is {doing} now; call diagnostics to follow it.",
         )
+
+
+async def stop(ctx: Context, req: m.Stop) -> m.StopResult:
+    """Stop the file's server, if it has one; it may be busy: that is what stop is for."""
+    path = files.resolve(req.file)
+    session = ctx.pool.sessions.get(path)
+    if session is None or not session.alive:
+        return m.StopResult(file=str(path), pid=None, message=f"No HOL server is running for {path.name}.")
+    await ctx.pool.stop_session(session, "stop requested")
+    return m.StopResult(
+        file=str(path), pid=session.pid,
+        message=f"Stopped the HOL server for {path.name} (pid {session.pid}); its memory and its place are "
+        "free. The next call about the file starts a new one.",
+    )
 
 
 async def _stop_orphan(ctx: Context, file: str) -> m.RestartResult:

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from holsrv import ancestors, looping, verdict
-from holsrv.answers.common import Context, note, opened, replace, starting_message
+from holsrv.answers.common import Context, Report, note, opened, replace, starting_message
 from holsrv.files import Script, content_hash
 from holsrv.lsp import hol
 from holsrv.pool import Lease
 from holsrv.rpc import messages as m
 from holsrv.session import Session
 
+# At most one progress frame this often: an agent host shows them, it does not need each notification.
+PROGRESS_EVERY_S = 1.0
 
-async def answer(ctx: Context, req: m.Diagnostics, client: str) -> m.DiagnosticsResult:
+
+async def answer(ctx: Context, req: m.Diagnostics, client: str, report: Report | None = None) -> m.DiagnosticsResult:
     started = ctx.clock()
     deadline = started + max(0.0, req.wait)  # covers a server start too
     async with opened(ctx, req.file, client, req.wait, tolerate_start=True) as (src, lease):
@@ -22,7 +25,7 @@ async def answer(ctx: Context, req: m.Diagnostics, client: str) -> m.Diagnostics
         if cached is not None:
             return replace(cached, cached=True, server=note(lease))
         if not session.starting:
-            await settle(ctx, session, deadline)
+            await settle(ctx, session, deadline, report)
         if session.phase == "completed":
             session.ancestors.loaded(built)  # a pass got past preload: these are what it has
         result = _result(ctx, src, lease, rebuilt, ctx.clock() - started)
@@ -63,12 +66,18 @@ def _result(ctx: Context, src: Script, lease: Lease, rebuilt: list[str], waited_
     return result
 
 
-async def settle(ctx: Context, session: Session, deadline: float) -> None:
+async def settle(ctx: Context, session: Session, deadline: float, report: Report | None = None) -> None:
     """Wait until the file is settled, only slow or looping proofs are left, or the deadline."""
+    reported, last = 0.0, m.Progress("")
     while True:
         session.check_alive()
         now = ctx.clock()
         file = session.file
+        if report is not None and now - reported >= PROGRESS_EVERY_S:
+            progress = _progress(session)
+            if progress != last:
+                await report(progress)
+                reported, last = now, progress
         quiet = verdict.quiet_for(file, ctx.settings)
         if now >= deadline or file.settled(now, quiet) or verdict.complete_but_slow(file, now, ctx.settings):
             return
@@ -79,3 +88,19 @@ async def settle(ctx: Context, session: Session, deadline: float) -> None:
             moments += [looping.looping_from(file, entry, now, ctx.settings),
                         looping.slow_from(file, entry, now, ctx.settings)]
         await session.wait_change(max(0.01, min(t for t in moments if t > now) - now))
+
+
+def _progress(session: Session) -> m.Progress:
+    """Where the file's check stands: proofs finished out of those HOL knows of, and what is running."""
+    file = session.file
+    checking = file.checking()
+    done = sum(1 for e in file.proofs.values() if e.status not in ("checking", "cheated"))
+    total = len(file.proofs)
+    if file.phase == "compiling":
+        message = f"compiling {session.path.name}"
+    elif checking:
+        names = ", ".join(e.name for e in checking[:3]) + (" …" if len(checking) > 3 else "")
+        message = f"checking proofs: {names}"
+    else:
+        message = "settling: waiting for HOL's last reports"
+    return m.Progress(message, done, total)

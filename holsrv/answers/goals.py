@@ -1,6 +1,16 @@
-"""goalState: the goals at a position inside a proof, and why there are none elsewhere."""
+"""goalState: the goals at a position, or before and after a line's tactics.
+
+HOL runs the tactics that end at or before the cursor (PROTOCOL.md §11.2),
+so a position shows the goals *before* the tactic under it.  A whole line is
+therefore asked twice: at its first character (before its first tactic) and
+just past its last (after its last tactic).  HOL answers on the QED line only
+at QED's first byte (§11.1), so any column there is asked there: what is left
+at the end of the proof.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from holsrv import script
 from holsrv.answers.common import Context, blocked_message, note, opened, replace, starting_message
@@ -10,32 +20,61 @@ from holsrv.positions import LineIndex, Text
 from holsrv.rpc import messages as m
 from holsrv.session import Session
 
+Reply = replies.GoalState | replies.Pending | None
+
 _COMPILING = (
     "The file is still compiling, so there is no goal state yet. Ask again in a few seconds "
     "(or call diagnostics, which waits for the compile)."
 )
+# HOL's walk budget is a constant in its goal-state driver: no request field,
+# $/setConfig field, initialize option or environment variable sets it.
+_TIMED_OUT = (
+    "HOL gave up running the tactics up to here: each goal-state walk has a fixed time budget "
+    "(see error) that this HOL does not let a client change, so the goals here are unknown. "
+    "Ask at an earlier line first, then step forward: HOL keeps the state after each tactic of "
+    "a walk that finished, so the next walk only runs what follows. If one tactic alone is too "
+    "slow, split it into smaller steps (intermediate `sg`/`by` subgoals, fewer simp or metis "
+    "lemmas). diagnostics checks the whole proof without this budget."
+)
+_QED_NOTE = "This is the QED line: goals is what is left at the end of the proof."
+
+
+@dataclass(frozen=True)
+class _Where:
+    """The 1-based columns of a line to ask HOL about, and what the line is."""
+
+    after: int
+    before: int | None = None  # a line view whose first character differs from its end
+    kind: str = "tactics"  # "tactics", "qed", "blank" or "outside" (by the daemon's reading)
 
 
 async def goal_state(ctx: Context, req: m.GoalState, client: str) -> m.GoalStateResult:
     deadline = ctx.clock() + max(0.0, req.wait)
     async with opened(ctx, req.file, client, req.wait, tolerate_start=True) as (src, lease):
         session = lease.session
-        lines = Text(src.text)
-        lines.to_lsp(req.line, req.col, "utf-8")  # a bad position is refused even while starting
+        text = Text(src.text)
+        text.to_lsp(req.line, req.column or 1, "utf-8")  # a bad position is refused even while starting
         base = m.GoalStateResult(
-            file=str(src.path), content_hash=src.hash, line=req.line, col=req.col,
+            file=str(src.path), content_hash=src.hash, line=req.line, column=req.column,
             state="", message="", server=note(lease),
+            line_text=text.lines[req.line - 1] if req.column is None else "",
         )
         if session.starting:
             return replace(base, state="starting", message=starting_message(session, ctx.clock()))
-        key = session.cache_key("goalState", src.hash, req.line, req.col)
+        key = session.cache_key("goalState", src.hash, req.line, req.column)
         cached = ctx.cache.get(key)
         if cached is not None:
             return replace(cached, cached=True, server=note(lease))
-        reply = await _ask(ctx, session, lines.to_lsp(req.line, req.col, session.encoding), deadline)
-        if isinstance(reply, replies.GoalState) and reply.error:
-            session.walk_errors.append(reply.error.rstrip())
-        result = _result(base, reply, src.text, session)
+        where = _where(src.text, text.lines, req.line, req.column)
+        # One walk per position; HOL runs them one at a time, so ask in turn.
+        # Before first: the later walk then starts from the state HOL kept.
+        asked = [
+            await _ask(ctx, session, text.to_lsp(req.line, column, session.encoding), deadline)
+            for column in ([where.before] if where.before else []) + [where.after]
+        ]
+        for error in dict.fromkeys(r.error.rstrip() for r in asked if isinstance(r, replies.GoalState) and r.error):
+            session.walk_errors.append(error)
+        result = _result(base, asked[0], asked[-1], text, session, where)
         if session.data != src.data:
             # Another call synced a newer text while this one waited.
             return replace(
@@ -44,12 +83,9 @@ async def goal_state(ctx: Context, req: m.GoalState, client: str) -> m.GoalState
                 "text at this position; ask again.",
             )
         # A walk that ran out of time may succeed on a less busy machine.
-        if hol.is_settled(reply) and session.phase == "completed":
+        if all(hol.is_settled(r) for r in asked) and session.phase == "completed":
             ctx.cache.put(key, result)
         return result
-
-
-Reply = replies.GoalState | replies.Pending | None
 
 
 async def _ask(ctx: Context, session: Session, position: dict, deadline: float) -> Reply:
@@ -62,33 +98,115 @@ async def _ask(ctx: Context, session: Session, position: dict, deadline: float) 
         await session.wait_change(min(1.0, deadline - ctx.clock()))
 
 
-def _result(base: m.GoalStateResult, reply: Reply, text: str, session: Session) -> m.GoalStateResult:
-    if session.phase == "blocked" and not isinstance(reply, replies.GoalState):
+# -- where to ask -----------------------------------------------------------
+
+
+def _where(text: str, lines: list[str], line: int, column: int | None) -> _Where:
+    """The columns of `line` to ask about: `column` (moved to QED's first byte on
+    the QED line), or with no column the line's first character and its end."""
+    index = LineIndex(text)
+    start = index.start(line)
+    chars = lines[line - 1]
+    block = _block_on(text, script.proof_blocks(text), start, start + len(chars))
+    qed = block is not None and start == block.body_end
+    if column is not None:
+        return _Where(1 if qed else column, kind="qed" if qed else "tactics")
+    first, last = len(chars) - len(chars.lstrip()), len(chars.rstrip())
+    if block is None:
+        return _Where(first + 1, kind="outside")
+    if qed:
+        return _Where(1, kind="qed")
+    if last == 0:
+        return _Where(1, kind="blank")
+    # A Resume line starts outside its proof, which opens at the colon.
+    before = max(start + first, _opening(text, block)) - start + 1
+    after = min(start + last, block.body_end) - start + 1
+    return _Where(after, before if before != after else None)
+
+
+def _block_on(text: str, blocks: list[script.ProofBlock], start: int, end: int) -> script.ProofBlock | None:
+    """The proof block with text on the line [start, end], counting its QED line."""
+    for block in blocks:
+        qed_line = start == block.body_end and text.startswith("QED", start)
+        if _opening(text, block) <= end and (start < block.body_end or qed_line):
+            return block
+    return None
+
+
+def _opening(text: str, block: script.ProofBlock) -> int:
+    """Where HOL starts answering: the `Proof` keyword, or a Resume block's colon (§11.1)."""
+    return block.body_start - 1 if text[block.body_start - 1] == ":" else block.body_start - len("Proof")
+
+
+# -- the answer -------------------------------------------------------------
+
+
+def _result(
+    base: m.GoalStateResult, first: Reply, last: Reply, text: Text, session: Session, where: _Where
+) -> m.GoalStateResult:
+    """The answer from the walk before the line (`first`) and the one after it (`last`);
+    with a column, or a line with one position, they are the same walk."""
+    if session.phase == "blocked" and not isinstance(last, replies.GoalState):
         return replace(base, state="blocked", message=blocked_message(session))
-    if reply is None:
-        return replace(base, state="not_in_proof", message=_outside_message(text, base.line, base.col))
-    if isinstance(reply, replies.Pending):
+    if hol.is_pending(first) or hol.is_pending(last):
         return replace(base, state="compiling", message=_COMPILING)
-    failed = reply.failed_range
-    return replace(
+    shown = last if isinstance(last, replies.GoalState) else first
+    if not isinstance(shown, replies.GoalState):
+        return replace(base, state="not_in_proof", message=_outside_message(text.text, base.line, base.column))
+    failed = shown.failed_range
+    result = replace(
         base,
-        state="ok",
-        message="",
-        theorem=reply.theorem,
-        step=reply.step,
-        goals=[m.Goal(asms=[hol.strip_ansi(a) for a in g.asms], goal=hol.strip_ansi(g.goal)) for g in reply.goals],
-        context=list(reply.context),
-        note=reply.note,
-        error=reply.error,
-        failed_range=Text(text).lsp_range(failed.as_lsp(), session.encoding) if failed else None,
-        provisional=hol.is_provisional(reply),
+        state="failed" if shown.error else "goals" if shown.goals else "proved_here",
+        theorem=shown.theorem,
+        step=shown.step,
+        goals=_goals(shown),
+        context=list(shown.context),
+        note=shown.note,
+        error=shown.error,
+        failed_range=text.lsp_range(failed.as_lsp(), session.encoding) if failed else None,
+        provisional=hol.is_provisional(first) or hol.is_provisional(last),
+    )
+    if base.column is None:
+        result = replace(result, before=_goals(first) if isinstance(first, replies.GoalState) else None)
+    return replace(result, message=_message(result, shown, where))
+
+
+def _goals(reply: replies.GoalState) -> list[m.Goal]:
+    return [m.Goal(asms=[hol.strip_ansi(a) for a in g.asms], goal=hol.strip_ansi(g.goal)) for g in reply.goals]
+
+
+def _message(result: m.GoalStateResult, reply: replies.GoalState, where: _Where) -> str:
+    said = {"qed": _QED_NOTE, "blank": f"Line {result.line} has no tactic: goals are those at this point."}
+    # Past a failure the goals are not those of this line, whatever it is.
+    line_note = "" if result.state == "failed" else said.get(where.kind, "")
+    return " ".join(filter(None, [line_note, _state_message(result, reply)]))
+
+
+def _state_message(result: m.GoalStateResult, reply: replies.GoalState) -> str:
+    if hol.walk_timed_out(reply):
+        return _TIMED_OUT
+    if result.state == "proved_here":
+        proved = "this branch's goal" if result.context else "the goal"
+        return f"No goals are left here: the tactics up to this point prove {proved}."
+    if result.state != "failed":
+        return ""
+    where = result.failed_range
+    if where is None:
+        return "A step up to here fails (see error); goals are the state before it."
+    span = f"line {where.line}, columns {where.col}-{where.end_col}"
+    if where.line <= result.line <= where.end_line:
+        return f"The tactic at {span} fails (see error): goals are the state it was given."
+    return (
+        f"An earlier tactic, at {span}, fails (see error), so these goals are not those of line "
+        f"{result.line}: fix that tactic first, then ask again."
     )
 
 
-def _outside_message(text: str, line: int, col: int) -> str:
-    message = f"Line {line}, column {col} is not inside a Proof … QED block; goal states exist only there."
+def _outside_message(text: str, line: int, col: int | None) -> str:
+    at = f"Line {line}" if col is None else f"Line {line}, column {col}"
+    message = f"{at} is not inside a Proof … QED block; goal states exist only there."
     index = LineIndex(text)
-    offset = index.offset(line, col)
+    offset = index.offset(line, col or 1)
     blocks = script.proof_blocks(text)
     nearest = min(blocks, key=lambda b: min(abs(b.start - offset), abs(b.end - offset)), default=None)
     if nearest is not None:

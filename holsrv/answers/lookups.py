@@ -11,7 +11,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from holsrv import files, proofs
+from holsrv import files, proofs, script
 from holsrv.answers.common import Context, compiled, frontier_note, note, opened
 from holsrv.errors import BadRequest
 from holsrv.lsp import replies
@@ -29,14 +29,17 @@ SYMBOL_KINDS = {
     11: "signature", 12: "definition", 13: "value", 14: "theorem", 23: "type", 25: "overload",
 }
 MAX_SYMBOLS = 500
+MAX_SYMBOL_PAGE = 200
+# How many database matches one workspaceSymbol asks for; reaching it means there may be more.
+SEARCH_LIMIT = 2000
 
 
 @contextlib.asynccontextmanager
 async def _at(ctx: Context, req: m.PositionRequest, client: str) -> AsyncIterator[tuple[files.Script, Lease, dict]]:
     """The file opened, its compile given time to reach here, and the request's LSP position."""
-    async with opened(ctx, req.file, client) as (src, lease):
-        position = Text(src.text).to_lsp(req.line, req.col, lease.session.encoding)
-        await compiled(ctx, lease.session)
+    async with opened(ctx, req.file, client, req.wait) as (src, lease):
+        position = Text(src.text).to_lsp(req.line, req.column, lease.session.encoding)
+        await compiled(ctx, lease.session, req.wait)
         yield src, lease, position
 
 
@@ -45,7 +48,7 @@ async def hover(ctx: Context, req: m.Hover, client: str) -> m.HoverResult:
         session = lease.session
         reply = await session.hol.hover(position)
         text = Text(src.text)
-        word = text.word_at(req.line, req.col)
+        word = text.word_at(req.line, req.column)
         return m.HoverResult(
             file=str(src.path), content_hash=src.hash, text=(reply.text or None) if reply else None,
             server=note(lease), note=frontier_note(session),
@@ -79,44 +82,108 @@ async def references(ctx: Context, req: m.References, client: str) -> m.Referenc
 
 async def completion(ctx: Context, req: m.Completion, client: str) -> m.CompletionResult:
     async with _at(ctx, req, client) as (src, lease, position):
-        items, incomplete = await lease.session.hol.completion(position)
+        raw, incomplete = await lease.session.hol.completion(position)
+        items = _once_each(raw)
         return m.CompletionResult(
             file=str(src.path), content_hash=src.hash, total=len(items), incomplete=incomplete,
-            server=note(lease), note=frontier_note(lease.session),
-            items=[
-                m.CompletionItem(label=i.label, kind=COMPLETION_KINDS.get(i.kind or 0, "other"), detail=i.detail)
-                for i in items[:m.MAX_COMPLETIONS]
-            ],
+            server=note(lease), note=frontier_note(lease.session), items=items[:m.MAX_COMPLETIONS],
         )
 
 
+def _once_each(raw: list[replies.CompletionItem]) -> list[m.CompletionItem]:
+    """Each name once: HOL offers a theorem both as an SML value and as a theorem; the theorem wins."""
+    by_label: dict[str, m.CompletionItem] = {}
+    for item in raw:
+        kind = COMPLETION_KINDS.get(item.kind or 0, "other")
+        known = by_label.get(item.label)
+        if known is None:
+            by_label[item.label] = m.CompletionItem(label=item.label, kind=kind, detail=item.detail)
+        elif kind == "theorem" and known.kind != "theorem":
+            known.kind, known.detail = kind, item.detail or known.detail
+    return list(by_label.values())
+
+
 async def document_symbol(ctx: Context, req: m.DocumentSymbol, client: str) -> m.DocumentSymbolResult:
-    async with opened(ctx, req.file, client) as (src, lease):
+    async with opened(ctx, req.file, client, req.wait) as (src, lease):
         # Parse-driven in the server: works on files that do not compile.
         tree = await lease.session.hol.document_symbol()
         symbols: list[m.Symbol] = []
         _flatten(tree, Text(src.text), lease.session.encoding, 0, symbols)
-        return m.DocumentSymbolResult(file=str(src.path), content_hash=src.hash,
-                                      symbols=symbols[:MAX_SYMBOLS], server=note(lease))
+        return m.DocumentSymbolResult(file=str(src.path), content_hash=src.hash, symbols=symbols[:MAX_SYMBOLS],
+                                      omitted=max(0, len(symbols) - MAX_SYMBOLS), server=note(lease))
 
 
 async def workspace_symbol(ctx: Context, req: m.WorkspaceSymbol, client: str) -> m.WorkspaceSymbolResult:
-    if len(req.query.strip()) < 2:
+    query = req.query.strip()
+    if len(query) < 2:
         raise BadRequest("the query must have at least 2 characters (it is matched as a case-insensitive substring)")
-    async with opened(ctx, req.file, client) as (src, lease):
+    if not 1 <= req.limit <= MAX_SYMBOL_PAGE or req.page < 1:
+        raise BadRequest(f"limit must be 1..{MAX_SYMBOL_PAGE} and page 1 or more")
+    async with opened(ctx, req.file, client, req.wait) as (src, lease):
         session = lease.session
-        await compiled(ctx, session)
-        found = await session.hol.workspace_symbol(req.query.strip())
+        await compiled(ctx, session, req.wait)
+        found = await session.hol.workspace_symbol(query)
+        # workspace/symbol stops at 200 matches and has no statements; the
+        # theorem database's search has both, for what the server has loaded.
+        hits = await session.hol.search(f'"{query}"', SEARCH_LIMIT)
+        items = _symbol_items(found, hits, src, session.holdir)
+        first = (req.page - 1) * req.limit
+        page = items[first:first + req.limit]
         return m.WorkspaceSymbolResult(
             file=str(src.path), query=req.query, server=note(lease), note=frontier_note(session),
-            symbols=[
-                m.WorkspaceSymbolItem(
-                    name=s.name, kind=SYMBOL_KINDS.get(s.kind, "other"), theory=s.container_name,
-                    path=replies.path_of(s.location.uri), line=s.location.range.start.line + 1,
-                )
-                for s in found
-            ],
+            symbols=page, page=req.page, total=len(items), more=max(0, len(items) - first - len(page)),
+            capped=len(hits) >= SEARCH_LIMIT,
         )
+
+
+def _symbol_items(
+    found: list[replies.WorkspaceSymbol], hits: list[replies.SearchHit], src: files.Script, holdir: str
+) -> list[m.WorkspaceSymbolItem]:
+    """Every match once: the server's symbols in its order, then database matches it cut off."""
+    statements = {(h.name, h.theory): h.statement for h in hits}
+    local = _local_statements(src.text)
+    items, seen = [], set()
+    for s in found:
+        theory = s.container_name.removesuffix(" (not an ancestor)").removesuffix("Theory")
+        statement = local.get(s.name, "") if s.container_name == "this file" else statements.get((s.name, theory), "")
+        seen.add((s.name, theory))
+        items.append(m.WorkspaceSymbolItem(
+            name=s.name, kind=SYMBOL_KINDS.get(s.kind, "other"), theory=s.container_name,
+            path=_short(replies.path_of(s.location.uri), src, holdir), line=s.location.range.start.line + 1,
+            statement=_one_line(statement),
+        ))
+    for h in hits:
+        if (h.name, h.theory) not in seen:
+            items.append(m.WorkspaceSymbolItem(
+                name=h.name, kind="definition" if h.class_ == "Def" else "theorem", theory=f"{h.theory}Theory",
+                path=_short(replies.path_of(h.uri), src, holdir) if h.uri else "", line=h.line,
+                statement=_one_line(h.statement),
+            ))
+    return items
+
+
+def _local_statements(text: str) -> dict[str, str]:
+    """`⊢ statement` of each theorem of the script, from its text (between `name:` and `Proof`)."""
+    out = {}
+    for block in script.proof_blocks(text):
+        head = text[block.start:block.body_start]
+        _, colon, rest = head.partition(":")
+        statement = rest.rsplit("Proof", 1)[0] if colon else ""
+        if statement.strip():
+            out[block.name] = "⊢ " + statement.strip()
+    return out
+
+
+def _one_line(statement: str) -> str:
+    return " ".join(statement.split())
+
+
+def _short(path: str, src: files.Script, holdir: str) -> str:
+    """`path` relative to the script's directory, or as `$HOLDIR/…`, where it lies under one."""
+    for base, shown in ((str(src.path.parent), ""), (holdir, "$HOLDIR/")):
+        if base and path.startswith(base.rstrip("/") + "/"):
+            return shown + path[len(base.rstrip("/")) + 1:]
+    return path
 
 
 def _location(target: replies.Target, src: files.Script, encoding: str) -> m.Location:

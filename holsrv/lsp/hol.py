@@ -7,7 +7,7 @@ is given and decodes the answers with `replies` (PROTOCOL.md §6, §11, §12).
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any
 
 from holsrv.errors import LspError
@@ -20,6 +20,7 @@ from holsrv.lsp.replies import (
     Hover,
     Pending,
     Position,
+    SearchHit,
     Target,
     UnknownReport,
     Unsupported,
@@ -30,6 +31,7 @@ from holsrv.lsp.replies import (
     decode_goal_state,
     decode_hover,
     decode_locations,
+    decode_search,
     decode_workspace_symbols,
 )
 
@@ -42,6 +44,10 @@ _ANSI = re.compile(r"\x1B\[[0-9;]*m")
 _WALK_TIMEOUT = re.compile(r"\btimed out\b", re.IGNORECASE)
 _PARSE_RECOVERY = re.compile(r"\bexpected\b|\bunclosed quotation\b", re.IGNORECASE)
 _NOT_COMPILING = re.compile(r"\bnot compiling\b")
+# What HOL's module loader (tools-poly/poly/poly-init2.ML, `load`) writes to stderr for a module without a `.ui`.
+_HOLDEP_NOISE = re.compile(r'(?:Cannot find file (\S+)\.ui|error in load (\S+) : Fail "Cannot find file \S+\.ui")')
+_SML_ESCAPES = re.compile(r"(?:\\(?:2[0-5][0-9]|1[0-9][0-9]))+")  # bytes 128-255 in SML's \ddd
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 # -- HOL's quirks ---------------------------------------------------------------
@@ -102,6 +108,45 @@ def is_failing_branch_end(message: str) -> bool:
 def is_proof_diagnostic(message: str) -> bool:
     """One of the pool's own diagnostics about a failed proof, not the compile's (PROTOCOL.md §10.5)."""
     return is_proof_failure(message) or is_failing_branch_end(message)
+
+
+def readable(message: str) -> str:
+    """HOL's message text as a reader should see it.
+
+    SML prints non-ASCII bytes of a string as decimal escapes (`\\206\\177`
+    is the UTF-8 of `α`); a run of them that decodes as UTF-8 is decoded.
+    Other control characters are shown as `\\xNN` rather than sent raw.
+    """
+    decoded = _SML_ESCAPES.sub(_decode_escapes, message)
+    return _CONTROL.sub(lambda c: f"\\x{ord(c.group()):02x}", decoded)
+
+
+def _decode_escapes(run: re.Match) -> str:
+    try:
+        return bytes(int(code) for code in run.group()[1:].split("\\")).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return run.group()
+
+
+def is_holdep_noise(line: str, names: Collection[str]) -> bool:
+    """A stderr line from `$/eval`'s dependency load of a module `names` mentions that has no `.ui`.
+
+    With `holdep` 1 HOL tries to load every structure the code names, Basis ones
+    (`PolyML`, `TextIO`) included; each miss writes `Cannot find file X.ui` and
+    `error in load X : Fail "…"` and is otherwise ignored (§12 item 2).  A real
+    miss still shows, as the compile's `Structure (X) has not been declared`.
+    """
+    match = _HOLDEP_NOISE.fullmatch(line.strip())
+    if match is None:
+        return False
+    module = (match.group(1) or match.group(2)).rsplit("/", 1)[-1]
+    return module in names
+
+
+def without_holdep_noise(text: str, names: Collection[str]) -> str:
+    """`text` (server stderr) without the `is_holdep_noise` lines."""
+    kept = [line for line in text.splitlines(keepends=True) if not is_holdep_noise(line, names)]
+    return "".join(kept)
 
 
 def strip_ansi(text: str) -> str:
@@ -178,10 +223,17 @@ class HolCalls:
         """Theorems and definitions whose name contains `query` (case-insensitive; [] under 2 characters, §6.5)."""
         return decode_workspace_symbols(await self._request("workspace/symbol", {"query": query}, timeout))
 
+    async def search(self, query: str, limit: int = 100, timeout: float | None = None) -> list[SearchHit]:
+        """The theorem database's matches for `query` (PROTOCOL.md §6.10): each `"name fragment"`,
+        `'theory'` and the rest as a term pattern narrow it; [] when the pattern does not parse."""
+        return decode_search(await self._request("$/hol/search", {"query": query, "limit": limit}, timeout))
+
     async def eval(self, code: str, timeout: float, holdep: int = 1) -> list[EvalReport | UnknownReport]:
         """Compile and run `code` in the server's shared state; the reports once it is done (§12).
 
-        A timeout is the sender's (`ServerTimeout`, which cancels the evaluation).
+        `holdep` 1 (HOL's default) first loads the modules the code names (a miss
+        is only written to stderr, see `is_holdep_noise`); 0 loads nothing.  A
+        timeout is the sender's (`ServerTimeout`, which cancels the evaluation).
         """
         params = {"uri": self.uri, "code": code, "incr": 0, "holdep": holdep}
         return decode_eval_reports(await self._request("$/eval", params, timeout))

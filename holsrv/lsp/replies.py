@@ -178,6 +178,18 @@ class WorkspaceSymbol(SymbolInformation):
     """A `workspace/symbol` match (PROTOCOL.md §6.5): `container_name` is e.g. `arithmeticTheory`."""
 
 
+class SearchHit(_Lsp):
+    """One `$/hol/search` match (PROTOCOL.md §6.10): `theory` without its `Theory` suffix."""
+
+    name: str
+    theory: str
+    statement: str = ""
+    # "Thm", "Def" or "Axm".
+    class_: str = msgspec.field(default="Thm", name="class")
+    uri: str = ""
+    line: int = 0  # 1-based; 0 when unknown
+
+
 class CompletionItem(_Lsp):
     label: str
     kind: int | None = None
@@ -308,6 +320,11 @@ def _within(inner: Range, outer: Range) -> bool:
 def decode_workspace_symbols(raw: Any) -> list[WorkspaceSymbol]:
     method = "workspace/symbol"
     return _convert(_as_list(raw, method), list[WorkspaceSymbol], method)
+
+
+def decode_search(raw: Any) -> list[SearchHit]:
+    method = "$/hol/search"
+    return _convert(_as_list(raw, method), list[SearchHit], method)
 
 
 def decode_completion(raw: Any) -> tuple[list[CompletionItem], bool]:

@@ -3,7 +3,9 @@
 Imports only the standard library and msgspec (a test checks), so a CLI call
 costs milliseconds.  If no daemon answers, `connect` starts one detached and
 waits for it to say it is listening; a lock file makes two clients that
-start at once end up with one daemon.
+start at once end up with one daemon.  holmcp's asyncio client
+(`holsrv.rpc.aclient`) shares the hello, the welcome check, the reply
+timeouts and the daemon start from here.
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import assert_never
 
 from holsrv import __version__
 from holsrv.errors import DaemonUnreachable, FrameError, ProtocolMismatch, error_for_code
-from holsrv.rpc import framing, paths
+from holsrv.rpc import framing, limits, paths
 from holsrv.rpc.messages import (
     PROTOCOL_VERSION,
     Completion,
@@ -32,19 +35,28 @@ from holsrv.rpc.messages import (
     GoalState,
     Hello,
     Hover,
+    Progress,
     References,
+    Reply,
     Request,
     Restart,
     Result,
     RetryCompile,
     Shutdown,
     Status,
+    Stop,
     Welcome,
     WorkspaceSymbol,
 )
 
 CONNECT_TIMEOUT_S = 5.0
 START_TIMEOUT_S = 30.0
+# What a daemon started only to find one running says (holsrv.main), and how
+# long to wait for the running one to make its deleted socket again (it looks
+# every 2 s).
+ALREADY_RUNNING = "ready (already running)"
+SOCKET_BACK_S = 10.0
+SOCKET_POLL_S = 0.05
 # On top of the daemon's own limits: the socket, waiting for a lease, syncing
 # the text, and stopping an idle server to make room.
 REPLY_MARGIN_S = 30.0
@@ -52,6 +64,42 @@ REPLY_MARGIN_S = 30.0
 FALLBACK_REQUEST_TIMEOUT_S = 60.0
 FALLBACK_LOOKUP_WAIT_S = 25.0
 FALLBACK_START_WAIT_S = 25.0
+# What a client passes on in Hello.settings besides every HOLSRV_* variable:
+# the names the reference tool reads, which the daemon also honours.
+REFERENCE_SETTINGS = ("HOL_BIN", "HOLDIR", "HOL_LSP_EXTRA_PATH", "HOL_LSP_MCP_MAX_SERVERS")
+
+
+def given_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The settings this client was given in its environment, for Hello.settings.
+
+    A daemon started by another client has its own; it answers with a warning
+    for each that differs, instead of the client's being ignored in silence.
+    """
+    env = os.environ if environ is None else environ
+    return {k: v for k, v in sorted(env.items()) if k.startswith("HOLSRV_") or k in REFERENCE_SETTINGS}
+
+
+def hello(name: str, settings: Mapping[str, str] | None = None) -> Hello:
+    """The first frame of a connection: our protocol, name and given settings."""
+    return Hello(PROTOCOL_VERSION, name, __version__, dict(given_settings() if settings is None else settings))
+
+
+def welcomed(reply: Reply) -> Welcome:
+    """The daemon's answer to hello, or the error it means."""
+    if isinstance(reply, ErrorReply):
+        raise error_for_code(reply.code, reply.message, reply.detail)
+    if not isinstance(reply, Welcome):
+        raise ProtocolMismatch(f"the daemon answered hello with {type(reply).__name__}")
+    return reply
+
+
+def result_of(request: Request, reply: Reply) -> Result:
+    """The result a reply frame carries; an ErrorReply becomes its error."""
+    if isinstance(reply, ErrorReply):
+        raise error_for_code(reply.code, reply.message, reply.detail)
+    if isinstance(reply, Welcome | Progress):
+        raise ProtocolMismatch(f"the daemon answered {type(request).__name__} with a {type(reply).__name__}")
+    return reply
 
 
 def reply_timeout(request: Request, welcome: Welcome) -> float:
@@ -72,17 +120,19 @@ def reply_timeout(request: Request, welcome: Welcome) -> float:
             # may still take request_timeout.  The start shares the deadline
             # today; start_wait is added so a daemon that waits for it
             # separately is not cut off.
-            spent = max(0.0, request.wait) + start + lsp
+            spent = limits.bounded(request.wait) + start + lsp
         case Hover() | Definition() | References() | Completion() | DocumentSymbol() | WorkspaceSymbol():
-            # Start, then the compile reaching the tree (lookup_wait), then the LSP request.
-            spent = start + lookup + lsp
+            # Start, then the compile reaching the tree (lookup_wait), then the LSP
+            # request; a caller's own wait replaces both waits.
+            waits = start + lookup if request.wait is None else 2 * limits.bounded(request.wait)
+            spent = waits + lsp
         case RetryCompile():
             # As a lookup, then a second lookup_wait for HOL's answer to the retry.
             spent = start + 2 * lookup + lsp
         case Eval():
             # Its LSP request is bounded by its own timeout instead of request_timeout.
-            spent = start + max(0.0, request.timeout)
-        case Restart():
+            spent = start + limits.bounded(request.timeout)
+        case Restart() | Stop():
             # Stopping the old server (its shutdown exchange), then the new one's start.
             spent = lsp + start
         case Status() | Shutdown():
@@ -103,28 +153,36 @@ class Client:
         """How long `call` waits for `request`'s reply unless told: from this daemon's limits."""
         return reply_timeout(request, self.welcome)
 
-    def call(self, request: Request, timeout: float | None = None) -> Result:
-        """Send `request`, wait up to `timeout` s (default `reply_timeout`) for its reply; raise on an ErrorReply."""
+    def call(
+        self, request: Request, timeout: float | None = None, on_progress: Callable[[Progress], None] | None = None
+    ) -> Result:
+        """Send `request`, wait up to `timeout` s (default `reply_timeout`) for its reply; raise on an ErrorReply.
+
+        `Progress` frames that come first (a request with `progress=True`) go to `on_progress`.
+        """
         if timeout is None:
             timeout = self.reply_timeout(request)
-        self._sock.settimeout(timeout)
+        deadline = time.monotonic() + timeout
         try:
+            self._sock.settimeout(timeout)
             self._sock.sendall(framing.encode(request))
-            body = framing.recv_body(self._sock)
+            while True:
+                # One deadline for the whole call, however many progress frames come.
+                self._sock.settimeout(max(0.001, deadline - time.monotonic()))
+                body = framing.recv_body(self._sock)
+                if body is None:
+                    raise DaemonUnreachable("the daemon closed the connection without answering; see its log")
+                reply = framing.decode(framing.reply_decoder, body)
+                if not isinstance(reply, Progress):
+                    return result_of(request, reply)
+                if on_progress is not None:
+                    on_progress(reply)
         except TimeoutError:
             raise DaemonUnreachable(
                 f"the daemon did not answer within {timeout:.0f}s; it carries on, ask again"
             ) from None
         except OSError as err:
             raise DaemonUnreachable(f"lost the connection to the daemon: {err}") from None
-        if body is None:
-            raise DaemonUnreachable("the daemon closed the connection without answering; see its log")
-        reply = framing.decode(framing.reply_decoder, body)
-        if isinstance(reply, ErrorReply):
-            raise error_for_code(reply.code, reply.message, reply.detail)
-        if isinstance(reply, Welcome):
-            raise ProtocolMismatch(f"the daemon answered {type(request).__name__} with a welcome")
-        return reply
 
     def close(self) -> None:
         self._sock.close()
@@ -136,24 +194,32 @@ class Client:
         self.close()
 
 
-def connect(socket_path: Path | None = None, *, name: str, autostart: bool = True) -> Client:
-    """Connect to the daemon on `socket_path` (default: the user's), starting it if allowed."""
+def connect(
+    socket_path: Path | None = None, *, name: str, autostart: bool = True, settings: Mapping[str, str] | None = None
+) -> Client:
+    """Connect to the daemon on `socket_path` (default: the user's), starting it if allowed.
+
+    `settings` go in the hello (default: `given_settings()`).
+    """
     path = socket_path or paths.default_socket()
     try:
-        return _handshake(_open(path), name)
+        return _handshake(_open(path), name, settings)
     except (FileNotFoundError, ConnectionRefusedError):
         if not autostart:
-            raise DaemonUnreachable(
-                f"no holsrv daemon is listening on {path}; start one with `holsrv` "
-                "(or `systemctl --user start holsrv`)"
-            ) from None
-    _start_daemon(path)
+            raise not_listening(path) from None
+    start_daemon(path)
     try:
-        return _handshake(_open(path), name)
+        return _handshake(_open(path), name, settings)
     except OSError as err:
         raise DaemonUnreachable(
             f"started a daemon but cannot reach it on {path} ({err}); see {paths.log_path(path)}"
         ) from None
+
+
+def not_listening(path: Path) -> DaemonUnreachable:
+    return DaemonUnreachable(
+        f"no holsrv daemon is listening on {path}; start one with `holsrv` (or `systemctl --user start holsrv`)"
+    )
 
 
 def _open(path: Path) -> socket.socket:
@@ -167,49 +233,59 @@ def _open(path: Path) -> socket.socket:
     return sock
 
 
-def _handshake(sock: socket.socket, name: str) -> Client:
+def _handshake(sock: socket.socket, name: str, settings: Mapping[str, str] | None) -> Client:
     try:
-        sock.sendall(framing.encode(Hello(PROTOCOL_VERSION, name, __version__)))
+        sock.sendall(framing.encode(hello(name, settings)))
         body = framing.recv_body(sock)
+        if body is None:
+            raise DaemonUnreachable("the daemon closed the connection during the handshake")
+        return Client(sock, welcomed(framing.decode(framing.reply_decoder, body)))
     except (OSError, FrameError) as err:
         sock.close()
         raise DaemonUnreachable(f"the daemon did not complete the handshake: {err}") from None
-    if body is None:
+    except BaseException:
         sock.close()
-        raise DaemonUnreachable("the daemon closed the connection during the handshake")
-    reply = framing.decode(framing.reply_decoder, body)
-    if isinstance(reply, ErrorReply):
-        sock.close()
-        raise error_for_code(reply.code, reply.message, reply.detail)
-    if not isinstance(reply, Welcome):
-        sock.close()
-        raise ProtocolMismatch(f"the daemon answered hello with {type(reply).__name__}")
-    return Client(sock, reply)
+        raise
 
 
-def _start_daemon(path: Path) -> None:
-    """Start a detached daemon on `path` unless another client just did."""
+def start_daemon(path: Path) -> None:
+    """Start a detached daemon on `path` unless another client just did.
+
+    Blocks up to about START_TIMEOUT_S (a little more when a daemon that is
+    shutting down still holds the socket's lock).
+    """
     paths.private_dir(path.parent)
-    with open(paths.lock_path(path), "w") as lock:
-        # Whoever holds the lock is starting a daemon and waits at most
-        # START_TIMEOUT_S for it, so this wait is bounded too.
+    # Not the daemon's own lock (`paths.lock_path`), which the daemon we start
+    # takes for its whole life: with one file, it would wait for us and we for it.
+    with os.fdopen(paths.open_private(paths.start_lock_path(path), os.O_RDWR), "r+b") as lock:
+        # Whoever holds the lock is starting a daemon, for a bounded time
+        # (see above), so this wait is bounded too.
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             _open(path).close()
             return  # another client started it while we waited for the lock
         except OSError:
             pass
-        _spawn_and_wait(path)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while _spawn_and_wait(path) == ALREADY_RUNNING:
+            # A daemon holds the socket's lock but did not answer: its socket
+            # file was deleted (it makes a new one within seconds), or it is
+            # shutting down (it lets go of the lock once its servers are
+            # stopped, and then the next start succeeds).
+            if _wait_for_socket(path, SOCKET_BACK_S, _lock_holder(path)) or time.monotonic() > deadline:
+                return
 
 
-def _spawn_and_wait(path: Path) -> None:
+def _spawn_and_wait(path: Path) -> str:
+    """Start a daemon on `path`; its ready line once it listens (or found one running)."""
     log = paths.log_path(path)
-    log.parent.mkdir(parents=True, exist_ok=True)
+    paths.private_dir(log.parent, fix=f"set XDG_STATE_HOME to a directory of your own (holsrv logs to {log})")
     read_fd, write_fd = os.pipe()
     try:
-        # The daemon logs to `log` itself (rotated); its stderr file only
+        # The daemon logs to `log` itself (rotated, 0600); its stderr file only
         # catches what a crash prints before logging is set up.
-        with open(log.with_name(log.name + ".stderr"), "ab") as log_file:
+        stderr_fd = paths.open_private(log.with_name(log.name + ".stderr"), os.O_WRONLY | os.O_APPEND)
+        with os.fdopen(stderr_fd, "ab") as log_file:
             # --detach: the daemon forks away and this child exits at once, so
             # the daemon is nobody's child (no zombie in a long-lived holmcp).
             launcher = subprocess.Popen(
@@ -228,25 +304,62 @@ def _spawn_and_wait(path: Path) -> None:
     except subprocess.TimeoutExpired:
         launcher.kill()
         launcher.wait()
-        ready = False
+        ready = ""
     finally:
         os.close(read_fd)
         if write_fd >= 0:
             os.close(write_fd)
-    if not ready:
+    if not ready.startswith("ready"):
         raise DaemonUnreachable(f"could not start the holsrv daemon; see {log}")
+    return ready
 
 
-def _read_ready(fd: int, timeout: float) -> bool:
-    """True once the daemon writes its ready line; False on EOF or timeout."""
+def _lock_holder(path: Path) -> int | None:
+    """The pid the daemon holding `path`'s lock wrote into it, if it says."""
+    try:
+        with os.fdopen(paths.open_private(paths.lock_path(path), os.O_RDONLY), "rb") as lock:
+            return int(lock.read(32).strip() or b"x")
+    except (OSError, ValueError):
+        return None
+
+
+def _wait_for_socket(path: Path, timeout: float, holder: int | None) -> bool:
+    """True once something accepts connections on `path`; False after `timeout`
+    seconds, or as soon as the daemon `holder` has exited."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            _open(path).close()
+            return True
+        except OSError:
+            if holder is not None and not _running(holder):
+                return False
+            # Another process makes the socket: there is nothing to wait on
+            # but the file system, so look again shortly.
+            time.sleep(SOCKET_POLL_S)
+    return False
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # no signal: only asks whether it exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def _read_ready(fd: int, timeout: float) -> str:
+    """The daemon's ready line, once it writes one; "" on EOF or timeout."""
     deadline = time.monotonic() + timeout
     data = b""
     while b"\n" not in data:
         left = deadline - time.monotonic()
         if left <= 0 or not select.select([fd], [], [], left)[0]:
-            return False
+            return ""
         chunk = os.read(fd, 64)
         if not chunk:
-            return False
+            return ""
         data += chunk
-    return data.startswith(b"ready")
+    return data.split(b"\n", 1)[0].decode("ascii", "replace")

@@ -3,6 +3,8 @@
 Shared by the daemon (asyncio streams) and the clients (blocking sockets or
 asyncio streams).  A frame longer than `MAX_FRAME` is refused on both sides
 before it is read, so a garbage prefix cannot make anyone allocate gigabytes.
+The daemon also bounds how long the rest of a frame may take once its first
+byte came, and how many bytes of unfinished frames it holds at once.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from holsrv.errors import FrameError
+from holsrv.errors import FrameError, NotUtf8
 from holsrv.rpc.messages import Hello, Reply, Request
 
 if TYPE_CHECKING:
@@ -45,8 +47,18 @@ def __getattr__(name: str) -> msgspec.msgpack.Decoder[Any]:
 
 
 def encode(message: msgspec.Struct) -> bytes:
-    """Return one whole frame (prefix and body) for `message`."""
-    body = _encoder.encode(message)
+    """Return one whole frame (prefix and body) for `message`; NotUtf8 if a string is not UTF-8."""
+    try:
+        body = _encoder.encode(message)
+    except UnicodeEncodeError as err:
+        # A str that is not Unicode text: most often a file name whose bytes
+        # are not UTF-8, which Python's argv and os APIs carry as surrogates.
+        text = err.object if isinstance(err.object, str) else ""
+        raise NotUtf8(
+            f"{type(message).__name__} holds text that is not valid UTF-8 ({_clip(text)}), such as a file name "
+            "in another encoding; holsrv sends text as UTF-8. Rename the file (or the directory on its path) "
+            "to a UTF-8 name."
+        ) from None
     if len(body) > MAX_FRAME:
         raise FrameError(f"frame of {len(body)} bytes exceeds the {MAX_FRAME}-byte limit")
     return _HEADER.pack(len(body)) + body
@@ -69,20 +81,81 @@ def decode(decoder: msgspec.msgpack.Decoder, body: bytes):
         raise FrameError(f"undecodable frame: {err}") from None
 
 
-async def read_body(reader: asyncio.StreamReader) -> bytes | None:
-    """Read one frame body; None on a clean end of stream between frames."""
+class Budget:
+    """Bytes of unfinished frames all connections together may hold (the daemon's bound)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+
+    def take(self, n: int) -> bool:
+        if self.held + n > self.limit:
+            return False
+        self.held += n
+        return True
+
+    def give(self, n: int) -> None:
+        self.held -= n
+
+
+# A frame body this small is read without asking the budget: requests are.
+SMALL_FRAME = 64 * 1024
+
+
+async def read_body(
+    reader: asyncio.StreamReader, rest_timeout: float | None = None, budget: Budget | None = None
+) -> bytes | None:
+    """Read one frame body; None on a clean end of stream between frames.
+
+    Waiting for a frame to begin has no deadline; once its first byte came,
+    the rest must come within `rest_timeout` seconds (None: no deadline).
+    A body over SMALL_FRAME is read only if `budget` can hold it.
+    """
     import asyncio
 
     try:
-        header = await reader.readexactly(_HEADER.size)
-    except asyncio.IncompleteReadError as err:
-        if err.partial:
-            raise FrameError("connection closed inside a frame header") from None
+        first = await reader.readexactly(1)
+    except asyncio.IncompleteReadError:
         return None
     try:
-        return await reader.readexactly(body_length(header))
+        async with asyncio.timeout(rest_timeout):
+            header = first + await _exactly(reader, _HEADER.size - 1, "header")
+            length = body_length(header)
+            if budget is None or length <= SMALL_FRAME:
+                return await _exactly(reader, length, "body")
+            if not budget.take(length):
+                raise FrameError(
+                    f"a frame of {length} bytes cannot be received now: the daemon is already receiving "
+                    f"{budget.held} bytes of other frames (limit {budget.limit}); send it again shortly"
+                )
+            try:
+                return await _exactly(reader, length, "body")
+            finally:
+                budget.give(length)
+    except TimeoutError:
+        raise FrameError(
+            f"the rest of a frame did not come within {rest_timeout:g}s of its first byte; "
+            "a client must send each frame whole"
+        ) from None
+
+
+async def _exactly(reader: asyncio.StreamReader, n: int, part: str) -> bytes:
+    import asyncio
+
+    try:
+        return await reader.readexactly(n)
     except asyncio.IncompleteReadError:
-        raise FrameError("connection closed inside a frame body") from None
+        raise FrameError(f"connection closed inside a frame {part}") from None
+
+
+def _clip(text: str, keep: int = 80) -> str:
+    """The end of `text` (where a path has its file name), undecodable bytes shown as they were (b'caf\\xe9')."""
+    tail = text[-keep:]
+    try:
+        shown = repr(tail.encode("utf-8", "surrogateescape"))
+    except UnicodeEncodeError:
+        shown = repr(tail)
+    return ("…" if len(text) > keep else "") + shown
 
 
 def recv_body(sock: socket.socket) -> bytes | None:

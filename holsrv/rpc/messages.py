@@ -18,7 +18,9 @@ from typing import Union
 
 import msgspec
 
-PROTOCOL_VERSION = 1
+# 2: position requests name their column `column` (was `col`), goalState's is
+# optional, lookups take a `wait`, progress frames, `stop`.
+PROTOCOL_VERSION = 2
 # The daemon lists at most this many completion items and counts the rest in
 # `CompletionResult.total`, so a short prefix cannot flood a model's context.
 MAX_COMPLETIONS = 50
@@ -45,6 +47,10 @@ class Hello(RequestBase, tag="hello"):
     protocol: int
     client: str
     client_version: str = ""
+    # The settings this client was given (environment names and values, e.g.
+    # HOLSRV_MAX_HEAP_MB or HOL_BIN), so a daemon started by another client
+    # can say where its own differ instead of ignoring them silently.
+    settings: dict[str, str] = {}
 
 
 class Welcome(ReplyBase, tag="welcome"):
@@ -57,6 +63,10 @@ class Welcome(ReplyBase, tag="welcome"):
     request_timeout_s: float = 0.0
     lookup_wait_s: float = 0.0
     start_wait_s: float = 0.0
+    # Where the client's settings differ from the daemon's, one sentence each
+    # (which setting, the daemon's value, how to apply the client's): clients
+    # repeat these in the warnings of every answer on this connection.
+    settings_warnings: list[str] = []
 
 
 # -- requests ---------------------------------------------------------------
@@ -65,18 +75,32 @@ class Welcome(ReplyBase, tag="welcome"):
 class Diagnostics(RequestBase, tag="diagnostics"):
     file: str
     wait: float = 25.0
+    # Send `Progress` frames before the result while waiting.
+    progress: bool = False
 
 
 class PositionRequest(RequestBase):
-    """A question about the name or proof state at one position of a file."""
+    """A question about the name at one position of a file.
+
+    `wait` bounds how long the daemon waits for the server to start and the
+    compile to reach the position; None means the daemon's lookup wait, 0
+    answers with what is known now.
+    """
 
     file: str
     line: int
-    col: int
+    column: int
+    wait: float | None = None
 
 
-class GoalState(PositionRequest, tag="goalState"):
+class GoalState(RequestBase, tag="goalState"):
+    """The goals at (line, column); with no column, before and after the line's tactics."""
+
+    file: str
+    line: int
+    column: int | None = None
     wait: float = 25.0
+    progress: bool = False
 
 
 class Hover(PositionRequest, tag="hover"):
@@ -97,17 +121,22 @@ class Completion(PositionRequest, tag="completion"):
 
 class DocumentSymbol(RequestBase, tag="documentSymbol"):
     file: str
+    wait: float | None = None
 
 
 class WorkspaceSymbol(RequestBase, tag="workspaceSymbol"):
     file: str
     query: str
+    wait: float | None = None
+    # Results come a page at a time, `limit` to a page; `page` is 1-based.
+    limit: int = 20
+    page: int = 1
 
 
 class Eval(RequestBase, tag="eval"):
     file: str
     code: str
-    timeout: float = 30.0
+    timeout: float = 120.0
 
 
 class RetryCompile(RequestBase, tag="retryCompile"):
@@ -118,6 +147,12 @@ class Restart(RequestBase, tag="restart"):
     file: str
     # None keeps the file's current cap; 0 means no cap.
     max_heap_mb: int | None = None
+
+
+class Stop(RequestBase, tag="stop"):
+    """Stop the file's HOL server (freeing its memory and its place); the next call starts another."""
+
+    file: str
 
 
 class Status(RequestBase, tag="status"):
@@ -140,6 +175,7 @@ Request = Union[
     Eval,
     RetryCompile,
     Restart,
+    Stop,
     Status,
     Shutdown,
 ]
@@ -250,8 +286,22 @@ class WorkspaceSymbolItem(Struct):
     name: str
     kind: str
     theory: str
+    # Relative to the script's directory or HOLDIR (`$HOLDIR/src/…`) where it
+    # lies under one of them, else absolute.
     path: str = ""
     line: int = 0
+    # `⊢ …` for a theorem or definition, when HOL has it ("" otherwise).
+    statement: str = ""
+
+
+class SettingSource(Struct):
+    """One effective setting of the daemon, and where its value came from."""
+
+    name: str
+    value: str
+    # "default", "environment HOLSRV_X" (or the reference tool's name),
+    # "flag --x", "config FILE".
+    source: str
 
 
 class SessionStatus(Struct):
@@ -299,10 +349,14 @@ class GoalStateResult(ReplyBase, tag="goalState"):
     file: str
     content_hash: str
     line: int
-    col: int
-    # "ok": goals below; "not_in_proof": position is not inside Proof…QED;
-    # "compiling": the file is still compiling, ask again; "starting": its
-    # HOL server is still loading, ask again; "blocked": the file's
+    # None: the whole line was asked about (goals before its first tactic in
+    # `before`, after its last in `goals`).
+    column: int | None
+    # What an agent branches on:
+    # "goals": goals below; "proved_here": no goals are left at this point;
+    # "failed": the tactic here fails (`error`, `failed_range`; `goals` is
+    # the state before it); "not_in_proof": not inside Proof…QED;
+    # "compiling" / "starting": ask again shortly; "blocked": the file's
     # dependencies could not be loaded.
     state: str
     message: str
@@ -316,6 +370,9 @@ class GoalStateResult(ReplyBase, tag="goalState"):
     failed_range: Range | None = None
     provisional: bool = False
     cached: bool = False
+    # With the column omitted: the line's text and the goals before it.
+    line_text: str = ""
+    before: list[Goal] | None = None
 
 
 class HoverResult(ReplyBase, tag="hover"):
@@ -365,6 +422,8 @@ class DocumentSymbolResult(ReplyBase, tag="documentSymbol"):
     content_hash: str
     symbols: list[Symbol]
     server: ServerNote
+    # Symbols past the daemon's cap, counted, not listed.
+    omitted: int = 0
 
 
 class WorkspaceSymbolResult(ReplyBase, tag="workspaceSymbol"):
@@ -374,6 +433,12 @@ class WorkspaceSymbolResult(ReplyBase, tag="workspaceSymbol"):
     server: ServerNote
     # Set when the answer may be incomplete: the file is still compiling or blocked.
     note: str = ""
+    page: int = 1
+    # Matches in all pages; `more` of them come after this page.
+    total: int = 0
+    more: int = 0
+    # HOL stops at a fixed number of matches: there may be more than `total`.
+    capped: bool = False
 
 
 class EvalResult(ReplyBase, tag="eval"):
@@ -383,6 +448,8 @@ class EvalResult(ReplyBase, tag="eval"):
     stderr: str
     timed_out: bool
     server: ServerNote
+    # Soft reports (HOL's `hard: false`: the code ran) and notes on what ran.
+    warnings: list[str] = []
 
 
 class RetryCompileResult(ReplyBase, tag="retryCompile"):
@@ -401,6 +468,12 @@ class RestartResult(ReplyBase, tag="restart"):
     message: str
 
 
+class StopResult(ReplyBase, tag="stop"):
+    file: str
+    pid: int | None  # of the server stopped; None when there was none
+    message: str
+
+
 class StatusResult(ReplyBase, tag="status"):
     daemon_version: str
     protocol: int
@@ -411,6 +484,20 @@ class StatusResult(ReplyBase, tag="status"):
     sessions: list[SessionStatus]
     cache_hits: int
     cache_misses: int
+    # The daemon's effective settings and where each came from.
+    settings: list[SettingSource] = []
+    # The fleet's memory budget (0: none) and how much of it the running
+    # servers hold: each its heap cap, or its footprint when larger.
+    memory_budget_mb: int = 0
+    memory_used_mb: float = 0.0
+
+
+class Progress(ReplyBase, tag="progress"):
+    """Sent before the result of a request that asked for progress, while it waits."""
+
+    message: str
+    done: int = 0  # e.g. proofs finished
+    total: int = 0  # 0: unknown
 
 
 class ShutdownResult(ReplyBase, tag="shutdown"):
@@ -435,9 +522,11 @@ Result = Union[
     EvalResult,
     RetryCompileResult,
     RestartResult,
+    StopResult,
     StatusResult,
     ShutdownResult,
 ]
 
 # typing flattens the nested union, so msgspec sees one flat tagged union.
-Reply = Union[Welcome, ErrorReply, Result]
+# `Progress` frames may come before a result; every other frame ends a call.
+Reply = Union[Welcome, ErrorReply, Progress, Result]

@@ -1,10 +1,12 @@
-"""Where the daemon's socket, lock, log and leftover-server record live.
+"""Where the daemon's socket, locks, log and leftover-server record live, and
+opening those files safely.
 
 Only the standard library: clients import this.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -33,23 +35,93 @@ def state_dir() -> Path:
     return Path(base) / "holsrv"
 
 
-def private_dir(path: Path) -> Path:
-    """Create `path` as a 0700 directory owned by us, or refuse a foreign one."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    info = path.stat()
+SOCKET_FIX = f"set {SOCKET_ENV} to a path in a directory of your own (mode 0700), or leave it unset"
+
+
+def private_dir(path: Path, fix: str = SOCKET_FIX) -> Path:
+    """`path` as a directory only we can change: made 0700 if missing, else checked.
+
+    Refuses (PermissionError, naming the directory and the fix) a symlink, a
+    directory of another user, or one anyone may write to: there another user
+    could put their own socket (or a symlink) where ours should be.  An
+    existing directory is never chmodded: it may be a shared one, such as /tmp.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.mkdir(path, 0o700)
+        made = True
+    except FileExistsError:
+        made = False
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as err:
+        if os.path.islink(path):
+            raise PermissionError(
+                f"{path} is a symbolic link; holsrv keeps its files only in a real directory: {fix}"
+            ) from None
+        raise type(err)(err.errno, f"{path} cannot be used as holsrv's directory ({err.strerror}): {fix}") from None
+    try:
+        if made:
+            os.fchmod(fd, 0o700)  # ours: the umask may have taken bits away
+        info = os.fstat(fd)
+    finally:
+        os.close(fd)
     if info.st_uid != os.getuid():
-        raise PermissionError(f"{path} belongs to another user; set {SOCKET_ENV} to a path of yours")
-    if stat.S_IMODE(info.st_mode) & 0o077:
-        path.chmod(0o700)
+        raise PermissionError(f"{path} belongs to uid {info.st_uid}, not to you (uid {os.getuid()}): {fix}")
+    if info.st_mode & stat.S_IWOTH:
+        # Even with the sticky bit (/tmp): others may create the socket's name first.
+        raise PermissionError(
+            f"{path} is writable by every user (mode {stat.S_IMODE(info.st_mode):04o}), so another user "
+            f"could put a socket or file of theirs where holsrv's should be: {fix}"
+        )
     return path
 
 
+def open_private(path: Path, flags: int) -> int:
+    """Open (creating 0600) one of the daemon's own regular files, never through a symlink.
+
+    A symlink planted at `path` is refused (PermissionError) instead of letting
+    us truncate or write its target; so are a FIFO, a device and a file of
+    another user.
+    """
+    try:
+        fd = os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise PermissionError(
+                f"{path} is a symbolic link; holsrv never writes through one: remove it"
+            ) from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise PermissionError(f"{path} is not a regular file; remove it")
+        if info.st_uid != os.getuid():
+            raise PermissionError(f"{path} belongs to uid {info.st_uid}, not to you; remove it")
+        if stat.S_IMODE(info.st_mode) & 0o077:
+            os.fchmod(fd, 0o600)  # a file of ours left by an older version
+        os.set_blocking(fd, True)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def lock_path(socket: Path) -> Path:
+    """Held (flock) by the daemon on `socket` for its whole life: one daemon per socket."""
     return socket.with_name(socket.name + ".lock")
 
 
+def start_lock_path(socket: Path) -> Path:
+    """Held by a client while it starts a daemon, so two clients start one.
+
+    Not `lock_path`: the daemon it starts takes that one for good.
+    """
+    return socket.with_name(socket.name + ".start")
+
+
 def servers_record(socket: Path) -> Path:
-    """Pids and start times of the HOL servers a daemon on `socket` runs."""
+    """Pids, start times and marker of the HOL servers a daemon on `socket` runs."""
     return socket.with_name(socket.name + ".servers")
 
 

@@ -1,42 +1,116 @@
-"""A toy SML top level for `$/eval`: integer arithmetic, `val` bindings,
-`PolyML.print`, `print` (to stderr, as the real server redirects it), an
-obvious type error, and loops that run until cancelled."""
+"""A toy SML top level for `$/eval`, shaped like the real one.
 
+The real server compiles eval code on a request thread of its own against a
+namespace where nothing is opened (tools-poly/lsp/README.md, "Hover"), so:
+
+* `EVAL`, `prove`, `rw`, `>>` … are undeclared until `open bossLib;` (or
+  `open HolKernel Parse boolLib bossLib;`), a theorem name until its theory is
+  opened (`open arithmeticTheory;`); qualified names (`DB.find`,
+  `arithmeticTheory.ADD_COMM`) always resolve;
+* bindings and opens last for one call (the caller's `env` is fresh each call);
+* a bare expression binds `it` and prints nothing; `PolyML.print` prints (to
+  the report stream, at the declaration's start); `print` goes to stderr;
+* `val f = fn 0 => …` binds, with the soft (`hard: false`) report
+  `Matches are not exhaustive.`;
+* `load_deps` is what `holdep` ≠ 0 does first: every module the code names is
+  loaded, and one that has no `.ui` (any Basis structure: `PolyML`, `TextIO`…)
+  writes `Cannot find file X.ui` and `error in load X : …` to stderr.
+
+Values: ints, strings, bools, unit, lists, tuples, theorems (`Thm`), and
+opaque ones (`fn`).  `EVAL` knows `LENGTH [..]` and ground `+`/`*`; `DB.find`
+searches `fh_catalog.THEOREMS`.  Loops run until cancelled.
+"""
+
+import os
 import re
 import sys
+
+import fh_catalog
 
 _TYPE_ERROR = ("Type error in function application.\n"
                "   Function: + : int * int -> int\n"
                "   Argument: ({lhs}, {rhs}) : int * bool\n"
                "   Reason: Can't unify int (*In Basis*) with bool (*In Basis*)"
                " (Different type constructors)\n")
+_NOT_EXHAUSTIVE = "Matches are not exhaustive.\n"
+
+# Basis structures: always in scope, but no `.ui` for the loader to find.
+BASIS = frozenset("""
+    PolyML TextIO String Char Substring Int List Real Bool Option OS Word Word8
+    Vector Array ListPair Math StringCvt IntInf LargeInt Time General CharVector
+    """.split())
+# What poly-init2.ML marks loaded at boot: the loader is quiet about these.
+_MARKED_LOADED = frozenset("Real Int List Binaryset Binarymap Listsort Array Array2 Vector".split())
+# HOL modules in the heap besides fh_catalog's libraries.
+_HEAP = fh_catalog.STD_LIBS | frozenset("DB Lib Feedback Globals Portable Thm Term Type Theory".split())
+
+_TACTICS = (frozenset(fh_catalog.SML_VALUES) - {"print"}) | fh_catalog.PROVERS
+_EXPORTS = {
+    "bossLib": _TACTICS | frozenset("EVAL prove store_thm Define Hol_defn >> >- THEN THENL ORELSE \\\\".split()),
+    "boolLib": frozenset("concl hyp dest_thm mk_var mk_comb Term type_of".split()),
+    "HolKernel": frozenset("concl hyp dest_thm mk_var mk_comb type_of".split()),
+    "Parse": frozenset("Term Type term_to_string thm_to_string".split()),
+    "DB": frozenset("find match fetch thms".split()),
+}
+
+_OPENED = object()  # env key: the structures opened so far in this call
+_NOISED = object()  # env key: modules the loader has complained about
+_SKIPPED = re.compile(r"(fun|structure|datatype|type|local|load|signature|functor|exception|infixr?|infixl|nonfix)\b")
 
 
 class EvalError(Exception):
-    def __init__(self, start, end, msg):
+    def __init__(self, start, end, msg, hard=True):
         super().__init__(msg)
-        self.start, self.end, self.msg = start, end, msg
+        self.start, self.end, self.msg, self.hard = start, end, msg, hard
+
+
+class Thm:
+    def __init__(self, stmt):
+        self.stmt = stmt
+
+    def __str__(self):
+        return self.stmt
+
+
+class Opaque:
+    """A value the toy does not compute with (a function, a tactic, …)."""
+
+    def __init__(self, name):
+        self.name = name
+
+
+class Quote:
+    def __init__(self, text):
+        self.text = text
+
+
+class Builtin:
+    """One of the few functions the toy runs: PolyML.print, print, EVAL, DB.find."""
+
+    def __init__(self, name):
+        self.name = name
+
+
+# ------------------------------------------------------------ declarations
 
 
 def split_decls(code):
     """(start, end) of each top-level declaration, ending after its `;`
-    (a trailing piece without `;` counts too)."""
-    out, start, i, n = [], 0, 0, len(code)
-    while i < n:
-        c = code[i]
-        if c == '"':
-            i += 1
-            while i < n and code[i] != '"':
-                i += 2 if code[i] == "\\" else 1
-        elif code.startswith("(*", i):
-            j = code.find("*)", i + 2)
-            i = n if j < 0 else j + 1
-        elif c == ";":
-            out.append((start, i + 1))
-            start = i + 1
-        i += 1
-    if code[start:].strip():
-        out.append((start, n))
+    (a trailing piece without `;` counts too).  A `;` inside brackets,
+    `let … end`, a string, a comment or a term quotation does not split."""
+    masked = _mask(code, strings=True)
+    out, start, depth = [], 0, 0
+    for m in re.finditer(r"[A-Za-z_][A-Za-z0-9_']*|[()\[\]{};]", masked):
+        tok = m.group()
+        if tok in ("(", "[", "{", "let", "local", "struct", "sig"):
+            depth += 1
+        elif tok in (")", "]", "}", "end"):
+            depth = max(0, depth - 1)
+        elif tok == ";" and depth == 0:
+            out.append((start, m.end()))
+            start = m.end()
+    if code[start:].strip() and masked[start:].strip():
+        out.append((start, len(code)))
     return [(a + len(code[a:b]) - len(code[a:b].lstrip()), b) for a, b in out]
 
 
@@ -44,78 +118,292 @@ def loops(text):
     return "LOOP_TAC" in text or re.search(r"\bwhile\s+true\s+do\b", text) is not None
 
 
+def load_deps(code):
+    """What the real server does before compiling when `holdep` ≠ 0: load
+    every module named by `open` or a qualified name; a module it cannot
+    find is written to stderr and otherwise ignored."""
+    masked = _mask(code, strings=True, quotes=True)
+    names = set(re.findall(r"\b([A-Za-z_][A-Za-z0-9_']*)\.[A-Za-z_]", masked))
+    for m in re.finditer(r"\bopen\s+((?:[A-Za-z_][A-Za-z0-9_']*\s*)+)", masked):
+        names.update(m.group(1).split())
+    for name in sorted(names - _MARKED_LOADED - {"open"}):
+        if not _loadable(name):
+            sys.stderr.write(f"Cannot find file {name}.ui\n"
+                             f'error in load {name} : Fail "Cannot find file {name}.ui"\n')
+    sys.stderr.flush()
+
+
 def run(text, start, env):
     """Run one declaration; return a list of (kind, offset, body) outputs.
-    Raises EvalError for a compile/type error (offsets into the code)."""
-    body = text.strip().rstrip(";").strip()
-    m = re.fullmatch(r"PolyML\.print\s*(.*)", body, re.S)
+    Raises EvalError for a compile/type error (offsets into the code); a
+    soft one (`hard` false) after the declaration has taken effect."""
+    text = _mask(text)  # comments out, offsets kept
+    body = text.strip().rstrip(";").rstrip()
+    at = start + len(text) - len(text.lstrip())
+    out = []
+    m = re.match(r"open\b", body)
     if m:
-        value = _expr(m.group(1), start + text.index(m.group(1)) if m.group(1) else start, env)
-        return [("toplevelOut", start, _show(value) + "\n")]
-    m = re.fullmatch(r"print\s*(.*)", body, re.S)
-    if m:
-        value = _expr(m.group(1), start + text.index(m.group(1)), env)
-        sys.stderr.write(str(value))
-        sys.stderr.flush()
-        return []
+        _open(body, at, env)
+        return out
     m = re.fullmatch(r"val\s+([A-Za-z_][A-Za-z0-9_']*)\s*=\s*(.*)", body, re.S)
     if m:
-        env[m.group(1)] = _expr(m.group(2), start + text.index(m.group(2), text.index("=")), env)
-        return []
-    if re.match(r"(fun|open|load|structure|datatype|type|local)\b", body):
-        return []
-    _expr(body, start + text.index(body) if body else start, env)
-    return []
+        rhs_at = at + m.start(2)
+        if re.match(r"fn\s+(\d+|\"[^\"]*\")\s*=>", m.group(2)) and "|" not in m.group(2):
+            env[m.group(1)] = Opaque(m.group(1))
+            raise EvalError(rhs_at, at + len(body), _NOT_EXHAUSTIVE, hard=False)
+        value = _Eval(m.group(2), rhs_at, env, out, at).value()
+        if m.group(1) != "_":
+            env[m.group(1)] = value
+        return out
+    if _SKIPPED.match(body):
+        m = re.match(r"fun\s+([A-Za-z_][A-Za-z0-9_']*)", body)
+        if m:
+            env[m.group(1)] = Opaque(m.group(1))
+        return out
+    if body:
+        env["it"] = _Eval(body, at, env, out, at).value()
+    return out
 
 
-def _show(v):
+def _open(body, at, env):
+    names = [(at + m.start(), m.group()) for m in re.finditer(r"[A-Za-z_][A-Za-z0-9_']*", body)][1:]
+    for off, name in names:
+        if not _structure(name):
+            raise EvalError(off, off + len(name), f"Structure ({name}) has not been declared\n")
+    env.setdefault(_OPENED, []).extend(name for _, name in names)
+
+
+def _structure(name):
+    return name in BASIS or _loadable(name)
+
+
+def _loadable(module):
+    """In the heap, a standard theory, or built in the cwd (as the fake's compile decides)."""
+    if module in _HEAP or (module.endswith("Theory") and module.removesuffix("Theory") in fh_catalog.STD_THEORIES):
+        return True
+    exts = ("Theory.uo", "Theory.dat") if module.endswith("Theory") else (".uo",)
+    stem = module.removesuffix("Theory")
+    return any(os.path.exists(os.path.join(d, stem + e)) for d in (".", os.path.join(".hol", "objs")) for e in exts)
+
+
+# ------------------------------------------------------------ expressions
+
+_TOKEN = re.compile(r"""\s*(?:
+    (?P<num>~?\d+)
+  | (?P<str>"(?:[^"\\]|\\.)*")
+  | (?P<quote>``.*?``|`[^`]*`|‘[^’]*’|“[^”]*”)
+  | (?P<id>[A-Za-z_][A-Za-z0-9_']*(?:\.[A-Za-z_][A-Za-z0-9_']*)*)
+  | (?P<punct>[()\[\],;])
+  | (?P<sym>[!%&$#+\-/:<=>?@\\~^|*]+)
+)""", re.S | re.X)
+_KEYWORDS = frozenset("fn let case if while raise".split())
+
+
+class _Eval:
+    """A left-to-right reading of `app (op app)*`, over the toy values."""
+
+    def __init__(self, src, off, env, out, decl_at):
+        self.toks = []
+        for m in _TOKEN.finditer(src):
+            kind = m.lastgroup
+            if kind:
+                self.toks.append((kind, m.group(kind), off + m.start(kind), off + m.end(kind)))
+        self.i, self.env, self.out, self.decl_at = 0, env, out, decl_at
+
+    def value(self):
+        if not self.toks:
+            return ()
+        if self.toks[0][1] in _KEYWORDS:
+            return Opaque(self.toks[0][1])
+        return self.expr()
+
+    def peek(self):
+        return self.toks[self.i] if self.i < len(self.toks) else (None, None, 0, 0)
+
+    def expr(self):
+        first = self.peek()[2]
+        value = self.app()
+        while self.peek()[0] == "sym" or self.peek()[1] in ("THEN", "THENL", "ORELSE"):
+            op = self.toks[self.i][1]
+            self.i += 1
+            rhs_tok = self.peek()
+            rhs = self.app()
+            value = self.binop(op, value, rhs, first, self.toks[self.i - 1][3], rhs_tok[1])
+        return value
+
+    def app(self):
+        head = self.atom()
+        while self.peek()[0] in ("num", "str", "quote", "id") or self.peek()[1] in ("(", "["):
+            if self.peek()[1] in ("THEN", "THENL", "ORELSE"):
+                break
+            head = self.apply(head, self.atom())
+        return head
+
+    def atom(self):
+        kind, tok, a, b = self.peek()
+        self.i += 1
+        if kind == "num":
+            return int(tok.replace("~", "-"))
+        if kind == "str":
+            return re.sub(r'\\(.)', lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), tok[1:-1])
+        if kind == "quote":
+            return Quote(tok.strip("`‘’“”"))
+        if kind == "id":
+            return self.lookup(tok, a, b)
+        if tok in ("(", "["):
+            return self.group(")" if tok == "(" else "]", tok == "[")
+        raise EvalError(a, b, f"syntax error: unexpected {tok!r}\n")
+
+    def group(self, closer, is_list):
+        items = []
+        while self.peek()[1] not in (closer, None):
+            items.append(self.expr())
+            if self.peek()[1] in (",", ";"):
+                self.i += 1
+        self.i += 1
+        if is_list:
+            return items
+        return () if not items else items[0] if len(items) == 1 else tuple(items)
+
+    def lookup(self, name, a, b):
+        if name in ("true", "false"):
+            return name == "true"
+        if "." in name:
+            struct, member = name.rsplit(".", 1)
+            if not _structure(struct):
+                raise EvalError(a, a + len(struct), f"Structure ({struct}) has not been declared\n")
+            return _member(struct, member)
+        if name in self.env:
+            return self.env[name]
+        for struct in reversed(self.env.get(_OPENED, [])):
+            if name in _exports(struct):
+                return _member(struct, name)
+        if name == "print":
+            return Builtin("print")
+        raise EvalError(a, b, f"Value or constructor ({name}) has not been declared\n")
+
+    def apply(self, f, arg):
+        f = f.name if isinstance(f, Builtin) else None
+        if f == "PolyML.print":
+            self.out.append(("toplevelOut", self.decl_at, show(arg) + "\n"))
+            return arg
+        if f == "print":
+            sys.stderr.write(str(arg))
+            sys.stderr.flush()
+            return ()
+        if f == "EVAL" and isinstance(arg, Quote):
+            return Thm(f"⊢ {_term(arg.text)} = {_reduce(arg.text)}")
+        if f == "DB.find" and isinstance(arg, str):
+            return [((t, n), (Thm(s), Opaque(c))) for n, t, _, s, c in fh_catalog.THEOREMS
+                    if arg.lower() in n.lower()]
+        return Opaque("app")
+
+    def binop(self, op, a, b, start, end, rhs_text):
+        if op in ("+", "-", "*") and (isinstance(a, bool) or isinstance(b, bool)):
+            raise EvalError(start, end, _TYPE_ERROR.format(lhs=show(a), rhs=rhs_text))
+        if isinstance(a, int) and isinstance(b, int):
+            return {"+": a + b, "-": a - b, "*": a * b}.get(op, Opaque(op))
+        if op == "^" and isinstance(a, str) and isinstance(b, str):
+            return a + b
+        return Opaque(op)
+
+
+def _exports(struct):
+    if struct.endswith("Theory"):
+        thy = struct.removesuffix("Theory")
+        return {n for n, t, _, _, _ in fh_catalog.THEOREMS if t == thy}
+    return _EXPORTS.get(struct, frozenset())
+
+
+def _member(struct, name):
+    """The value of `struct.name`: a builtin's marker, a stored theorem, or opaque."""
+    if struct.endswith("Theory"):
+        hit = fh_catalog.THEOREM_BY_NAME.get(name)
+        if hit and hit[1] == struct.removesuffix("Theory"):
+            return Thm(hit[3])
+    builtin = {("PolyML", "print"): "PolyML.print", ("TextIO", "print"): "print",
+               ("DB", "find"): "DB.find", ("bossLib", "EVAL"): "EVAL", ("computeLib", "EVAL"): "EVAL"}
+    if (struct, name) in builtin:
+        return Builtin(builtin[struct, name])
+    return Opaque(name)
+
+
+def _term(text):
+    return re.sub(r"\s*;\s*", "; ", " ".join(text.split()))
+
+
+def _reduce(text):
+    t = _term(text)
+    m = re.fullmatch(r"LENGTH \[(.*)\]", t)
+    if m:
+        return str(len([x for x in m.group(1).split(";") if x.strip()]))
+    if re.fullmatch(r"\d+(\s*[+*]\s*\d+)+", t):
+        total, op = None, "+"
+        for tok in re.findall(r"\d+|[+*]", t):
+            if tok in "+*":
+                op = tok
+            else:
+                total = int(tok) if total is None else total + int(tok) if op == "+" else total * int(tok)
+        return str(total)
+    return t
+
+
+def show(v):
+    """As `PolyML.print` shows a value."""
     if isinstance(v, bool):
         return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v).replace("-", "~")
     if isinstance(v, str):
         return '"' + v + '"'
-    return str(v).replace("-", "~")
+    if isinstance(v, list):
+        return "[" + ", ".join(show(x) for x in v) + "]"
+    if isinstance(v, tuple):
+        return "(" + ", ".join(show(x) for x in v) + ")"
+    if isinstance(v, Opaque):
+        return v.name if v.name in ("Thm", "Def", "Axm") else "fn"
+    if isinstance(v, Builtin):
+        return "fn"
+    return str(v)
 
 
-_TOKEN = re.compile(r'\s*(?:(\d+)|("(?:[^"\\]|\\.)*")|([A-Za-z_][A-Za-z0-9_\'.]*)|(.))', re.S)
-
-
-def _expr(src, off, env):
-    """Evaluate `a op b op c` left to right over ints/strings/bools."""
-    toks = [(m.start(), m.group(0).strip()) for m in _TOKEN.finditer(src) if m.group(0).strip()]
-    toks = [(i, t) for i, t in toks if t not in ("(", ")")]
-    if not toks:
-        return ()
-    value = _atom(toks[0], off, env)
-    k = 1
-    while k + 1 < len(toks):
-        op, rhs = toks[k][1], _atom(toks[k + 1], off, env)
-        value = _binop(op, value, rhs, src, off, toks[k + 1][1])
-        k += 2
-    return value
-
-
-def _atom(tok, off, env):
-    i, t = tok
-    if t.isdigit():
-        return int(t)
-    if t.startswith('"'):
-        return re.sub(r"\\n", "\n", t[1:-1])
-    if t in ("true", "false"):
-        return t == "true"
-    if t in env:
-        return env[t]
-    raise EvalError(off + i, off + i + len(t), f"Value or constructor ({t}) has not been declared\n")
-
-
-def _binop(op, a, b, src, off, rhs_text):
-    if op in "+-*" and (isinstance(a, bool) or isinstance(b, bool)):
-        raise EvalError(off, off + len(src.rstrip()), _TYPE_ERROR.format(lhs=_show(a), rhs=rhs_text))
-    if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
-    if op == "^":
-        return str(a) + str(b)
-    return a
+def _mask(text, strings=False, quotes=None):
+    """`text` with comments (and, if asked, strings and term quotations) blanked, offsets kept."""
+    quotes = strings if quotes is None else quotes
+    out, i, n = list(text), 0, len(text)
+    while i < n:
+        j = i
+        if text.startswith("(*", i):
+            depth, j = 1, i + 2
+            while j < n and depth:
+                if text.startswith("(*", j):
+                    depth, j = depth + 1, j + 2
+                elif text.startswith("*)", j):
+                    depth, j = depth - 1, j + 2
+                else:
+                    j += 1
+        elif text[i] == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            j = min(j + 1, n)
+            if not strings:
+                i = j
+                continue
+        else:
+            for opening, closing in (("``", "``"), ("`", "`"), ("‘", "’"), ("“", "”")):
+                if text.startswith(opening, i):
+                    k = text.find(closing, i + len(opening))
+                    j = n if k < 0 else k + len(closing)
+                    break
+            if j > i and not quotes:
+                i = j
+                continue
+        if j > i:
+            for k in range(i, j):
+                if out[k] != "\n":
+                    out[k] = " "
+            i = j
+        else:
+            i += 1
+    return "".join(out)

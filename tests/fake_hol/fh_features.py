@@ -261,6 +261,8 @@ class Features:
         return NO_REPLY
 
     def _holdep(self, uri, code, holdep, mid):
+        if holdep:
+            fh_eval.load_deps(code)
         if holdep != 2:
             return
         mods = sorted(set(re.findall(r"\b([A-Za-z0-9_]+(?:Theory|Lib))\b", code)))
@@ -310,7 +312,7 @@ class Features:
                 for kind, at, body in fh_eval.run(text, a, env):
                     reports.append({"kind": kind, "pos": lines.pos(at, self.s.enc), "body": body})
             except fh_eval.EvalError as e:
-                reports.append({"kind": "error", "hard": True,
+                reports.append({"kind": "error", "hard": e.hard,
                                 "pos": lines.range(e.start, e.end, self.s.enc), "msg": e.msg})
             reports.append({"kind": "compileProgress", "pos": lines.pos(b, self.s.enc)})
             yield reports, a, b

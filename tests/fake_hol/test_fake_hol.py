@@ -6,6 +6,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -294,6 +295,58 @@ def test_eval_holdep_list_brackets_loading(hol, tmp_path):
     msgs = hol.until(lambda m: m.get("id") == mid and "method" not in m)
     assert methods(msgs) == ["$/eval/holdep", "$/eval/holdepCompleted", "<response>"]
     assert msgs[0]["params"]["id"] == mid and msgs[0]["params"]["uri"] == uri
+
+
+def test_eval_opens_nothing_and_a_bare_expression_prints_nothing(hol, tmp_path):
+    ev = lambda code: hol.call("$/eval", {"uri": uri_in(tmp_path), "code": code})["result"]  # noqa: E731
+    [err] = ev("EVAL ``LENGTH [1;2;3]``;")
+    assert (err["hard"], err["msg"]) == (True, "Value or constructor (EVAL) has not been declared\n")
+    assert err["pos"] == {"start": pos(0, 0), "end": pos(0, 4)}
+    assert ev("open bossLib;\nEVAL ``LENGTH [1;2;3]``;") == []
+    assert ev("open bossLib;\nPolyML.print (EVAL ``LENGTH [1;2;3]``);") == [
+        {"kind": "toplevelOut", "pos": pos(1, 0), "body": "⊢ LENGTH [1; 2; 3] = 3\n"}]
+    assert ev('DB.find "ADD_COMM";') == []
+    [found] = ev('PolyML.print (DB.find "ADD_COMM");')
+    assert '("arithmetic", "ADD_COMM")' in found["body"]
+    assert ev("ADD_COMM;")[0]["msg"] == "Value or constructor (ADD_COMM) has not been declared\n"
+    stored = "⊢ ∀m n. m + n = n + m\n"
+    assert [r["body"] for r in ev("open arithmeticTheory;\nPolyML.print ADD_COMM;")] == [stored]
+    assert [r["body"] for r in ev("PolyML.print arithmeticTheory.ADD_COMM;")] == [stored]
+    assert ev("open nosuchthingTheory;")[0]["msg"] == "Structure (nosuchthingTheory) has not been declared\n"
+
+
+def test_eval_bindings_last_for_one_call(hol, tmp_path):
+    ev = lambda code: hol.call("$/eval", {"uri": uri_in(tmp_path), "code": code})["result"]  # noqa: E731
+    assert [r["body"] for r in ev("val x = 5;\nPolyML.print x;")] == ["5\n"]
+    assert ev("PolyML.print x;")[0]["msg"] == "Value or constructor (x) has not been declared\n"
+
+
+def test_eval_non_exhaustive_match_is_a_soft_report(hol, tmp_path):
+    [warn] = hol.call("$/eval", {"uri": uri_in(tmp_path), "code": "val f = fn 0 => 1;"})["result"]
+    assert (warn["kind"], warn["hard"], warn["msg"]) == ("error", False, "Matches are not exhaustive.\n")
+    assert warn["pos"]["start"] == pos(0, 8)
+
+
+def stderr_between(c, before, marker):
+    """The server's stderr lines after the line `before` up to `marker`, which an eval `print`s (bounded wait)."""
+    c.call("$/eval", {"uri": "file:///x", "code": f'print "{marker}\\n";', "holdep": 0})
+    deadline = time.monotonic() + 5
+    while marker not in c.stderr_lines and time.monotonic() < deadline:
+        c.quiet_for(0.05)
+    lines = c.stderr_lines
+    start = lines.index(before) + 1 if before else 0
+    return lines[start:lines.index(marker)]
+
+
+def test_eval_holdep_writes_a_load_miss_per_basis_structure_to_stderr(hol, tmp_path):
+    code = {"uri": uri_in(tmp_path), "code": 'PolyML.print (String.size "ab");\nopen bossLib List;'}
+    stderr_between(hol, None, "MARK0")
+    hol.call("$/eval", {**code, "holdep": 0})
+    assert stderr_between(hol, "MARK0", "MARK1") == []
+    hol.call("$/eval", code)  # holdep 1 is the default
+    assert stderr_between(hol, "MARK1", "MARK2") == [
+        "Cannot find file PolyML.ui", 'error in load PolyML : Fail "Cannot find file PolyML.ui"',
+        "Cannot find file String.ui", 'error in load String : Fail "Cannot find file String.ui"']
 
 
 # ---------------------------------------------------------------- §19.7

@@ -1,0 +1,50 @@
+"""The bounds on what a request may ask for, shared by the daemon and its clients.
+
+The daemon refuses a request outside them with `bad_request` before doing
+any work; clients check the same bounds so a typo fails before it is sent,
+and size their reply timeouts from bounded values.  Standard library only:
+holctl imports it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from holsrv.errors import BadRequest
+
+# Longest `wait` (and eval `timeout`) a request may ask for.  A wait that
+# runs out cancels nothing, so a longer one is better spent as a second call.
+MAX_WAIT_S = 3600.0
+# Request fields that are seconds, and what to do instead of a bad value.
+_ADVICE = {
+    "wait": "0 answers with what is known now; nothing is cancelled when a wait runs out, so to wait "
+    "longer call again",
+    "timeout": "the default is 120",
+}
+
+
+def seconds_problem(name: str, value: object) -> str | None:
+    """Why `value` is not a usable number of seconds for field `name`, or None if it is."""
+    if value is None:
+        return None  # the daemon's default
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"{name} must be a number of seconds, not {type(value).__name__}"
+    if not (math.isfinite(value) and 0 <= value <= MAX_WAIT_S):
+        return (
+            f"{name} must be a finite number of seconds from 0 to {MAX_WAIT_S:g}, not {value!r}: "
+            f"pass one such as 25 ({_ADVICE.get(name, 'or leave it out for the default')})"
+        )
+    return None
+
+
+def check_request(request: object) -> None:
+    """Raise BadRequest if a seconds field of `request` is NaN, infinite, negative or over MAX_WAIT_S."""
+    for name in _ADVICE:
+        problem = seconds_problem(name, getattr(request, name, None))
+        if problem is not None:
+            raise BadRequest(f"{type(request).__name__}: {problem}")
+
+
+def bounded(seconds: float) -> float:
+    """`seconds` clamped to 0..MAX_WAIT_S (NaN as 0): what a client sizes a reply timeout from."""
+    return min(MAX_WAIT_S, seconds) if seconds > 0 else 0.0

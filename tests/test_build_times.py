@@ -1,0 +1,95 @@
+"""Ancestors' build times are kept per directory and dropped when a theory is rebuilt."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from holsrv import ancestors
+
+NAMES = ["mylib", "other"]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def built(path, when: float):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("built")
+    os.utime(path, (when, when))
+    return path
+
+
+@pytest.fixture
+def watched():
+    times = ancestors.BuildTimes(clock=Clock())
+    times.times([], ancestors.Path("/"))  # sets up the watch
+    if not times.watching:
+        pytest.skip("no inotify on this system: only the re-check interval applies")
+    return times
+
+
+def test_build_times_are_read_once_and_kept(tmp_path):
+    built(tmp_path / ".hol" / "objs" / "mylibTheory.uo", 1000)
+    times = ancestors.BuildTimes(clock=Clock(), watch=False)
+    for _ in range(3):
+        assert times.times(NAMES, tmp_path) == {"mylib": 1000.0, "other": 0.0}
+    assert times.computed == 2  # one look per ancestor, not one per call
+
+
+def test_a_theory_rebuilt_in_place_is_noticed_at_once_through_the_watch(tmp_path, watched):
+    uo = built(tmp_path / ".hol" / "objs" / "mylibTheory.uo", 1000)
+    assert watched.times(NAMES, tmp_path)["mylib"] == 1000.0
+    os.utime(uo, (2000, 2000))  # Holmake rebuilt it; the clock has not moved
+    assert watched.times(NAMES, tmp_path)["mylib"] == 2000.0
+
+
+def test_a_theory_built_where_there_was_no_objs_directory_is_noticed_at_once(tmp_path, watched):
+    assert watched.times(NAMES, tmp_path)["other"] == 0.0
+    built(tmp_path / ".hol" / "objs" / "otherTheory.dat", 1500)
+    assert watched.times(NAMES, tmp_path)["other"] == 1500.0
+
+
+def test_a_new_holmakefile_include_is_searched_at_once(tmp_path, watched):
+    script_dir, lib = tmp_path / "proofs", tmp_path / "lib"
+    script_dir.mkdir()
+    built(lib / "otherTheory.uo", 1200)
+    assert watched.times(NAMES, script_dir)["other"] == 0.0
+    (script_dir / "Holmakefile").write_text("INCLUDES = ../lib\n")
+    assert watched.times(NAMES, script_dir)["other"] == 1200.0
+
+
+def test_a_rebuild_in_an_included_directory_is_noticed_at_once(tmp_path, watched):
+    script_dir, lib = tmp_path / "proofs", tmp_path / "lib"
+    script_dir.mkdir()
+    (script_dir / "Holmakefile").write_text("INCLUDES = ../lib\n")
+    dat = built(lib / ".hol" / "objs" / "otherTheory.dat", 1200)
+    assert watched.times(NAMES, script_dir)["other"] == 1200.0
+    os.utime(dat, (1300, 1300))
+    assert watched.times(NAMES, script_dir)["other"] == 1300.0
+
+
+def test_without_a_watch_a_rebuild_is_noticed_after_the_recheck_interval(tmp_path):
+    clock = Clock()
+    uo = built(tmp_path / "mylibTheory.uo", 1000)
+    times = ancestors.BuildTimes(clock=clock, watch=False)
+    assert times.times(NAMES, tmp_path)["mylib"] == 1000.0
+    os.utime(uo, (2000, 2000))
+    assert times.times(NAMES, tmp_path)["mylib"] == 1000.0  # kept: not re-read within the interval
+    clock.now += ancestors.RECHECK_S
+    assert times.times(NAMES, tmp_path)["mylib"] == 2000.0
+
+
+def test_a_rebuild_after_the_server_loaded_it_is_reported_through_the_cache(tmp_path, watched):
+    uo = built(tmp_path / "mylibTheory.uo", 1000)
+    watch = ancestors.Watch()
+    watch.loaded(watched.times(NAMES, tmp_path))
+    assert watch.rebuilt(watched.times(NAMES, tmp_path)) == []
+    os.utime(uo, (2000, 2000))
+    assert watch.rebuilt(watched.times(NAMES, tmp_path)) == ["mylibTheory"]

@@ -1,0 +1,94 @@
+"""eval through the daemon: the prelude, echoed expressions, positions, warnings, stderr, persistence."""
+
+from __future__ import annotations
+
+from holsrv.rpc import messages as m
+
+from conftest import GOOD_SCRIPT
+
+TWO_ANCESTORS = GOOD_SCRIPT.replace("Ancestors arithmetic", "Ancestors arithmetic list")
+MISSING_ANCESTOR = GOOD_SCRIPT.replace("Ancestors arithmetic", "Ancestors nosuchthing")
+
+
+def evaluate(daemon, path, code: str) -> m.EvalResult:
+    return daemon.call(m.Eval(str(path), code))
+
+
+def everything(reply: m.EvalResult) -> str:
+    return "\n".join([reply.output, reply.stderr, *reply.errors, *reply.warnings])
+
+
+def test_a_bare_expression_prints_its_value(daemon, write_script):
+    reply = evaluate(daemon, write_script(GOOD_SCRIPT), "EVAL ``LENGTH [1;2;3]``;")
+    assert reply.errors == []
+    assert reply.output == "⊢ LENGTH [1; 2; 3] = 3\n"
+
+
+def test_a_final_expression_after_declarations_prints_its_value_and_units_print_nothing(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    reply = evaluate(daemon, path, "open listTheory; LENGTH_APPEND;")
+    assert reply.errors == [] and reply.output == "⊢ ∀l1 l2. LENGTH (l1 ++ l2) = LENGTH l1 + LENGTH l2\n"
+    unit = evaluate(daemon, path, 'val n = 1;\nprint "quiet\\n";')
+    assert unit.output == "" and "quiet" in unit.stderr
+    printed = evaluate(daemon, path, "PolyML.print (1 + 2);")
+    assert printed.output == "3\n"
+
+
+def test_db_find_prints_what_it_found(daemon, write_script):
+    reply = evaluate(daemon, write_script(GOOD_SCRIPT), 'DB.find "ADD_COMM";')
+    assert reply.errors == []
+    assert '"ADD_COMM"' in reply.output and "m + n = n + m" in reply.output
+
+
+def test_the_scripts_ancestor_theories_are_open_and_the_answer_says_so(daemon, write_script):
+    reply = evaluate(daemon, write_script(TWO_ANCESTORS), "ADD_COMM;\n")
+    assert reply.errors == []
+    assert reply.output == "⊢ ∀m n. m + n = n + m\n"
+    assert reply.warnings[0] == (
+        "prelude: open HolKernel Parse boolLib bossLib; open arithmeticTheory; open listTheory;"
+    )
+    both = evaluate(daemon, write_script(TWO_ANCESTORS), "PolyML.print ADD_COMM;\nPolyML.print LENGTH_APPEND;")
+    assert both.errors == [] and "LENGTH (l1 ++ l2)" in both.output
+
+
+def test_an_ancestor_that_cannot_be_opened_is_a_warning_and_the_code_still_runs(daemon, write_script):
+    reply = evaluate(daemon, write_script(MISSING_ANCESTOR), "EVAL ``1 + 2``;")
+    assert reply.errors == []
+    assert reply.output == "⊢ 1 + 2 = 3\n"
+    assert "prelude: Structure (nosuchthingTheory) has not been declared" in reply.warnings
+
+
+def test_a_soft_report_is_a_warning_not_an_error(daemon, write_script):
+    reply = evaluate(daemon, write_script(GOOD_SCRIPT), "val f = fn 0 => 1;")
+    assert reply.errors == []
+    assert "1:9: Matches are not exhaustive." in reply.warnings
+
+
+def test_error_positions_count_the_agents_lines_not_the_prelude(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    declarations = evaluate(daemon, path, "val a = 1;\nval z = 1 + true;")
+    assert [e.split(": ", 1)[0] for e in declarations.errors] == ["2:9"]
+    expression = evaluate(daemon, path, "\n  1 + true;")
+    assert [e.split(": ", 1)[0] for e in expression.errors] == ["2:3"]
+    assert expression.output == ""
+    after_a_declaration = evaluate(daemon, path, "val a = 1; a + true;")
+    assert [e.split(": ", 1)[0] for e in after_a_declaration.errors] == ["1:12"]
+
+
+def test_holdep_noise_stays_out_of_the_answer_but_a_real_miss_does_not(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    reply = evaluate(daemon, path, 'TextIO.print "said\\n";')
+    assert "said" in reply.stderr
+    assert "Cannot find file" not in everything(reply) and "error in load" not in everything(reply)
+    missing = evaluate(daemon, path, "open fooLib;")
+    assert [e for e in missing.errors if "Structure (fooLib) has not been declared" in e]
+
+
+def test_bindings_last_for_one_call_and_the_prelude_is_there_every_time(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    same_call = evaluate(daemon, path, "val kept = 42;\nkept;")
+    assert same_call.output == "42\n" and same_call.errors == []
+    next_call = evaluate(daemon, path, "kept;")
+    assert [e for e in next_call.errors if "Value or constructor (kept) has not been declared" in e]
+    again = evaluate(daemon, path, "EVAL ``LENGTH [1]``;")
+    assert again.output == "⊢ LENGTH [1] = 1\n"

@@ -1,0 +1,81 @@
+"""The fleet's memory budget: caps (or larger footprints) add up to at most it;
+idle servers make room; busy ones are named in a `memory_budget` refusal."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from holsrv import errors
+from holsrv.rpc import messages as m
+from holsrv.settings import Settings, _total_memory_mb
+
+from conftest import GOOD_SCRIPT, pid_alive, wait_until
+
+BUSY = GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", "LOOP_TAC")  # checking until edited
+
+
+def running(daemon) -> dict[str, m.SessionStatus]:
+    return {os.path.basename(s.file): s for s in daemon.call(m.Status()).sessions
+            if s.state not in ("stopping", "stopped", "dead")}
+
+
+def test_the_default_budget_leaves_a_quarter_of_the_machine_free():
+    budget = Settings().memory_budget_mb
+    assert 0 < budget <= _total_memory_mb() * 3 // 4
+    assert Settings.from_env({"HOLSRV_MEMORY_BUDGET_MB": "5000"}).memory_budget_mb == 5000
+
+
+def test_a_server_past_the_budget_is_refused_naming_the_busy_servers_and_the_ways_out(
+    daemon_factory, write_script
+):
+    daemon = daemon_factory(memory_budget_mb=3000, max_heap_mb=2048)
+    busy = write_script(BUSY, "busyScript.sml")
+    daemon.call(m.Diagnostics(str(busy), wait=0.5))
+    with pytest.raises(errors.MemoryBudget) as refused:
+        daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT, "otherScript.sml")), wait=20))
+    message = str(refused.value)
+    assert refused.value.code == "memory_budget"
+    assert str(busy) in message and "2048 MB" in message and "3000 MB" in message
+    assert "stop FILE" in message and "--max-heap-mb" in message and "HOLSRV_MEMORY_BUDGET_MB" in message
+    assert list(running(daemon)) == ["busyScript.sml"]  # nothing was stopped for nothing
+
+
+def test_idle_servers_are_stopped_to_make_memory_room(daemon_factory, write_script):
+    daemon = daemon_factory(memory_budget_mb=3000, max_heap_mb=2048)
+    idle = daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT, "idleScript.sml")), wait=20)).server.pid
+    reply = daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT, "newScript.sml")), wait=20))
+    assert reply.verdict == "OK"
+    wait_until(lambda: not pid_alive(idle), what="the idle server to be stopped for memory")
+    assert list(running(daemon)) == ["newScript.sml"]
+
+
+def test_a_footprint_larger_than_the_cap_counts_against_the_budget(daemon_factory, write_script):
+    # Caps of 1 MB would fit ten times over; the fake's real footprint does not.
+    daemon = daemon_factory(memory_budget_mb=5, max_heap_mb=1)
+    daemon.call(m.Diagnostics(str(write_script(BUSY, "busyScript.sml")), wait=0.5))
+    wait_until(lambda: (running(daemon)["busyScript.sml"].footprint_mb or 0) > 5, what="a footprint sample")
+    with pytest.raises(errors.MemoryBudget):
+        daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT, "otherScript.sml")), wait=20))
+
+
+def test_a_restart_with_a_smaller_heap_makes_room_as_the_refusal_says(daemon_factory, write_script):
+    daemon = daemon_factory(memory_budget_mb=3000, max_heap_mb=2048)
+    busy = write_script(BUSY, "busyScript.sml")
+    other = write_script(GOOD_SCRIPT, "otherScript.sml")
+    daemon.call(m.Diagnostics(str(busy), wait=0.5))
+    with pytest.raises(errors.MemoryBudget):
+        daemon.call(m.Diagnostics(str(other), wait=20))
+    daemon.call(m.Restart(str(busy), max_heap_mb=512))
+    assert daemon.call(m.Diagnostics(str(other), wait=20)).verdict == "OK"
+    assert set(running(daemon)) == {"busyScript.sml", "otherScript.sml"}
+
+
+def test_status_shows_the_budget_and_what_the_servers_hold(daemon_factory, write_script):
+    daemon = daemon_factory(memory_budget_mb=3000, max_heap_mb=2048)
+    assert daemon.call(m.Status()).memory_used_mb == 0
+    daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT)), wait=20))
+    status = daemon.call(m.Status())
+    assert status.memory_budget_mb == 3000
+    assert status.memory_used_mb == max(2048, running(daemon)["demoScript.sml"].footprint_mb or 0)

@@ -1,0 +1,99 @@
+"""A text's facts are computed once, kept, and computed in slices when large."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from holsrv import script, textinfo
+from holsrv.rpc import messages as m
+
+from conftest import GOOD_SCRIPT
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "bench"))
+import scripts as generated  # noqa: E402  # bench/scripts.py: the benchmark's generator
+
+BIG = generated.generate(200_000)
+
+
+def test_a_text_is_computed_once_however_often_and_by_whom_it_is_asked():
+    cache = textinfo.TextCache()
+    first = cache.of(GOOD_SCRIPT)
+    copy = "".join(list(GOOD_SCRIPT))  # equal, but another string object
+    assert copy is not GOOD_SCRIPT
+    assert cache.of(GOOD_SCRIPT) is first and cache.of(copy) is first
+    assert cache.computed == 1
+    cache.of(GOOD_SCRIPT + "\n")
+    assert cache.computed == 2
+
+
+def test_the_cache_forgets_the_least_recently_used_text_beyond_its_bound():
+    cache = textinfo.TextCache(max_entries=2)
+    texts = [GOOD_SCRIPT + f"(* {i} *)\n" for i in range(3)]
+    for text in texts:
+        cache.of(text)
+    cache.of(texts[2])
+    assert cache.computed == 3
+    cache.of(texts[0])
+    assert cache.computed == 4
+
+
+def test_the_facts_are_those_the_script_functions_give():
+    info = textinfo.TextCache().of(BIG)
+    blocks, cheats = script.scan(BIG)
+    assert list(info.blocks) == blocks and list(info.cheats) == cheats
+    assert [name for name, _ in info.named] == [name for name, _ in script.named_blocks(blocks)]
+    assert info.ancestors == ("arithmetic", "list")
+    first, body, last = info.block_lines["thm_1"]
+    lines = BIG.split("\n")
+    assert lines[first - 1].startswith("Theorem thm_1:") and lines[last - 1] == "QED" and first < body < last
+
+
+def test_a_name_only_in_a_comment_is_not_mentioned():
+    info = textinfo.TextCache().of(GOOD_SCRIPT + "(* gone_thm was here *)\nval kept_thm = 1;\n")
+    assert info.mentions("add0") and info.mentions("kept_thm")
+    assert not info.mentions("gone_thm")
+
+
+@pytest.mark.asyncio
+async def test_a_large_text_is_computed_in_slices_with_the_loop_free_between_them():
+    cache = textinfo.TextCache()
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    other = asyncio.create_task(ticker())
+    await asyncio.sleep(0)
+    before = ticks
+    info = await cache.prepare(BIG)
+    other.cancel()
+    assert ticks - before > 5  # the other task ran between the slices
+    assert list(info.blocks) == script.scan(BIG)[0] and cache.of(BIG) is info
+
+
+@pytest.mark.asyncio
+async def test_callers_preparing_one_text_at_once_share_one_computation():
+    cache = textinfo.TextCache()
+    first, second = await asyncio.gather(cache.prepare(BIG), cache.prepare(BIG))
+    assert first is second and cache.computed == 1
+
+
+def test_one_text_is_computed_once_for_every_kind_of_question(daemon, write_script):
+    text = GOOD_SCRIPT + f"(* {uuid.uuid4()} *)\n"  # a text no earlier test computed
+    path = write_script(text)
+    before = textinfo.shared.computed
+    daemon.call(m.Diagnostics(str(path), wait=20))
+    daemon.call(m.Status())
+    daemon.call(m.GoalState(str(path), 7, 3))
+    daemon.call(m.Hover(str(path), 4, 10))
+    daemon.call(m.Diagnostics(str(path), wait=20))
+    daemon.call(m.Status())
+    assert textinfo.shared.computed - before == 1
