@@ -31,8 +31,12 @@ lint: $(STAMP)
 	$(BIN)/ruff check holsrv holctl holmcp tests bench
 	$(BIN)/mypy holsrv holctl holmcp
 
+# Every figure of the performance issue next to its baseline, in one table
+# (bench/README.md); `make bench HOL_BIN=/path/to/hol` adds real-HOL rows.
+# bench/warm_vs_cold.py, run by hand, has more warm-against-cold detail.
 bench: $(STAMP)
-	$(BIN)/python bench/warm_vs_cold.py
+	$(BIN)/python bench/suite.py $(if $(HOL_BIN),--hol $(HOL_BIN),)
+	$(BIN)/python bench/scanner_scaling.py --check
 
 # make run SCRIPT=path/to/fooScript.sml — diagnostics through the daemon
 run: $(STAMP)

@@ -26,8 +26,9 @@ Exit codes:
   2  bad command line
   3  bad input: missing file, not a file, not UTF-8, permission denied, position out of range,
      bad request
-  4  HOL problem: HOL not found, server died, servers busy, server timed out, HOL error
-  5  daemon unreachable, protocol mismatch or bad frame
+  4  HOL problem: HOL not found, server died, servers busy, server timed out, HOL error,
+     memory budget
+  5  daemon unreachable, stopping or refusing this user; protocol mismatch or bad frame
 """
 
 
@@ -66,10 +67,14 @@ _FAILURE_BY_CODE = {
     ),
     **dict.fromkeys(
         ["hol_not_found", "server_died", "server_stopped", "servers_busy", "server_timeout", "server_starting",
-         "hol_error"],
+         "hol_error", "memory_budget"],
         HolProblem,
     ),
-    **dict.fromkeys(["daemon_unreachable", "protocol_mismatch", "bad_frame", "connection_closed"], Unreachable),
+    **dict.fromkeys(
+        ["daemon_unreachable", "protocol_mismatch", "bad_frame", "connection_closed", "daemon_stopping",
+         "peer_refused"],
+        Unreachable,
+    ),
 }
 
 

@@ -48,8 +48,6 @@ from holsrv.settings import Settings
 
 log = logging.getLogger(__name__)
 
-# The default of `Settings.max_connections`.
-MAX_CONNECTIONS = 256
 # A connection's stream buffer: past twice this much unread input the daemon
 # stops reading from it, and the kernel's socket buffer makes the client wait.
 RECEIVE_BUFFER = 64 * 1024
@@ -262,15 +260,14 @@ class Daemon:
         writer.transport.set_write_buffer_limits(high=0)
         conn = self._open[task] = _Connection(writer, time.monotonic())
         try:
-            if await self._refused_peer(writer):
+            if await self._refused_peer(reader, writer):
                 return
             if len(self._open) > self.settings.max_connections and not self._close_oldest_idle(task):
                 err = ServerBusy(
                     f"the daemon has {len(self._open) - 1} connections open (HOLSRV_MAX_CONNECTIONS="
                     f"{self.settings.max_connections}), all busy with requests; try again in a moment"
                 )
-                log.warning("refused a connection: %s", err)
-                await self._send(writer, m.ErrorReply(err.code, str(err)))
+                await self._refuse(reader, writer, conn, err)
                 return
             client = await self._hello(reader, writer, conn)
             if client is not None:
@@ -293,7 +290,7 @@ class Daemon:
             else:
                 writer.close()
 
-    async def _refused_peer(self, writer: asyncio.StreamWriter) -> bool:
+    async def _refused_peer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         """True, after an error frame and a WARNING line, if the peer runs as another user."""
         peer = _peer_credentials(writer)
         if peer is None or peer[1] == self.owner_uid:
@@ -305,7 +302,22 @@ class Daemon:
             f"this holsrv daemon belongs to uid {self.owner_uid} and serves no other user (you are uid {uid}). "
             "Use a daemon of your own: leave HOLSRV_SOCKET unset, or point it at a path in a directory of yours."
         )))
+        # Take the hello the client is sending: closing with it unread would
+        # reset the connection, and the client might never read why.
+        with contextlib.suppress(TimeoutError, OSError):
+            async with asyncio.timeout(self.settings.hello_timeout_s):
+                await reader.read(RECEIVE_BUFFER)
         return True
+
+    async def _refuse(self, reader, writer, conn: _Connection, err: HolsrvError) -> None:
+        """Answer the hello with `err`: an error sent before the client wrote its hello could
+        reach it as a broken pipe instead."""
+        conn.idle_since = None  # not a connection to close for room: it is leaving
+        log.warning("refused a connection: %s", err)
+        with contextlib.suppress(FrameError, TimeoutError):
+            async with asyncio.timeout(self.settings.hello_timeout_s):
+                await framing.read_body(reader, budget=self._frames)
+        await self._send(writer, m.ErrorReply(err.code, str(err)))
 
     def _close_oldest_idle(self, newcomer: asyncio.Task) -> bool:
         """Close the connection idle longest, with a frame saying why, to make room; False if none is idle."""

@@ -406,7 +406,7 @@ class Pool:
         A planted or stale entry names no such process, and nothing is signalled.
         """
         entries = self._read_record()
-        table = _process_table() if entries else []
+        table = _process_table({e.get("pid") for e in entries if isinstance(e, dict)}) if entries else []
         killed = 0
         for entry in entries:
             try:
@@ -452,12 +452,15 @@ class _Proc:
         return leader in (self.pgid, self.sid)
 
 
-def _process_table() -> list[_Proc]:
+def _process_table(leaders: set) -> list[_Proc]:
+    """The processes that are, or share a group or session with, one of `leaders`."""
     table = []
     for proc in psutil.process_iter():
         with contextlib.suppress(psutil.Error, OSError):
-            table.append(_Proc(proc.pid, os.getpgid(proc.pid), os.getsid(proc.pid), proc.create_time(),
-                               proc.environ().get(process.OWNER_ENV)))
+            pgid, sid = os.getpgid(proc.pid), os.getsid(proc.pid)
+            if leaders.isdisjoint((proc.pid, pgid, sid)):
+                continue  # only candidates have their environment read
+            table.append(_Proc(proc.pid, pgid, sid, proc.create_time(), proc.environ().get(process.OWNER_ENV)))
     return table
 
 

@@ -55,6 +55,19 @@ def test_a_wait_or_timeout_that_is_nan_infinite_huge_or_negative_is_bad_request_
     assert daemon.call(m.Status()).sessions == [], "a refused request started a HOL server"
 
 
+@pytest.mark.parametrize("seconds", [math.nan, math.inf, 1e308], ids=repr)
+def test_the_client_helper_sizes_its_reply_timeout_from_a_bounded_wait_and_gets_bad_request(
+    daemon, write_script, seconds
+):
+    path = str(write_script(GOOD_SCRIPT))
+    with daemon.client() as client:  # no timeout given: sized from the request's own wait
+        for request in (m.Diagnostics(path, wait=seconds), m.Hover(path, 7, 3, wait=seconds),
+                        m.Eval(path, "1;", timeout=seconds)):
+            assert math.isfinite(client.reply_timeout(request))
+            with pytest.raises(errors.BadRequest):
+                client.call(request)
+
+
 def test_the_largest_wait_allowed_is_accepted(daemon, write_script):
     path = str(write_script(GOOD_SCRIPT))
     assert daemon.call(m.Diagnostics(path, wait=limits.MAX_WAIT_S), timeout=60).verdict == "OK"

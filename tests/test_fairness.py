@@ -185,7 +185,9 @@ def test_many_clients_with_hostile_ones_lose_cross_and_duplicate_no_reply(daemon
 def test_stress_100_clients_by_50_requests_with_hostile_ones_stay_correct_and_fast(
     short_tmp, write_script, monkeypatch
 ):
-    for name, value in {"SEND_TIMEOUT_S": "2", "FRAME_TIMEOUT_S": "2", "MAX_SERVERS": "4", "QUIET_S": "0.3"}.items():
+    limits = {"SEND_TIMEOUT_S": "5", "FRAME_TIMEOUT_S": "2", "MAX_SERVERS": "4", "QUIET_S": "0.3",
+              "MAX_HEAP_MB": "1024"}
+    for name, value in limits.items():
         monkeypatch.setenv(f"HOLSRV_{name}", value)
     # The daemon in its own process, so the 100 client threads here do not share its GIL.
     with daemon_process(short_tmp / "c.sock", short_tmp / "c.log", monkeypatch):

@@ -22,7 +22,8 @@ from holsrv.positions import Text, units
 from holsrv.rpc import framing
 from holsrv.rpc import messages as m
 
-PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# No example database: runs stay independent and leave no `.hypothesis/` behind.
+PROPERTY = settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 ENCODINGS = ("utf-8", "utf-16")
 
 # -- framing -------------------------------------------------------------------
