@@ -32,10 +32,21 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of process `pid` (its threads included), from /proc."""
-    with open(f"/proc/{pid}/stat", "rb") as stat:
-        fields = stat.read().rsplit(b")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
+    """CPU time of process `pid`, all its threads, in seconds.
+
+    From each thread's schedstat (nanoseconds) where the kernel keeps it; the
+    process's stat counts in clock ticks (10 ms), too coarse for one call.
+    """
+    try:
+        total = 0
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/schedstat") as schedstat:
+                total += int(schedstat.read().split()[0])
+        return total / 1e9
+    except (OSError, ValueError, IndexError):
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
 
 
 def rss_mb(pid: int) -> float:

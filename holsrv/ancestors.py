@@ -20,7 +20,9 @@ import ctypes
 import logging
 import os
 import re
+import select
 import struct
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -106,14 +108,17 @@ def _mtime(path: Path) -> float:
 # -- build times kept between calls -----------------------------------------
 
 RECHECK_S = 1.0  # without a watch: how stale a build time may be
-WATCHED_RECHECK_S = 30.0  # with one: a safety net for what inotify cannot see (network file systems)
+# With one: a safety net for what inotify cannot see (writes on another
+# machine of a network file system, an INCLUDES directory created later).
+WATCHED_RECHECK_S = 30.0
 MAX_SCRIPT_DIRS = 64
 
 
 @dataclass
 class _Known:
     dirs: list[Path]  # the script's directory and its INCLUDES
-    watched: bool  # every place a change could come from has a watch
+    places: frozenset[Path]  # where a change to them would show (see `_places`)
+    watched: bool  # every one of those places has a watch
     checked: float
     times: dict[str, float] = field(default_factory=dict)
 
@@ -132,6 +137,7 @@ class BuildTimes:
         self._known: OrderedDict[Path, _Known] = OrderedDict()
         self._watch = watch
         self._watcher: _Watcher | None = None  # set up on first use, not at import
+        self._lock = threading.Lock()  # shared by the daemons of one process (tests run several)
         self.computed = 0  # times read from the file system, for tests
 
     @property
@@ -141,6 +147,18 @@ class BuildTimes:
 
     def times(self, names: Iterable[str], script_dir: Path) -> dict[str, float]:
         """For each of `names`, the newest time one of its built files was written (0: none found)."""
+        with self._lock:
+            return self._times(names, script_dir)
+
+    def close(self) -> None:
+        """Drop the watches (the shared instance keeps them for the process's life)."""
+        with self._lock:
+            if self._watcher is not None:
+                self._watcher.close()
+            self._watch, self._watcher = False, None
+            self._known.clear()
+
+    def _times(self, names: Iterable[str], script_dir: Path) -> dict[str, float]:
         if self._watch:
             self._watch, self._watcher = False, _Watcher.create()
         self._forget_changed()
@@ -157,8 +175,9 @@ class BuildTimes:
 
     def _learn(self, script_dir: Path, now: float) -> _Known:
         dirs = include_dirs(script_dir)
-        watched = self._watcher is not None and all(self._watcher.watch(d) for d in _places(dirs))
-        known = self._known[script_dir] = _Known(dirs, watched, now)
+        places = _places(dirs)
+        watched = self._watcher is not None and all(self._watcher.watch(place) for place in places)
+        known = self._known[script_dir] = _Known(dirs, frozenset(places), watched, now)
         while len(self._known) > self._max_dirs:
             self._known.popitem(last=False)
         return known
@@ -169,10 +188,10 @@ class BuildTimes:
         changed = self._watcher.changed()
         if changed is None:  # the kernel dropped events: anything may have changed
             self._known.clear()
-            return
-        for script_dir, known in list(self._known.items()):
-            if any(place in changed for place in _places(known.dirs)):
-                del self._known[script_dir]
+        elif changed:
+            for script_dir, known in list(self._known.items()):
+                if not known.places.isdisjoint(changed):
+                    del self._known[script_dir]
 
 
 def _places(dirs: list[Path]) -> list[Path]:
@@ -207,6 +226,10 @@ class _Watcher:
     def __init__(self, fd: int, add_watch: Callable[[int, bytes, int], int]) -> None:
         self._fd = fd
         self._add_watch = add_watch
+        # Asking whether anything is pending is one poll(2), and no exception
+        # when nothing is: most calls find nothing.
+        self._pending = select.poll()
+        self._pending.register(fd, select.POLLIN)
         self._dirs: dict[int, Path] = {}  # watch descriptor -> directory
         self._watched: dict[Path, int] = {}
 
@@ -225,6 +248,10 @@ class _Watcher:
         add.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32)
         return cls(fd, add)
 
+    def close(self) -> None:
+        self._pending.unregister(self._fd)
+        os.close(self._fd)
+
     def watch(self, directory: Path) -> bool:
         """Watch `directory`; False if the system refuses (no such directory, too many watches)."""
         if directory in self._watched:
@@ -238,6 +265,8 @@ class _Watcher:
     def changed(self) -> set[Path] | None:
         """Directories where something relevant happened since the last call; None after an overflow."""
         changed: set[Path] = set()
+        if not self._pending.poll(0):
+            return changed
         while True:
             try:
                 chunk = os.read(self._fd, 64 * 1024)

@@ -49,6 +49,8 @@ class Blocks:
 
     def cheat_line(self, name: str) -> int | None:
         """The line of the first cheat in `name`'s block, if any."""
+        if not self.cheats:
+            return None
         first, _, last = self.lines.get(name, (0, 0, -1))
         return next((line for c in self.cheats if first <= (line := self.index.line(c.offset)) <= last), None)
 
@@ -93,7 +95,8 @@ def proof(
     file: FileState, entry: ProofEntry, now: float, blocks: Blocks, diagnostics: list[m.Diagnostic]
 ) -> m.Proof:
     """`entry` as the answer lists it."""
-    status, detail = tally.answer_status(entry.status), clip(hol.readable(entry.detail.strip()), MAX_MESSAGE_CHARS)
+    detail = clip(hol.readable(entry.detail.strip()), MAX_MESSAGE_CHARS) if entry.detail else ""
+    status = tally.answer_status(entry.status)
     if status == "unchecked":
         detail = (
             "HOL's pool dropped this check and has not run it since; if diagnostics settles like this, "
@@ -111,7 +114,8 @@ def _overridden(
     name: str, status: str, detail: str, blocks: Blocks, diagnostics: list[m.Diagnostic]
 ) -> tuple[str, str]:
     """A proof HOL calls proved that Holmake would not accept: parse-recovered or cheated."""
-    parse = next((d for d in diagnostics if d.note == PARSE_NOTE and blocks.owner(d.range.line) == name), None)
+    parse = next((d for d in diagnostics if d.note == PARSE_NOTE and blocks.owner(d.range.line) == name), None) \
+        if diagnostics else None
     if parse is not None:
         return "parse_error", (
             f"HOL recovered from a parse error at line {parse.range.line} ({parse.message}) and checked the "

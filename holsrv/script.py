@@ -16,9 +16,12 @@ import bisect
 import re
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from holsrv.positions import LineIndex  # noqa: F401  # re-exported: callers use script.LineIndex
+
+if TYPE_CHECKING:
+    from holsrv.textinfo import TextInfo
 
 T = TypeVar("T")
 # A computation in steps: each `next` does a bounded slice of the work; the
@@ -46,7 +49,7 @@ _DECLS = frozenset(
 # that text is its word's offset in the original.
 _LINE_WORD = re.compile(r"\n(" + "|".join(sorted(_DECLS | {"Proof", "QED", "End", "Termination"})) + r")\b")
 _HEAD_NAME = re.compile(r"[ \t]+([A-Za-z0-9_']+(?:\[[^\]\n]*\])?)")
-_PROOF_ENDS = frozenset({"Theorem", "Triviality", "Resume"})
+_PROOF_HEADS = frozenset({"Theorem", "Triviality", "Resume"})
 # Declarations whose text is HOL terms and names, up to `End` (or `Termination`,
 # whose tactics are code); the old `Datatype `…`` form is a quotation anyway.
 _TERM_HEADS = frozenset({"Definition", "Inductive", "CoInductive"})
@@ -70,21 +73,35 @@ class Cheat:
     offset: int
 
 
-# What to blank, as one alternation in the order a character-by-character
-# reading tries them at one position: a comment's opener (the comment itself
-# nests, so its end is found by counting), a string literal to its closing
-# quote or the end of its line (a backslash escapes the next character, a
-# newline too: SML's `\ … \` gaps), and the HOL term quotations ``…``, `…`,
-# ‘…’ and “…” (`cheat` in a term is a variable, not a tactic).  An unclosed
-# one runs to the end of the text.
-_REGION = re.compile(
-    r'\(\*'
-    r'|"[^"\\\n]*(?:\\[\s\S]?[^"\\\n]*)*"?'
+# What to blank, as alternatives in the order a character-by-character
+# reading tries them at one position: a comment, a string literal to its
+# closing quote or the end of its line (a backslash escapes the next
+# character, a newline too: SML's `\ … \` gaps), and the HOL term quotations
+# ``…``, `…`, ‘…’ and “…” (`cheat` in a term is a variable, not a tactic).
+# An unclosed one runs to the end of the text.  Comments nest: the pattern
+# takes one whole when it nests at most `_NEST_IN_PATTERN` deep and is
+# closed; anything else is left to a depth count.  Possessive quantifiers:
+# each piece has one way to match, so a failure never backtracks.
+_NEST_IN_PATTERN = 3
+_COMMENT_TEXT = r"(?:[^(*]++|\((?!\*)|\*(?!\)))*+"  # up to the next `(*` or `*)`
+
+
+def _comment_pattern(depth: int) -> str:
+    inner = f"(?:{_comment_pattern(depth - 1)}{_COMMENT_TEXT})*+" if depth > 1 else ""
+    return rf"\(\*{_COMMENT_TEXT}{inner}\*\)"
+
+
+_OTHER_REGIONS = (
+    r'"[^"\\\n]*+(?:\\[\s\S]?[^"\\\n]*+)*+"?'
     r'|``[\s\S]*?(?:``|\Z)'
-    r'|`[^`]*`?'
-    r'|‘[^’]*’?'
-    r'|“[^”]*”?'
+    r'|`[^`]*+`?'
+    r'|‘[^’]*+’?'
+    r'|“[^”]*+”?'
 )
+_REGION = re.compile(f"{_comment_pattern(_NEST_IN_PATTERN)}|{_OTHER_REGIONS}")
+# The same, with a bare `(*` last among the comment forms: a comment the
+# pattern cannot take whole, whose end a depth count finds.
+_REGION_OR_OPENER = re.compile(rf"{_comment_pattern(_NEST_IN_PATTERN)}|\(\*|{_OTHER_REGIONS}")
 _NESTING = re.compile(r"\(\*|\*\)")
 
 
@@ -92,21 +109,31 @@ def blank_comments_and_strings(text: str) -> str:
     """`text` with comments, string literals and term quotations replaced by
     spaces (newlines kept), so offsets in it are offsets in `text`.
 
-    Linear: one compiled regex finds each region, and Python only counts the
-    depth of nested comments.
+    Linear: one compiled regex takes each region whole, and Python only
+    counts the depth of comments nested deeper than the regex goes.
     """
-    return run(_blank_steps(text))
+    blanked = _REGION.sub(_blanked, text)
+    # Outside strings and quotations every `(*` opens a comment, so one left
+    # over is a comment the pattern could not take whole (nested deeper, or
+    # unclosed): read the text again, counting depth.
+    return blanked if "(*" not in blanked else run(_blank_steps(text))
+
+
+def _blanked(region: re.Match) -> str:
+    text = region.group()
+    return _blank(text) if "\n" in text else " " * len(text)
 
 
 def _blank_steps(text: str) -> Steps[str]:
+    """`blank_comments_and_strings` in steps, for `scan_steps`."""
     pieces: list[str] = []
     append, count, copied = pieces.append, text.count, 0
     resume = True
     while resume:
         resume = False
-        for region in _REGION.finditer(text, copied):
+        for region in _REGION_OR_OPENER.finditer(text, copied):
             start, end = region.span()
-            if text[start] == "(":
+            if end - start == 2 and text[start] == "(":
                 end = _comment_end(text, end)
                 # What the scan matched after the `(*` may be comment text:
                 # scan again from the comment's end.
@@ -159,7 +186,7 @@ def cheats(text: str) -> list[Cheat]:
     return list(_facts(text).cheats)
 
 
-def _facts(text: str):
+def _facts(text: str) -> TextInfo:
     # textinfo builds on this module, so it is imported when first needed.
     from holsrv import textinfo
 
@@ -227,7 +254,7 @@ def _marks_steps(code: str) -> Steps[_Marks]:
         at, word = match.start(), match.group(1)
         if word in _DECLS:
             marks.decls.append(at)
-            if word in _PROOF_ENDS:
+            if word in _PROOF_HEADS:
                 marks.heads.append((at, word))
             elif word in _TERM_HEADS or (word == "Datatype" and _DATATYPE_COLON.match(code, at + 8)):
                 marks.term_heads.append((at, at + len(word)))

@@ -155,7 +155,7 @@ class Session:
             idle_s=round(now - self.last_used, 1),
             footprint_mb=round(footprint, 1) if footprint is not None else None,
             max_heap_mb=self.max_heap_mb,
-            tally=tally.of_pool(self.file),
+            tally=self._pool_tally(),
             waiting_calls=self.waiting,
             clients=sorted(self.clients),
             restarts=restarts,
@@ -163,6 +163,15 @@ class Session:
             last_verdict=self.last_verdict,
             large=footprint is not None and footprint > self.settings.soft_footprint_mb,
         )
+
+    def _pool_tally(self) -> m.Tally:
+        # The pool's word changes only with a notification or a new text:
+        # status costs one tally per change, not one per call and session.
+        key = (self.file.events, self.file.version)
+        memo: tuple[tuple[int, int], m.Tally] | None = getattr(self, "_tally_memo", None)
+        if memo is None or memo[0] != key:
+            memo = self._tally_memo = (key, tally.of_pool(self.file))
+        return memo[1]
 
     def tail(self, lines: int = 30) -> str:
         return self.proc.tail(lines)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import re
+import threading
 from collections import OrderedDict
 
 from holsrv import ancestors, script
@@ -92,14 +93,17 @@ class TextCache:
         self.max_entries = max_entries
         self.computed = 0  # texts computed: for tests and the benchmark
         self._entries: OrderedDict[str, TextInfo] = OrderedDict()
-        self._pending: dict[str, asyncio.Future[TextInfo]] = {}
+        # One computation in flight per text and event loop (tests run several daemons at once).
+        self._pending: dict[tuple[int, str], asyncio.Future[TextInfo]] = {}
+        self._lock = threading.Lock()  # a shared memo, as lru_cache is: safe from any thread
 
     def of(self, text: str) -> TextInfo:
         """The facts of `text`, computed now if not known."""
-        info = self._entries.get(text)
-        if info is not None:
-            self._entries.move_to_end(text)
-            return info
+        with self._lock:
+            info = self._entries.get(text)
+            if info is not None:
+                self._entries.move_to_end(text)
+                return info
         return self._keep(script.run(TextInfo.steps(text)))
 
     async def prepare(self, text: str) -> TextInfo:
@@ -108,10 +112,11 @@ class TextCache:
         info = self._entries.get(text)
         if info is not None or len(text) < SLICE_FROM_CHARS:
             return self.of(text)
-        pending = self._pending.get(text)
+        key = (id(asyncio.get_running_loop()), text)
+        pending = self._pending.get(key)
         if pending is None:
-            pending = self._pending[text] = asyncio.ensure_future(self._sliced(text))
-            pending.add_done_callback(lambda _: self._pending.pop(text, None))
+            pending = self._pending[key] = asyncio.ensure_future(self._sliced(text))
+            pending.add_done_callback(lambda _: self._pending.pop(key, None))
         return await asyncio.shield(pending)
 
     async def _sliced(self, text: str) -> TextInfo:
@@ -120,17 +125,19 @@ class TextCache:
             try:
                 next(steps)
             except StopIteration as done:
-                # A synchronous caller may have computed it meanwhile.
-                return self._entries.get(text) or self._keep(done.value)
+                return self._keep(done.value)
             await asyncio.sleep(0)  # let the loop serve others
 
     def _keep(self, info: TextInfo) -> TextInfo:
-        self._entries[info.text] = info
-        self._entries.move_to_end(info.text)
-        self.computed += 1
-        while len(self._entries) > self.max_entries:
-            self._entries.popitem(last=False)
-        return info
+        with self._lock:
+            known = self._entries.get(info.text)
+            if known is not None:  # another caller computed it meanwhile: keep one
+                return known
+            self._entries[info.text] = info
+            self.computed += 1
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+            return info
 
 
 # A memo of a pure function, shared as `functools.lru_cache` would be: it

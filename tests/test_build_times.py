@@ -32,7 +32,8 @@ def watched():
     times.times([], ancestors.Path("/"))  # sets up the watch
     if not times.watching:
         pytest.skip("no inotify on this system: only the re-check interval applies")
-    return times
+    yield times
+    times.close()
 
 
 def test_build_times_are_read_once_and_kept(tmp_path):
