@@ -1,8 +1,9 @@
 """Shared fixtures: the fake HOL server, scripts on disk, and a daemon in a thread.
 
 The daemon fixture runs the real `Daemon` on a real Unix socket, in a thread
-with its own uvloop event loop, so tests talk to it exactly as holctl and
-holmcp do.  Its HOL servers are the fake (`tests/fake_hol/fake_hol_lsp.py`).
+with its own event loop (uvloop or plain asyncio, see `pytest_generate_tests`),
+so tests talk to it exactly as holctl and holmcp do.  Its HOL servers are the
+fake (`tests/fake_hol/fake_hol_lsp.py`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import shutil
 import tempfile
 import threading
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,9 +67,33 @@ QED
 """
 
 
+DAEMON_LOOPS = {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
+
+
 def pytest_asyncio_loop_factories(config, item):
     """Every async test runs on both loops the daemon may use."""
-    return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
+    return DAEMON_LOOPS
+
+
+def pytest_generate_tests(metafunc):
+    """Give each test that starts a daemon the event loop its daemon runs on.
+
+    Running every daemon test on both loops nearly doubles the suite (on a
+    2-core machine 105 s became 195 s, and later 205 s became 364 s), far past
+    its 180 s budget.  So each test gets one loop, picked by a stable hash of
+    its node id: the same test always runs on the same loop, and each loop
+    serves about half the tests.  The loop is in the test id
+    (`[daemon-uvloop]`, `[daemon-asyncio]`).
+    """
+    if "daemon_loop" in metafunc.fixturenames:
+        name = sorted(DAEMON_LOOPS)[zlib.crc32(metafunc.definition.nodeid.encode()) % len(DAEMON_LOOPS)]
+        metafunc.parametrize("daemon_loop", [name], indirect=True, ids=lambda loop: f"daemon-{loop}")
+
+
+@pytest.fixture
+def daemon_loop(request) -> str:
+    """The event loop ("asyncio" or "uvloop") this test's daemons run on."""
+    return request.param
 
 
 @pytest.fixture
@@ -146,12 +172,12 @@ class RunningDaemon:
 
 
 @pytest.fixture
-def daemon_factory(short_tmp):
+def daemon_factory(short_tmp, daemon_loop):
     running: list[RunningDaemon] = []
 
     def make(**overrides) -> RunningDaemon:
         settings = fake_settings(overrides.pop("socket", short_tmp / f"d{len(running)}.sock"), **overrides)
-        daemon = _start_in_thread(settings)
+        daemon = _start_in_thread(settings, daemon_loop)
         running.append(daemon)
         return daemon
 
@@ -165,12 +191,13 @@ def daemon(daemon_factory) -> RunningDaemon:
     return daemon_factory()
 
 
-def _start_in_thread(settings: Settings) -> RunningDaemon:
+def _start_in_thread(settings: Settings, loop_name: str) -> RunningDaemon:
+    """Start a daemon in a thread with its own `loop_name` event loop; return once it listens."""
     ready = threading.Event()
     box: dict = {}
 
     def serve() -> None:
-        loop = uvloop.new_event_loop()
+        loop = DAEMON_LOOPS[loop_name]()
         asyncio.set_event_loop(loop)
         daemon = Daemon(settings)
         box.update(loop=loop, daemon=daemon)
