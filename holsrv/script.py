@@ -83,25 +83,47 @@ class Cheat:
 # closed; anything else is left to a depth count.  Possessive quantifiers:
 # each piece has one way to match, so a failure never backtracks.
 _NEST_IN_PATTERN = 3
-_COMMENT_TEXT = r"(?:[^(*]++|\((?!\*)|\*(?!\)))*+"  # up to the next `(*` or `*)`
 
 
-def _comment_pattern(depth: int) -> str:
-    inner = f"(?:{_comment_pattern(depth - 1)}{_COMMENT_TEXT})*+" if depth > 1 else ""
-    return rf"\(\*{_COMMENT_TEXT}{inner}\*\)"
+def _patterns(possessive: bool) -> tuple[str, str]:
+    """The region pattern, and the same with a bare `(*` among the comment forms.
+
+    Possessive: each piece has one way to match, so a failure never
+    backtracks.  Without (for a Python whose `re` mishandles nested
+    possessive repeats, as 3.11.2's does), each character is taken one way,
+    which keeps a failing match linear too, only slower.
+    """
+    more, each = ("*+", "++") if possessive else ("*", "")
+    text = rf"(?:[^(*]{each}|\((?!\*)|\*(?!\)))" + more  # up to the next `(*` or `*)`
+
+    def comment(depth: int) -> str:
+        inner = f"(?:{comment(depth - 1)}{text}){more}" if depth > 1 else ""
+        return rf"\(\*{text}{inner}\*\)"
+
+    others = (
+        rf'"[^"\\\n]{more}(?:\\[\s\S]?[^"\\\n]{more}){more}"?'
+        r'|``[\s\S]*?(?:``|\Z)'
+        rf'|`[^`]{more}`?'
+        rf'|‘[^’]{more}’?'
+        rf'|“[^”]{more}”?'
+    )
+    nested = comment(_NEST_IN_PATTERN)
+    return f"{nested}|{others}", rf"{nested}|\(\*|{others}"
 
 
-_OTHER_REGIONS = (
-    r'"[^"\\\n]*+(?:\\[\s\S]?[^"\\\n]*+)*+"?'
-    r'|``[\s\S]*?(?:``|\Z)'
-    r'|`[^`]*+`?'
-    r'|‘[^’]*+’?'
-    r'|“[^”]*+”?'
-)
-_REGION = re.compile(f"{_comment_pattern(_NEST_IN_PATTERN)}|{_OTHER_REGIONS}")
-# The same, with a bare `(*` last among the comment forms: a comment the
-# pattern cannot take whole, whose end a depth count finds.
-_REGION_OR_OPENER = re.compile(rf"{_comment_pattern(_NEST_IN_PATTERN)}|\(\*|{_OTHER_REGIONS}")
+def _compiled() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """The possessive patterns where this Python's `re` gets them right, else the plain ones."""
+    fast = [re.compile(p) for p in _patterns(possessive=True)]
+    safe = [re.compile(p) for p in _patterns(possessive=False)]
+    samples = ("(*(**)*)", "a (* b (* c *) d *) e", '"x\\"y" (* "*)" *) z', "(*(*(**)*)*) `q` ‘r’ “s”")
+    if all(f.sub("-", t) == s.sub("-", t) for f, s in zip(fast, safe, strict=True) for t in samples):
+        return fast[0], fast[1]
+    return safe[0], safe[1]
+
+
+_REGION, _REGION_OR_OPENER = _compiled()
+# _REGION_OR_OPENER has a bare `(*` last among the comment forms: a comment
+# the pattern cannot take whole, whose end a depth count finds.
 _NESTING = re.compile(r"\(\*|\*\)")
 
 
