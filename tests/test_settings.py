@@ -10,9 +10,9 @@ from holsrv.settings import Settings
 
 
 def test_the_reference_tools_environment_names_work_and_holsrvs_own_win():
-    env = {"HOL_LSP_MCP_MAX_SERVERS": "3", "HOL_LSP_EXTRA_PATH": "/opt/a:/opt/b", "HOL_BIN": "/opt/hol/bin/hol"}
+    env = {"HOL_LSP_MCP_MAX_SERVERS": "3", "HOL_LSP_EXTRA_PATH": "/srv/a:/srv/b", "HOL_BIN": "/srv/hol/bin/hol"}
     settings = Settings.from_env(env)
-    assert (settings.max_servers, settings.extra_path, settings.hol_bin) == (3, ("/opt/a", "/opt/b"), env["HOL_BIN"])
+    assert (settings.max_servers, settings.extra_path, settings.hol_bin) == (3, ("/srv/a", "/srv/b"), env["HOL_BIN"])
     assert settings.sources["max_servers"] == "environment HOL_LSP_MCP_MAX_SERVERS"
     both = Settings.from_env({**env, "HOLSRV_MAX_SERVERS": "5"})
     assert both.max_servers == 5 and both.sources["max_servers"] == "environment HOLSRV_MAX_SERVERS"

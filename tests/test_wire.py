@@ -230,10 +230,10 @@ def test_a_welcome_without_limits_falls_back_to_the_old_daemon_defaults():
 
 
 def test_clients_pass_on_holsrv_settings_and_the_reference_tools_names_only():
-    env = {"HOLSRV_MAX_HEAP_MB": "999", "HOL_BIN": "/opt/hol/bin/hol", "HOLDIR": "/opt/hol",
+    env = {"HOLSRV_MAX_HEAP_MB": "999", "HOL_BIN": "/srv/hol/bin/hol", "HOLDIR": "/srv/hol",
            "HOL_LSP_EXTRA_PATH": "/x", "HOL_LSP_MCP_MAX_SERVERS": "2", "HOME": "/home/u", "HOLSRVX": "1"}
     assert client.given_settings(env) == {
-        "HOLDIR": "/opt/hol", "HOLSRV_MAX_HEAP_MB": "999", "HOL_BIN": "/opt/hol/bin/hol",
+        "HOLDIR": "/srv/hol", "HOLSRV_MAX_HEAP_MB": "999", "HOL_BIN": "/srv/hol/bin/hol",
         "HOL_LSP_EXTRA_PATH": "/x", "HOL_LSP_MCP_MAX_SERVERS": "2",
     }
 
