@@ -79,7 +79,7 @@ def _diagnostic(text: Text, diag: dict, encoding: str) -> m.Diagnostic:
 def note_failures(blocks: Blocks, diagnostics: list[m.Diagnostic], complete: bool) -> None:
     """Say where a failure still sits on its theorem's name instead of its failing step."""
     for diag in diagnostics:
-        name = blocks.owner(diag.range.line) if diag.message.startswith("proof failed") else None
+        name = blocks.owner(diag.range.line) if hol.is_proof_failure(diag.message) else None
         if name is None or diag.range.line >= blocks.lines[name][1]:
             continue
         _, body, last = blocks.lines[name]
