@@ -19,8 +19,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import logging
 import os
+import select
 import signal
 import socket
 import struct
@@ -51,6 +53,12 @@ log = logging.getLogger(__name__)
 # A connection's stream buffer: past twice this much unread input the daemon
 # stops reading from it, and the kernel's socket buffer makes the client wait.
 RECEIVE_BUFFER = 64 * 1024
+# Calls whose work is for their caller alone: if it hangs up, they are
+# cancelled.  Actions (restart, stop, retryCompile, shutdown) always complete.
+ABANDONED_WHEN_GONE = (
+    m.Diagnostics, m.GoalState, m.Hover, m.Definition, m.References, m.Completion,
+    m.DocumentSymbol, m.WorkspaceSymbol, m.Eval, m.Status,
+)
 # How much of a request a log line quotes.
 LOGGED_CHARS = 300
 # How often the daemon checks that its socket file is still there (someone may
@@ -70,6 +78,7 @@ class _Connection:
     # monotonic time since which it waits for a frame; None while a request is answered
     idle_since: float | None
     warned: bool = False  # its one WARNING line is spent
+    peer: int | None = None  # the client's pid, where the system says
 
 
 class Daemon:
@@ -260,8 +269,9 @@ class Daemon:
         writer.transport.set_write_buffer_limits(high=0)
         conn = self._open[task] = _Connection(writer, time.monotonic())
         try:
-            if await self._refused_peer(reader, writer):
+            if await self._refused_peer(reader, writer, conn):
                 return
+            self._limit_peer(task, conn)
             if len(self._open) > self.settings.max_connections and not self._close_oldest_idle(task):
                 err = ServerBusy(
                     f"the daemon has {len(self._open) - 1} connections open (HOLSRV_MAX_CONNECTIONS="
@@ -277,7 +287,8 @@ class Daemon:
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client went away; whatever it started carries on
         except asyncio.CancelledError:
-            # Only close() cancels a connection.  Ending normally keeps asyncio's
+            # close() cancels a connection, and so does its caller hanging up
+            # mid-call (`_caller_gone`).  Ending normally keeps asyncio's
             # stream callback from logging the cancellation as an error.
             pass
         except Exception:
@@ -290,9 +301,12 @@ class Daemon:
             else:
                 writer.close()
 
-    async def _refused_peer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+    async def _refused_peer(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: _Connection
+    ) -> bool:
         """True, after an error frame and a WARNING line, if the peer runs as another user."""
         peer = _peer_credentials(writer)
+        conn.peer = None if peer is None else peer[0]
         if peer is None or peer[1] == self.owner_uid:
             return False
         pid, uid = peer
@@ -319,16 +333,34 @@ class Daemon:
                 await framing.read_body(reader, budget=self._frames)
         await self._send(writer, m.ErrorReply(err.code, str(err)))
 
-    def _close_oldest_idle(self, newcomer: asyncio.Task) -> bool:
-        """Close the connection idle longest, with a frame saying why, to make room; False if none is idle."""
-        idle = [(c.idle_since, t) for t, c in self._open.items() if t is not newcomer and c.idle_since is not None]
+    def _limit_peer(self, newcomer: asyncio.Task, conn: _Connection) -> None:
+        """Keep the newcomer's process within its idle connections, closing its own oldest idle one."""
+        if conn.peer is None:
+            return
+        idle = sum(
+            1 for t, c in self._open.items() if t is not newcomer and c.peer == conn.peer and c.idle_since is not None
+        )
+        if idle >= self.settings.max_idle_per_peer:
+            self._close_oldest_idle(newcomer, peer=conn.peer)
+
+    def _close_oldest_idle(self, newcomer: asyncio.Task, peer: int | None = None) -> bool:
+        """Close the connection idle longest (of process `peer`, if given), with a frame saying
+        why, to make room; False if none is idle."""
+        idle = [
+            (c.idle_since, t) for t, c in self._open.items()
+            if t is not newcomer and c.idle_since is not None and (peer is None or c.peer == peer)
+        ]
         if not idle:
             return False
         since, task = min(idle, key=lambda pair: pair[0])
         conn = self._open.pop(task)
+        limit = (
+            f"{self.settings.max_idle_per_peer} idle connections per client process" if peer is not None
+            else f"{self.settings.max_connections} connections at most"
+        )
         message = (
             f"the daemon closed this connection, idle for {time.monotonic() - since:.0f}s, to make room for a new "
-            f"one ({self.settings.max_connections} connections at most): open a new connection for the next call"
+            f"one ({limit}): open a new connection for the next call"
         )
         log.info("%s", message)
         with contextlib.suppress(HolsrvError):
@@ -389,35 +421,80 @@ class Daemon:
         ]
 
     async def _requests(self, reader, writer, client: str, conn: _Connection) -> None:
-        """Answer the connection's requests one at a time, in order, until it ends or breaks the framing."""
-        while True:
-            conn.idle_since = time.monotonic()
-            if self.stopping.is_set():
-                return  # shutting down (see `close`): the call in flight was answered
-            try:
-                body = await framing.read_body(reader, self.settings.frame_timeout_s, self._frames)
-            except FrameError as err:
-                # A bad length or a stalled frame: the stream cannot be
-                # resynchronised, so say why and close.
-                self._warn(conn, "dropped a connection from %s: %s", client, err)
-                await self._send(writer, m.ErrorReply(err.code, f"{err}; the daemon closes this connection"))
-                return
-            if body is None:
-                return
-            conn.idle_since = None
-            # A yield, so one connection pipelining a burst of requests whose
-            # answers are ready (cached) cannot keep every other one waiting.
-            await asyncio.sleep(0)
-            try:
-                request = framing.decode(framing.request_decoder, body)
-            except FrameError as err:
-                self._warn(conn, "rejected a request from %s: %s", client, err)
-                advice = f"{err}; is the client older or newer than the daemon?"
-                await self._send(writer, m.ErrorReply(err.code, advice))
-                continue
-            report = self._progress_to(writer) if getattr(request, "progress", False) else None
-            reply = await self._answer(request, client, report)
-            await self._send(writer, reply)
+        """Answer the connection's requests one at a time, in order, until it ends or breaks the framing.
+
+        The next frame is read while a request is answered (one frame ahead,
+        so a pipelining client is bounded as before): an end of stream seen
+        then, from a caller that closed its socket, cancels the question or
+        eval it is waiting for (see `_caller_gone`).
+        """
+        task = asyncio.current_task()
+        assert task is not None
+        ahead: asyncio.Task | None = None
+        try:
+            while True:
+                conn.idle_since = time.monotonic()
+                if self.stopping.is_set():
+                    return  # shutting down (see `close`): the call in flight was answered
+                if ahead is None:
+                    ahead = self._read_ahead(reader)
+                try:
+                    body = await ahead
+                except FrameError as err:
+                    # A bad length or a stalled frame: the stream cannot be
+                    # resynchronised, so say why and close.
+                    self._warn(conn, "dropped a connection from %s: %s", client, err)
+                    await self._send(writer, m.ErrorReply(err.code, f"{err}; the daemon closes this connection"))
+                    return
+                if body is None:
+                    return
+                conn.idle_since = None
+                # A yield, so one connection pipelining a burst of requests whose
+                # answers are ready (cached) cannot keep every other one waiting.
+                await asyncio.sleep(0)
+                ahead = self._read_ahead(reader)
+                try:
+                    request = framing.decode(framing.request_decoder, body)
+                except FrameError as err:
+                    self._warn(conn, "rejected a request from %s: %s", client, err)
+                    advice = f"{err}; is the client older or newer than the daemon?"
+                    await self._send(writer, m.ErrorReply(err.code, advice))
+                    continue
+                report = self._progress_to(writer) if getattr(request, "progress", False) else None
+                watch = None
+                if isinstance(request, ABANDONED_WHEN_GONE):
+                    watch = functools.partial(self._caller_gone, task, writer, client, request)
+                    ahead.add_done_callback(watch)
+                try:
+                    reply = await self._answer(request, client, report)
+                finally:
+                    if watch is not None:
+                        ahead.remove_done_callback(watch)
+                await self._send(writer, reply)
+        finally:
+            if ahead is not None:
+                ahead.cancel()
+
+    def _read_ahead(self, reader: asyncio.StreamReader) -> asyncio.Task:
+        task = asyncio.ensure_future(framing.read_body(reader, self.settings.frame_timeout_s, self._frames))
+        # Its error is read by the loop, or nobody's once the connection ended.
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        return task
+
+    def _caller_gone(self, task: asyncio.Task, writer, client: str, request: m.Request, ahead: asyncio.Task) -> None:
+        """Cancel the connection's call in flight if its caller closed the socket.
+
+        An end of stream may be a half-close (the client still reads its
+        answer); only a hang-up (the socket closed at the other end) means no
+        one will read it.  Cancelling frees what the call held: its lease (so
+        the server can be evicted and `waiting_calls` drops) and, for a
+        request HOL is working on, HOL's thread (`$/cancelRequest`).
+        """
+        if ahead.cancelled() or ahead.exception() is not None or ahead.result() is not None:
+            return
+        if _hung_up(writer):
+            log.info("%s went away during %s: cancelling it", client, type(request).__name__)
+            task.cancel()
 
     async def _answer(self, request: m.Request, client: str, report: Report | None = None) -> m.Reply:
         try:
@@ -522,6 +599,16 @@ def _peer_credentials(writer: asyncio.StreamWriter) -> tuple[int, int] | None:
     except OSError:
         return None
     return pid, uid
+
+
+def _hung_up(writer: asyncio.StreamWriter) -> bool:
+    """True if the peer closed its socket (POLLHUP), not merely its writing half."""
+    sock = writer.get_extra_info("socket")
+    if sock is None:
+        return False
+    poller = select.poll()
+    poller.register(sock.fileno(), 0)  # 0: only hang-ups and errors are reported
+    return any(events & (select.POLLHUP | select.POLLERR) for _, events in poller.poll(0))
 
 
 def _answers(path) -> bool:

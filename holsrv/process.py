@@ -212,24 +212,28 @@ class ChildProcess:
         """From now on this child counts as going; `stop()` does the stopping."""
         self._become(ProcessState.STOPPING)
 
-    async def stop(self, goodbye: Callable[[], Awaitable[None]] | None = None) -> None:
+    async def stop(self, goodbye: Callable[[], Awaitable[None]] | None = None, *, hung: bool = False) -> None:
         """`goodbye` (the protocol's own shutdown), close stdin, SIGTERM the group, SIGKILL, reap.
 
-        Each step gets `stop_timeout_s`.  A child that exited long ago may have
-        had its pid (and group id) reused: only a group that was running when
-        the stop began is signalled.
+        Each step gets `stop_timeout_s`.  A `hung` child, which answers
+        nothing, gets one step: SIGTERM (with its input closed), then SIGKILL.
+        A child that exited long ago may have had its pid (and group id)
+        reused: only a group that was running when the stop began is signalled.
         """
         self.mark_stopping()
         running = self._proc is not None and not self._exited.is_set()
         if running:
             # Each step reads the grace afresh: `hurry` may shorten it meanwhile.
-            if goodbye is not None:
+            if goodbye is not None and not hung:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self.stop_timeout_s):
                         await goodbye()
             self.close_input()
-            for sig in (None, signal.SIGTERM, signal.SIGKILL):
-                if sig is not None:
+            steps = (signal.SIGTERM, signal.SIGKILL) if hung else (None, signal.SIGTERM, signal.SIGKILL)
+            for sig in steps:
+                if sig is None:
+                    log.info("closed the input of pid %s; waiting %.1fs for it to exit", self.pid, self.stop_timeout_s)
+                else:
                     self._signal_group(sig)
                 if await self.wait_exit(self.stop_timeout_s):
                     break

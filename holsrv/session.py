@@ -21,7 +21,7 @@ from collections.abc import Callable, Hashable
 from pathlib import Path
 
 from holsrv import ancestors, tally
-from holsrv.errors import ServerDied, ServerStopped
+from holsrv.errors import ServerDied, ServerStopped, ServerTimeout
 from holsrv.filestate import FileState
 from holsrv.lsp import hol, replies
 from holsrv.lsp.client import LspClient
@@ -96,6 +96,11 @@ class Session:
         return self.proc.state is ProcessState.DEAD
 
     @property
+    def hung(self) -> bool:
+        """A request timed out with not a word from the server since (see `LspClient.hung`)."""
+        return self.lsp is not None and self.lsp.hung is not None
+
+    @property
     def starting(self) -> bool:
         """Not yet through the handshake: no file has been sent to it."""
         return self.alive and not self._handshaken
@@ -128,6 +133,8 @@ class Session:
             return "new"
         if not self._handshaken:
             return "starting"
+        if self.hung:
+            return "hung"
         if self.data is None:
             return "ready"
         if self.file.phase == "compiling":
@@ -207,7 +214,7 @@ class Session:
             stdout, stdin = await self.proc.spawn(self.command(), str(self.path.parent), env)
         except OSError:
             raise ServerDied(self.proc.exit_reason) from None
-        self.lsp = LspClient(stdout, stdin, self._notified)
+        self.lsp = LspClient(stdout, stdin, self._notified, hung_after=self.settings.request_timeout_s)
         self._tasks = [asyncio.create_task(self._read(), name=f"lsp-{self.pid}")]
         try:
             if not self.alive:
@@ -294,7 +301,8 @@ class Session:
         # Before `initialized`, any other message kills HOL with a protocol
         # error (§4.1); closing its input then ends it cleanly.
         goodbye = self._goodbye if self.lsp is not None and self._handshaken else None
-        await self.proc.stop(goodbye)
+        # A hung server would let the goodbye and each polite step time out.
+        await self.proc.stop(goodbye, hung=self.hung)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -390,6 +398,8 @@ class Session:
     async def request(self, method: str, params: dict, timeout: float | None = None):
         self.check_alive()
         assert self.lsp is not None
+        if self.lsp.hung is not None:
+            raise ServerTimeout(self.lsp.hung_message(f"the HOL server for {self.path.name} (pid {self.pid})"))
         try:
             return await self.lsp.request(method, params, timeout or self.settings.request_timeout_s)
         except ServerDied as err:

@@ -102,6 +102,9 @@ class Settings:
     # and for a client to take one reply, after which it is dropped; bytes
     # of unfinished large frames held across all connections.
     max_connections: int = 256
+    # Idle connections one client process may keep: past it, its own oldest
+    # idle one makes room, so one process cannot fill the daemon with them.
+    max_idle_per_peer: int = 16
     hello_timeout_s: float = 10.0
     frame_timeout_s: float = 10.0
     send_timeout_s: float = 10.0

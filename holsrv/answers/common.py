@@ -78,6 +78,17 @@ async def compiled(ctx: Context, session: Session, wait: float | None = None) ->
     await session.wait_until(lambda: session.phase != "compiling", ctx.settings.lookup_wait_s if wait is None else wait)
 
 
+# A request to a healthy server (a walk, a hover) may take a second or two even
+# when the caller's wait is spent: that much it always gets.
+MIN_REQUEST_S = 2.0
+
+
+def within(ctx: Context, deadline: float) -> float:
+    """How long one request to HOL may take in a call that should end by `deadline`,
+    so a caller's wait bounds the whole call, even on a hung server."""
+    return min(ctx.settings.request_timeout_s, max(MIN_REQUEST_S, deadline - ctx.clock()))
+
+
 def note(lease: Lease) -> m.ServerNote:
     """Which server answered, and whether this call had to start it."""
     return m.ServerNote(pid=lease.session.pid or 0, start=lease.start, note=lease.note,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from holsrv import script
-from holsrv.answers.common import Context, blocked_message, note, opened, replace, starting_message
+from holsrv.answers.common import Context, blocked_message, note, opened, replace, starting_message, within
 from holsrv.files import content_hash
 from holsrv.lsp import hol, replies
 from holsrv.positions import LineIndex, Text
@@ -91,7 +91,7 @@ async def goal_state(ctx: Context, req: m.GoalState, client: str) -> m.GoalState
 async def _ask(ctx: Context, session: Session, position: dict, deadline: float) -> Reply:
     """Ask until HOL stops saying pending or the deadline passes."""
     while True:
-        reply = await session.hol.goal_state(position)
+        reply = await session.hol.goal_state(position, timeout=within(ctx, deadline))
         if not hol.is_pending(reply) or ctx.clock() >= deadline:
             return reply
         # The server answers once the running pass announces completion.

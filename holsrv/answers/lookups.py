@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from holsrv import files, proofs, script
-from holsrv.answers.common import Context, compiled, frontier_note, note, opened
+from holsrv.answers.common import Context, compiled, frontier_note, note, opened, within
 from holsrv.errors import BadRequest
 from holsrv.lsp import replies
 from holsrv.pool import Lease
@@ -35,18 +35,22 @@ SEARCH_LIMIT = 2000
 
 
 @contextlib.asynccontextmanager
-async def _at(ctx: Context, req: m.PositionRequest, client: str) -> AsyncIterator[tuple[files.Script, Lease, dict]]:
-    """The file opened, its compile given time to reach here, and the request's LSP position."""
+async def _at(
+    ctx: Context, req: m.PositionRequest, client: str
+) -> AsyncIterator[tuple[files.Script, Lease, dict, float]]:
+    """The file opened, its compile given time to reach here, the request's LSP
+    position, and how long HOL may take to answer (what is left of the wait)."""
+    deadline = ctx.clock() + (ctx.settings.lookup_wait_s if req.wait is None else max(0.0, req.wait))
     async with opened(ctx, req.file, client, req.wait) as (src, lease):
         position = Text(src.text).to_lsp(req.line, req.column, lease.session.encoding)
         await compiled(ctx, lease.session, req.wait)
-        yield src, lease, position
+        yield src, lease, position, within(ctx, deadline)
 
 
 async def hover(ctx: Context, req: m.Hover, client: str) -> m.HoverResult:
-    async with _at(ctx, req, client) as (src, lease, position):
+    async with _at(ctx, req, client) as (src, lease, position, timeout):
         session = lease.session
-        reply = await session.hol.hover(position)
+        reply = await session.hol.hover(position, timeout=timeout)
         text = Text(src.text)
         word = text.word_at(req.line, req.column)
         return m.HoverResult(
@@ -58,8 +62,8 @@ async def hover(ctx: Context, req: m.Hover, client: str) -> m.HoverResult:
 
 
 async def definition(ctx: Context, req: m.Definition, client: str) -> m.DefinitionResult:
-    async with _at(ctx, req, client) as (src, lease, position):
-        targets = await lease.session.hol.definition(position)
+    async with _at(ctx, req, client) as (src, lease, position, timeout):
+        targets = await lease.session.hol.definition(position, timeout=timeout)
         return m.DefinitionResult(
             file=str(src.path), content_hash=src.hash, server=note(lease), note=frontier_note(lease.session),
             targets=[_location(t, src, lease.session.encoding) for t in targets],
@@ -67,8 +71,8 @@ async def definition(ctx: Context, req: m.Definition, client: str) -> m.Definiti
 
 
 async def references(ctx: Context, req: m.References, client: str) -> m.ReferencesResult:
-    async with _at(ctx, req, client) as (src, lease, position):
-        found = await lease.session.hol.references(position)
+    async with _at(ctx, req, client) as (src, lease, position, timeout):
+        found = await lease.session.hol.references(position, timeout=timeout)
         if isinstance(found, replies.Unsupported):
             supported, locations = False, []
             message = ("This HOL server does not support references (textDocument/references). "
@@ -81,8 +85,8 @@ async def references(ctx: Context, req: m.References, client: str) -> m.Referenc
 
 
 async def completion(ctx: Context, req: m.Completion, client: str) -> m.CompletionResult:
-    async with _at(ctx, req, client) as (src, lease, position):
-        raw, incomplete = await lease.session.hol.completion(position)
+    async with _at(ctx, req, client) as (src, lease, position, timeout):
+        raw, incomplete = await lease.session.hol.completion(position, timeout=timeout)
         items = _once_each(raw)
         return m.CompletionResult(
             file=str(src.path), content_hash=src.hash, total=len(items), incomplete=incomplete,

@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from holsrv.errors import FrameError, LspError, ServerDied, ServerTimeout
 from holsrv.lsp import framing
@@ -18,12 +20,23 @@ from holsrv.lsp import framing
 log = logging.getLogger(__name__)
 
 Notify = Callable[[str, dict], None]
+@dataclass(frozen=True)
+class Hung:
+    """A request the server let time out without a word, and when it was sent (monotonic)."""
+
+    method: str
+    timeout: float
+    since: float
+
 
 
 class LspClient:
     """Speaks LSP to one server over `reader`/`writer`; `on_notify` gets every notification."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, on_notify: Notify) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, on_notify: Notify,
+        hung_after: float = float("inf"),
+    ) -> None:
         self._reader = reader
         self._writer = writer
         self._on_notify = on_notify
@@ -32,6 +45,15 @@ class LspClient:
         self._closed: Exception | None = None
         self.position_encoding = "utf-8"
         self.server_info: dict = {}
+        # A request that times out unanswered, from a server that has said
+        # nothing at all for `hung_after` seconds, marks it hung: later
+        # requests fail at once instead of each waiting out its timeout.  Any
+        # message from the server clears the mark (a busy server that is
+        # compiling still sends notifications, a late answer heals a false
+        # alarm; a stopped one sends nothing).
+        self.hung_after = hung_after
+        self.hung: Hung | None = None
+        self._heard = time.monotonic()
 
     @property
     def closed_reason(self) -> Exception | None:
@@ -52,6 +74,8 @@ class LspClient:
             self._fail_pending(reason)
 
     def _dispatch(self, message: dict) -> None:
+        self._heard = time.monotonic()
+        self.hung = None
         if "method" in message:
             if "id" in message:
                 # Only window/workDoneProgress/create; HOL never waits for the
@@ -98,11 +122,15 @@ class LspClient:
         await self._drain(timeout)
 
     async def request(self, method: str, params: dict | None, timeout: float):
-        """Send a request and await its result; `$/cancelRequest` it on timeout."""
+        """Send a request and await its result; `$/cancelRequest` it on timeout, and
+        when the caller is cancelled (its client went away)."""
+        if self.hung is not None:
+            raise ServerTimeout(self.hung_message("the HOL server"))
         request_id = self._next_id
         self._next_id += 1
         future = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
+        sent = time.monotonic()
         deadline = asyncio.get_running_loop().time() + timeout
         try:
             self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
@@ -111,11 +139,28 @@ class LspClient:
                 return await future
         except TimeoutError:
             self._cancel(request_id)
+            if self._heard < sent and time.monotonic() - self._heard >= self.hung_after:
+                self.hung = Hung(method, timeout, sent)
             raise ServerTimeout(
-                f"the HOL server did not answer {method} within {timeout:.0f}s"
+                f"the HOL server did not answer {method} within {_seconds(timeout)}. It may be busy (a long "
+                "walk or eval) or hung: `holctl status` shows `hung` for a server that has said nothing since. "
+                "Ask again with a longer wait, or restart the file's server if it stays hung."
             ) from None
+        except asyncio.CancelledError:
+            self._cancel(request_id)  # nobody waits for the answer: stop HOL working on it
+            raise
         finally:
             self._pending.pop(request_id, None)
+
+    def hung_message(self, server: str) -> str:
+        hung = self.hung
+        assert hung is not None
+        return (
+            f"{server} is hung: it did not answer {hung.method} within {_seconds(hung.timeout)} and has "
+            f"said nothing for {time.monotonic() - hung.since:.0f}s, so the daemon does not wait on it again. "
+            "Restart it (holctl restart FILE, or the restart tool: a hung server is killed within one stop "
+            "step), or stop it (holctl stop FILE)."
+        )
 
     def _cancel(self, request_id: int) -> None:
         # Buffered, not drained: a server too busy to answer may be too busy
@@ -160,3 +205,7 @@ class LspClient:
             await self.notify("exit", None, timeout)
         except (ServerDied, ServerTimeout, LspError, ConnectionError):
             pass
+
+
+def _seconds(timeout: float) -> str:
+    return f"{timeout:.0f}s" if timeout >= 10 else f"{timeout:.1f}s"

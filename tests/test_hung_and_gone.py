@@ -1,0 +1,146 @@
+"""Calls nobody waits for, HOL servers that answer nothing, and processes that hoard connections.
+
+An eval whose caller hung up is cancelled in HOL and frees its server; a
+caller's `wait` bounds its call even on a hung server; a server that let a
+request time out without a word is shown `hung`, later calls fail at once,
+and a restart kills it within one stop step; one process's idle connections
+cannot push another's out.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from test_fairness import _open_hello, _reply
+
+from holsrv import errors
+from holsrv.rpc import framing
+from holsrv.rpc import messages as m
+
+from conftest import GOOD_SCRIPT, pid_alive, wait_until
+
+
+def _client_messages(log) -> list[dict]:
+    entries = [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.exists() else []
+    return [e["msg"] for e in entries if e.get("dir") == "C->S"]
+
+
+def _waiting(daemon) -> int:
+    return sum(s.waiting_calls for s in daemon.call(m.Status()).sessions)
+
+
+def test_an_eval_whose_caller_hangs_up_is_cancelled_in_hol_and_frees_its_server(daemon, write_script, monkeypatch,
+                                                                                tmp_path):
+    log = tmp_path / "wire.jsonl"
+    monkeypatch.setenv("FAKE_HOL_LOG", str(log))
+    path = write_script(GOOD_SCRIPT)
+    daemon.call(m.Diagnostics(str(path), wait=20))
+    sock = _open_hello(daemon)
+    sock.sendall(framing.encode(m.Eval(str(path), "while true do ();", timeout=3600)))
+    wait_until(lambda: _waiting(daemon) == 1, what="the eval to reach HOL")
+    [evaluated] = [msg for msg in _client_messages(log) if msg.get("method") == "$/eval"]
+    sock.close()  # the agent process went away
+    wait_until(lambda: _waiting(daemon) == 0, what="the abandoned eval to end")
+    wait_until(
+        lambda: {"id": evaluated["id"]} in [msg.get("params") for msg in _client_messages(log)
+                                            if msg.get("method") == "$/cancelRequest"],
+        what="HOL to be told to stop evaluating",
+    )
+    # The server is free: another caller's eval runs at once.
+    assert daemon.call(m.Eval(str(path), "1 + 1;", timeout=30)).output.strip().endswith("2")
+
+
+def test_a_caller_that_closes_only_its_writing_half_still_gets_its_answer(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    sock = _open_hello(daemon)
+    try:
+        sock.sendall(framing.encode(m.Diagnostics(str(path), wait=20)))
+        sock.shutdown(socket.SHUT_WR)  # `printf request | nc -U`: done sending, still reading
+        sock.settimeout(60)
+        reply = _reply(sock)
+        assert isinstance(reply, m.DiagnosticsResult) and reply.verdict == "OK"
+    finally:
+        sock.close()
+
+
+def test_a_callers_wait_bounds_goal_state_on_a_hung_server(daemon_factory, write_script, monkeypatch):
+    monkeypatch.setenv("FAKE_HOL_HANG_ON", "$/hol/goalState")
+    # The daemon's own request timeout is far beyond the client's patience below.
+    daemon = daemon_factory(request_timeout_s=300, stop_timeout_s=0.3)
+    path = write_script(GOOD_SCRIPT)
+    daemon.call(m.Diagnostics(str(path), wait=20))
+    with pytest.raises(errors.ServerTimeout, match=r"did not answer \$/hol/goalState within 2.0s"):
+        daemon.call(m.GoalState(str(path), 7, 3, wait=2), timeout=60)
+
+
+def test_a_hung_server_is_shown_hung_fails_later_calls_at_once_and_restarts_in_one_stop_step(
+    daemon_factory, write_script, monkeypatch, caplog
+):
+    monkeypatch.setenv("FAKE_HOL_HANG_ON", "textDocument/hover")
+    monkeypatch.setenv("FAKE_HOL_IGNORE_SIGTERM", "1")  # only SIGKILL ends it
+    daemon = daemon_factory(request_timeout_s=1.0, stop_timeout_s=1.0)
+    path = write_script(GOOD_SCRIPT)
+    first = daemon.call(m.Diagnostics(str(path), wait=20))
+    with pytest.raises(errors.ServerTimeout, match="did not answer textDocument/hover"):
+        daemon.call(m.Hover(str(path), 7, 3))
+    [status] = daemon.call(m.Status()).sessions
+    assert status.state == "hung"
+    with pytest.raises(errors.ServerTimeout, match=r"is hung: it did not answer textDocument/hover within 1\.0s"):
+        daemon.call(m.Definition(str(path), 7, 3))
+    caplog.set_level(logging.INFO, logger="holsrv")
+    caplog.clear()
+    restarted = daemon.call(m.Restart(str(path)))
+    assert not pid_alive(first.server.pid)
+    stop_lines = [r.getMessage() for r in caplog.records if "closed the input" in r.getMessage()
+                  or "sending SIG" in r.getMessage()]
+    # No goodbye and no wait on its closed input: SIGTERM (ignored), one step, SIGKILL.
+    assert [line.split()[1] for line in stop_lines[:2]] == ["SIGTERM", "SIGKILL"], stop_lines
+    assert restarted.old_pid == first.server.pid and restarted.new_pid != first.server.pid
+    assert daemon.call(m.Diagnostics(str(path), wait=20)).verdict == "OK"
+
+
+_HOG = textwrap.dedent("""
+    import socket, sys, time
+    sys.path[:0] = sys.argv[3:]
+    from holsrv.rpc import framing
+    from holsrv.rpc import messages as m
+    socks = []
+    for _ in range(int(sys.argv[2])):
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(15)
+        s.connect(sys.argv[1])
+        s.sendall(framing.encode(m.Hello(m.PROTOCOL_VERSION, "hog")))
+        assert isinstance(framing.decode(framing.reply_decoder, framing.recv_body(s)), m.Welcome)
+        socks.append(s)
+    print("opened", flush=True)
+    sys.stdin.read()  # hold them until the test is done
+""")
+
+
+def test_one_processs_idle_connections_cannot_push_out_anothers(daemon_factory):
+    daemon = daemon_factory(max_connections=8, max_idle_per_peer=3)
+    mine = [_open_hello(daemon) for _ in range(2)]
+    try:
+        with subprocess.Popen(
+            [sys.executable, "-c", _HOG, str(daemon.socket), "10", *sys.path],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        ) as hog:
+            try:
+                assert hog.stdout is not None
+                assert hog.stdout.readline().strip() == "opened"
+                for sock in mine:  # both still open and answered
+                    sock.sendall(framing.encode(m.Status()))
+                    assert isinstance(_reply(sock), m.StatusResult)
+                hogged = [c for c in daemon.daemon._open.values() if c.peer == hog.pid]
+                assert len(hogged) == 3, f"the hog keeps {len(hogged)} idle connections"
+            finally:
+                hog.kill()
+    finally:
+        for sock in mine:
+            sock.close()
