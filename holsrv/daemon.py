@@ -59,6 +59,10 @@ ABANDONED_WHEN_GONE = (
     m.Diagnostics, m.GoalState, m.Hover, m.Definition, m.References, m.Completion,
     m.DocumentSymbol, m.WorkspaceSymbol, m.Eval, m.Status,
 )
+_STOPPING_UNANSWERED = (
+    "the daemon is shutting down and did not start this request; send it again in a few seconds "
+    "(the next call starts a new daemon, or systemd restarts it)"
+)
 # How much of a request a log line quotes.
 LOGGED_CHARS = 300
 # How often the daemon checks that its socket file is still there (someone may
@@ -435,7 +439,12 @@ class Daemon:
             while True:
                 conn.idle_since = time.monotonic()
                 if self.stopping.is_set():
-                    return  # shutting down (see `close`): the call in flight was answered
+                    # Shutting down (see `close`): the call in flight was answered;
+                    # one read after it is told why it will not be.
+                    if ahead is not None and ahead.done() and not ahead.cancelled() and ahead.exception() is None \
+                            and ahead.result() is not None:
+                        await self._send(writer, m.ErrorReply(DaemonStopping.code, _STOPPING_UNANSWERED))
+                    return
                 if ahead is None:
                     ahead = self._read_ahead(reader)
                 try:

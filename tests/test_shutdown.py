@@ -15,6 +15,7 @@ from pathlib import Path
 
 from holsrv import errors
 from holsrv.rpc import client as rpc_client
+from holsrv.rpc import framing
 from holsrv.rpc import messages as m
 
 from conftest import FAKE_HOL, GOOD_SCRIPT, pid_alive, wait_until, waiting_call
@@ -39,6 +40,28 @@ def test_a_call_that_finishes_within_the_drain_gets_its_answer(daemon_factory, w
     waiter.join(30)
     assert outcome.get("reply") is not None, outcome
     assert outcome["reply"].verdict == "OK"
+
+
+def test_a_request_pipelined_behind_the_last_answered_one_is_told_the_daemon_is_stopping(
+    daemon_factory, write_script, monkeypatch
+):
+    from test_fairness import _open_hello, _reply
+
+    monkeypatch.setenv("FAKE_HOL_STARTUP_MS", "1000")  # still starting when the stop comes
+    daemon = daemon_factory(stop_timeout_s=10)
+    sock = _open_hello(daemon)
+    try:
+        diagnostics = m.Diagnostics(str(write_script(GOOD_SCRIPT)), wait=20)
+        sock.sendall(framing.encode(diagnostics) + framing.encode(m.Status()))
+        wait_until(lambda: any(s.waiting_calls for s in daemon.call(m.Status()).sessions), what="the first call")
+        daemon.stop()
+        sock.settimeout(30)
+        first, second = _reply(sock), _reply(sock)
+        assert isinstance(first, m.DiagnosticsResult) and first.verdict == "OK"
+        assert isinstance(second, m.ErrorReply) and second.code == "daemon_stopping", second
+        assert "send it again" in second.message
+    finally:
+        sock.close()
 
 
 def _daemon_process(sock: Path, env: dict[str, str]) -> subprocess.Popen:

@@ -7,6 +7,7 @@ never cancel anything in the server.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -55,7 +56,9 @@ async def opened(
         if await session.wait_started(ctx.settings.start_wait_s if wait is None else wait):
             if lease.start != "warm":
                 script = await read(ctx, file)  # the start took a while: the newest text wins
-            await session.sync(script.data, script.text)
+            # Shielded: a caller that hangs up mid-sync (its call is then
+            # cancelled) must not leave the server's text half-recorded.
+            await asyncio.shield(session.sync(script.data, script.text))
         elif not tolerate_start:
             raise Starting(starting_message(session, ctx.clock()))
         yield script, lease
