@@ -157,12 +157,12 @@ def test_sigkill_of_the_daemon_leaves_no_hol_server_alive(short_tmp, write_scrip
     monkeypatch.setenv("HOL_BIN", str(FAKE_HOL))
     sock = short_tmp / "k.sock"
     client = rpc_client.connect(sock, name="test", autostart=True)
+    daemon_pid = client.welcome.pid  # killed below even if the call fails: never left running
     try:
         reply = client.call(m.Diagnostics(str(write_script(GOOD_SCRIPT)), wait=20), 60)
-        daemon_pid = client.welcome.pid
     finally:
         client.close()
-    os.kill(daemon_pid, signal.SIGKILL)
+        os.kill(daemon_pid, signal.SIGKILL)
     try:
         # Not psutil's wait: an orphan may linger as a zombie until init reaps it.
         wait_until(lambda: not pid_alive(reply.server.pid), timeout=5, what="the orphaned HOL server to die")
