@@ -61,7 +61,7 @@ def diagnostics(file: FileState, encoding: str, walk_errors: set[str]) -> list[m
     A failed goal-state walk is the walk's news, not a problem of the text:
     it must not change the verdict or appear twice.
     """
-    lines = Text(file.text)
+    lines = textinfo.of(file.text).lines  # split once per text, not per answer
     kept = [d for d in file.diagnostics if str(d.get("message", "")).rstrip() not in walk_errors]
     return sorted((_diagnostic(lines, d, encoding) for d in kept), key=lambda d: (d.range.line, d.range.col))
 

@@ -21,7 +21,7 @@ import threading
 from collections import OrderedDict
 
 from holsrv import ancestors, script
-from holsrv.positions import LineIndex
+from holsrv.positions import LineIndex, Text
 
 # Identifiers, as the tally matches theorem names against what the text still says.
 _WORD = re.compile(r"[A-Za-z0-9_']+")
@@ -56,11 +56,18 @@ class TextInfo:
         info.index  # noqa: B018
         yield
         info.block_lines  # noqa: B018  # with the line index: in steps of their own, not in an answer
+        yield
+        info.lines  # noqa: B018
         return info
 
     @functools.cached_property
     def index(self) -> LineIndex:
         return LineIndex(self.text)
+
+    @functools.cached_property
+    def lines(self) -> Text:
+        """The text split into lines, for converting positions (every answer needs it)."""
+        return Text(self.text)
 
     @functools.cached_property
     def block_lines(self) -> dict[str, tuple[int, int, int]]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from holsrv import script, textinfo
+from holsrv import positions, script, textinfo
 from holsrv.rpc import messages as m
 
 from conftest import GOOD_SCRIPT
@@ -97,3 +97,24 @@ def test_one_text_is_computed_once_for_every_kind_of_question(daemon, write_scri
     daemon.call(m.Diagnostics(str(path), wait=20))
     daemon.call(m.Status())
     assert textinfo.shared.computed - before == 1
+
+
+def test_one_text_is_split_into_lines_once_for_every_answer(daemon, write_script, monkeypatch):
+    text = GOOD_SCRIPT + f"(* {uuid.uuid4()} *)\n"
+    path = write_script(text)
+    splits = []
+    split = positions.Text.__init__
+
+    def counted(self, given: str) -> None:
+        splits.append(given == text)
+        split(self, given)
+
+    monkeypatch.setattr(positions.Text, "__init__", counted)
+    daemon.call(m.Diagnostics(str(path), wait=20))
+    for line, column in ((7, 3), (7, None), (13, 5)):
+        daemon.call(m.GoalState(str(path), line, column))
+    daemon.call(m.Hover(str(path), 4, 10))
+    daemon.call(m.DocumentSymbol(str(path)))
+    daemon.call(m.Diagnostics(str(path), wait=0))
+    # A 300 KB script takes milliseconds to split: once per text, never per answer.
+    assert splits.count(True) == 1

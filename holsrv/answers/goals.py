@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from holsrv import script
+from holsrv import script, textinfo
 from holsrv.answers.common import Context, blocked_message, note, opened, replace, starting_message, within
 from holsrv.files import content_hash
 from holsrv.lsp import hol, replies
-from holsrv.positions import LineIndex, Text
+from holsrv.positions import Text
 from holsrv.rpc import messages as m
 from holsrv.session import Session
 
@@ -52,7 +52,7 @@ async def goal_state(ctx: Context, req: m.GoalState, client: str) -> m.GoalState
     deadline = ctx.clock() + max(0.0, req.wait)
     async with opened(ctx, req.file, client, req.wait, tolerate_start=True) as (src, lease):
         session = lease.session
-        text = Text(src.text)
+        text = textinfo.of(src.text).lines  # split once per text, not per call
         text.to_lsp(req.line, req.column or 1, "utf-8")  # a bad position is refused even while starting
         base = m.GoalStateResult(
             file=str(src.path), content_hash=src.hash, line=req.line, column=req.column,
@@ -104,7 +104,7 @@ async def _ask(ctx: Context, session: Session, position: dict, deadline: float) 
 def _where(text: str, lines: list[str], line: int, column: int | None) -> _Where:
     """The columns of `line` to ask about: `column` (moved to QED's first byte on
     the QED line), or with no column the line's first character and its end."""
-    index = LineIndex(text)
+    index = textinfo.of(text).index
     start = index.start(line)
     chars = lines[line - 1]
     block = _block_on(text, script.proof_blocks(text), start, start + len(chars))
@@ -205,7 +205,7 @@ def _state_message(result: m.GoalStateResult, reply: replies.GoalState) -> str:
 def _outside_message(text: str, line: int, col: int | None) -> str:
     at = f"Line {line}" if col is None else f"Line {line}, column {col}"
     message = f"{at} is not inside a Proof … QED block; goal states exist only there."
-    index = LineIndex(text)
+    index = textinfo.of(text).index
     offset = index.offset(line, col or 1)
     blocks = script.proof_blocks(text)
     nearest = min(blocks, key=lambda b: min(abs(b.start - offset), abs(b.end - offset)), default=None)

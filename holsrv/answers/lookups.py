@@ -11,7 +11,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from holsrv import files, proofs, script
+from holsrv import files, proofs, script, textinfo
 from holsrv.answers.common import Context, compiled, frontier_note, note, opened, within
 from holsrv.errors import BadRequest
 from holsrv.lsp import replies
@@ -42,7 +42,7 @@ async def _at(
     position, and how long HOL may take to answer (what is left of the wait)."""
     deadline = ctx.clock() + (ctx.settings.lookup_wait_s if req.wait is None else max(0.0, req.wait))
     async with opened(ctx, req.file, client, req.wait) as (src, lease):
-        position = Text(src.text).to_lsp(req.line, req.column, lease.session.encoding)
+        position = textinfo.of(src.text).lines.to_lsp(req.line, req.column, lease.session.encoding)
         await compiled(ctx, lease.session, req.wait)
         yield src, lease, position, within(ctx, deadline)
 
@@ -51,7 +51,7 @@ async def hover(ctx: Context, req: m.Hover, client: str) -> m.HoverResult:
     async with _at(ctx, req, client) as (src, lease, position, timeout):
         session = lease.session
         reply = await session.hol.hover(position, timeout=timeout)
-        text = Text(src.text)
+        text = textinfo.of(src.text).lines
         word = text.word_at(req.line, req.column)
         return m.HoverResult(
             file=str(src.path), content_hash=src.hash, text=(reply.text or None) if reply else None,
@@ -112,7 +112,7 @@ async def document_symbol(ctx: Context, req: m.DocumentSymbol, client: str) -> m
         # Parse-driven in the server: works on files that do not compile.
         tree = await lease.session.hol.document_symbol()
         symbols: list[m.Symbol] = []
-        _flatten(tree, Text(src.text), lease.session.encoding, 0, symbols)
+        _flatten(tree, textinfo.of(src.text).lines, lease.session.encoding, 0, symbols)
         return m.DocumentSymbolResult(file=str(src.path), content_hash=src.hash, symbols=symbols[:MAX_SYMBOLS],
                                       omitted=max(0, len(symbols) - MAX_SYMBOLS), server=note(lease))
 
@@ -192,7 +192,7 @@ def _short(path: str, src: files.Script, holdir: str) -> str:
 
 def _location(target: replies.Target, src: files.Script, encoding: str) -> m.Location:
     path = target.path
-    text = Text(src.text if Path(path) == src.path else _read_quietly(path))
+    text = textinfo.of(src.text).lines if Path(path) == src.path else Text(_read_quietly(path))
     return m.Location(path=path, range=text.lsp_range(target.selection_range.as_lsp(), encoding))
 
 
