@@ -341,6 +341,7 @@ class Pool:
             # preexec_fn (unsafe to fork from a process with threads).
             mb = session.footprint_mb()
             session.footprint = mb
+            await asyncio.sleep(0)  # each server's /proc walk in a turn of its own: others are answered between
             if mb is not None and mb > self.settings.soft_footprint_mb:
                 log.warning("SERVER LARGE: %s (pid %s) uses %.0f MB", session.path, session.pid, mb)
 
