@@ -9,6 +9,7 @@ cannot push another's out.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import socket
@@ -144,3 +145,26 @@ def test_one_processs_idle_connections_cannot_push_out_anothers(daemon_factory):
     finally:
         for sock in mine:
             sock.close()
+
+
+@pytest.mark.asyncio
+async def test_an_agent_cancelling_an_eval_stops_it_in_hol(daemon, write_script, monkeypatch, tmp_path):
+    from mcp import Client
+
+    from holmcp.server import build_server
+
+    log = tmp_path / "wire.jsonl"
+    monkeypatch.setenv("FAKE_HOL_LOG", str(log))
+    path = write_script(GOOD_SCRIPT)
+    daemon.call(m.Diagnostics(str(path), wait=20))
+    async with Client(build_server(daemon.socket, path.parent, autostart=False)) as client:
+        call = asyncio.create_task(
+            client.call_tool("eval", {"file": path.name, "code": "while true do ();", "timeout": 3600})
+        )
+        # Waited for in a thread: this loop runs holmcp, which must go on meanwhile.
+        await asyncio.to_thread(wait_until, lambda: _waiting(daemon) == 1, what="the eval to reach HOL")
+        call.cancel()  # the agent's host gave up on the call
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        await asyncio.to_thread(wait_until, lambda: _waiting(daemon) == 0, what="the cancelled eval to end")
+    assert any(msg.get("method") == "$/cancelRequest" for msg in _client_messages(log))
