@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from holsrv import __version__
-from holsrv.answers import control, diagnostics, goals, lookups
+from holsrv.answers import common, control, diagnostics, goals, holmake, lookups, search
 from holsrv.answers.common import Context, Report
 from holsrv.cache import AnswerCache
 from holsrv.errors import (
@@ -375,6 +375,7 @@ class Daemon:
             lookup_wait_s=self.settings.lookup_wait_s,
             start_wait_s=self.settings.start_wait_s,
             settings_warnings=self._differences(hello.settings),
+            holmake_timeout_s=self.settings.holmake_timeout_s,
         ))
         return hello.client
 
@@ -422,7 +423,8 @@ class Daemon:
     async def _answer(self, request: m.Request, client: str, report: Report | None = None) -> m.Reply:
         try:
             limits.check_request(request)
-            return await self.dispatch(request, client, report)
+            common.check_expect_hash(getattr(request, "expect_hash", ""))
+            return common.stamp(self.answers, request, await self.dispatch(request, client, report))
         except HolsrvError as err:
             log.info("%s from %s: %s: %s", type(request).__name__, client, err.code, err)
             return m.ErrorReply(err.code, str(err), err.detail)
@@ -459,6 +461,10 @@ class Daemon:
                 return await control.restart(ctx, request, client)
             case m.Stop():
                 return await control.stop(ctx, request)
+            case m.Search():
+                return await search.search(ctx, request, client)
+            case m.Holmake():
+                return await holmake.holmake(ctx, request, client, report)
             case m.Status():
                 return self.status()
             case m.Shutdown():
