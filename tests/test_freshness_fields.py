@@ -86,3 +86,12 @@ def test_an_expected_hash_that_is_no_hash_is_refused(daemon, write_script, bad):
     path = write_script(GOOD_SCRIPT)
     with pytest.raises(errors.BadRequest, match="is not a content hash"):
         daemon.call(m.Hover(str(path), 5, 3, expect_hash=bad))
+
+
+def test_an_answer_before_the_file_settled_says_it_is_not_settled(daemon, write_script):
+    path = write_script(GOOD_SCRIPT.replace("gen_tac >> simp[]", "gen_tac >> LOOP_TAC"))
+    reply = daemon.call(m.Diagnostics(str(path), wait=0.0))
+    assert not reply.complete
+    assert reply.freshness is not None and not reply.freshness.settled
+    symbols = daemon.call(m.DocumentSymbol(str(path)))
+    assert symbols.freshness is not None and symbols.freshness.content_hash == reply.content_hash

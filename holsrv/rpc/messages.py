@@ -356,8 +356,9 @@ class SessionStatus(Struct):
     last_verdict: str = ""
 
 
-class Freshness(Struct):
-    """How fresh a file's answer is: every file-scoped reply carries one."""
+class Freshness(Struct, omit_defaults=False):
+    """How fresh a file's answer is: every file-scoped reply carries one, every field sent
+    (a structured reader should not have to know the defaults)."""
 
     content_hash: str  # of the text the answer is about
     # False: the file was still compiling or checking; asking again may say more.
