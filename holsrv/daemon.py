@@ -424,7 +424,7 @@ class Daemon:
         try:
             limits.check_request(request)
             common.check_expect_hash(getattr(request, "expect_hash", ""))
-            return common.stamp(self.answers, request, await self.dispatch(request, client, report))
+            return await common.stamp(self.answers, request, await self.dispatch(request, client, report))
         except HolsrvError as err:
             log.info("%s from %s: %s: %s", type(request).__name__, client, err.code, err)
             return m.ErrorReply(err.code, str(err), err.detail)

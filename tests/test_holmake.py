@@ -147,6 +147,18 @@ def _processes_in(directory: Path) -> list[int]:
     return found
 
 
+def test_a_daemon_shutting_down_kills_a_running_holmake_and_tells_its_caller(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    os.mkfifo(path.parent / "holmake.gate")
+    build = Follower(daemon, m.Holmake(str(path), progress=True))
+    build.wait_for("waiting at the gate")
+    assert _processes_in(path.parent), "the fake Holmake should be running"
+    daemon.stop()
+    with pytest.raises(errors.DaemonStopping):
+        build.result()
+    assert _processes_in(path.parent) == [], "the daemon stopped but its Holmake runs on"
+
+
 @pytest.mark.parametrize("target", ["-k", "a b", "../x;rm"])
 def test_a_target_that_is_not_a_plain_name_is_refused(daemon, write_script, target):
     path = write_script(GOOD_SCRIPT)

@@ -132,7 +132,7 @@ def check_expect_hash(expect_hash: str) -> None:
         )
 
 
-def freshness(
+async def freshness(
     ctx: Context, file: str, about: str, *, settled: bool, age_s: float = 0.0, expect_hash: str = ""
 ) -> m.Freshness:
     """How fresh an answer about `file`'s content `about` is: settled, age, and why it may be stale.
@@ -143,7 +143,7 @@ def freshness(
     """
     reasons: list[str] = []
     try:
-        now = ctx.scripts.read(file)  # one stat when the file is unchanged
+        now = await read(ctx, file)  # one stat when the file is unchanged
     except HolsrvError as err:
         now = None
         reasons.append(f"file changed since: it can no longer be read ({err})")
@@ -165,7 +165,7 @@ def freshness(
     )
 
 
-def stamp(ctx: Context, request: m.Request, reply: m.Reply) -> m.Reply:
+async def stamp(ctx: Context, request: m.Request, reply: m.Reply) -> m.Reply:
     """`reply` with its `freshness` filled in, if it is an answer about a file; else as it is.
 
     Called once per answer, by the daemon, after the answer is computed: an
@@ -179,9 +179,9 @@ def stamp(ctx: Context, request: m.Request, reply: m.Reply) -> m.Reply:
         with contextlib.suppress(HolsrvError):
             about = ctx.scripts.read(request.file).hash
     age = reply.freshness.age_s if reply.freshness is not None else 0.0
-    # A copy: the reply may be the very object the cache holds.
-    return replace(reply, freshness=freshness(ctx, request.file, about, settled=_settled(reply, session),
-                                              age_s=age, expect_hash=getattr(request, "expect_hash", "")))
+    fresh = await freshness(ctx, request.file, about, settled=_settled(reply, session), age_s=age,
+                            expect_hash=getattr(request, "expect_hash", ""))
+    return replace(reply, freshness=fresh)  # a copy: the reply may be the very object the cache holds
 
 
 def _settled(reply: m.Reply, session: Session | None) -> bool:
