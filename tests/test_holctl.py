@@ -102,7 +102,8 @@ def _status(request, n):
         (("search", "f.sml", "'list' \"APP\"", "--limit", "5"), messages.Search("{f}", "'list' \"APP\"", limit=5)),
         (("holmake", "f.sml"), messages.Holmake("{f}")),
         (("holmake", "f.sml", "fTheory.uo", "-j", "3"), messages.Holmake("{f}", "fTheory.uo", jobs=3)),
-        (("--expect-hash", "0123abcd", "hover", "f.sml", "1", "2"), messages.Hover("{f}", 1, 2, expect_hash="0123abcd")),
+        (("--expect-hash", "0123abcd", "hover", "f.sml", "1", "2"),
+         messages.Hover("{f}", 1, 2, expect_hash="0123abcd")),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, tuple) else None,
 )

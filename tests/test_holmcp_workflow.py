@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from conftest import GOOD_SCRIPT
 from mcp import Client
 
 from holmcp.server import build_server
+
+from conftest import GOOD_SCRIPT
 
 
 @pytest.mark.asyncio
