@@ -90,13 +90,13 @@ class Builds:
         """The runs in progress in any of `directories`."""
         return [b for d in directories if (b := self.running.get(d)) is not None]
 
-    def start(self, directory: Path, command: list[str]) -> tuple[Build, bool]:
-        """The run in `directory`: the one in progress (joined: True), else a new one of `command`."""
+    def start(self, directory: Path, command: list[str], env: dict[str, str]) -> tuple[Build, bool]:
+        """The run in `directory`: the one in progress (joined: True), else a new one of `command` in `env`."""
         build = self.running.get(directory)
         if build is not None:
             return build, True
         build = Build(directory, command, self.clock(), deque(maxlen=self.tail_lines))
-        build.task = asyncio.create_task(self._run(build), name=f"holmake-{directory.name}")
+        build.task = asyncio.create_task(self._run(build, env), name=f"holmake-{directory.name}")
         self.running[directory] = build
         build.task.add_done_callback(lambda _: self._ended(build))
         return build, False
@@ -106,13 +106,13 @@ class Builds:
             del self.running[build.directory]
         build._wake()
 
-    async def _run(self, build: Build) -> Outcome:
+    async def _run(self, build: Build, env: dict[str, str]) -> Outcome:
         log.info("running %s in %s", " ".join(build.command), build.directory)
         try:
             proc = await asyncio.create_subprocess_exec(
                 *build.command, cwd=str(build.directory), stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True, preexec_fn=_die_with_parent, env=dict(os.environ),
+                start_new_session=True, preexec_fn=_die_with_parent, env=env,
             )
         except OSError as err:
             return Outcome(None, stopped=f"could not start {build.command[0]}: {err}")

@@ -8,6 +8,7 @@ outcome: success, or the theory that failed with the tail of its log
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -42,7 +43,10 @@ async def holmake(ctx: Context, req: m.Holmake, client: str, report: Report | No
     argv = command(ctx, req)
     if ctx.pool.closing:
         raise DaemonStopping("the daemon is shutting down, so it starts no Holmake; call again in a few seconds")
-    build, joined = ctx.pool.builds.start(path.parent, argv)
+    env = dict(os.environ)
+    if ctx.settings.extra_path:  # what the servers get, so Holmake finds the same tools
+        env["PATH"] = os.pathsep.join([*ctx.settings.extra_path, env.get("PATH", "")])
+    build, joined = ctx.pool.builds.start(path.parent, argv, env)
     assert build.task is not None
     shown = -1
     while not build.task.done():
