@@ -132,22 +132,20 @@ def check_expect_hash(expect_hash: str) -> None:
         )
 
 
-async def freshness(
-    ctx: Context, file: str, about: str, *, settled: bool, age_s: float = 0.0, expect_hash: str = ""
+def freshness(
+    ctx: Context, now: files.Script | HolsrvError, about: str, *, settled: bool, age_s: float = 0.0,
+    expect_hash: str = "",
 ) -> m.Freshness:
-    """How fresh an answer about `file`'s content `about` is: settled, age, and why it may be stale.
+    """How fresh an answer about content `about` of a file, which is `now` on disk, is.
 
     The staleness reasons come from the pool (`Pool.stale_reasons`), plus the
     file itself: changed on disk since the text answered about, or not the
     text the caller expected.
     """
     reasons: list[str] = []
-    try:
-        now = await read(ctx, file)  # one stat when the file is unchanged
-    except HolsrvError as err:
-        now = None
-        reasons.append(f"file changed since: it can no longer be read ({err})")
-    if now is not None:
+    if isinstance(now, HolsrvError):
+        reasons.append(f"file changed since: it can no longer be read ({now})")
+    else:
         if expect_hash and not now.hash.startswith(expect_hash):
             reasons.append(
                 f"file changed since: you expected content {expect_hash[:12]}, but the file now has "
@@ -173,13 +171,15 @@ async def stamp(ctx: Context, request: m.Request, reply: m.Reply) -> m.Reply:
     """
     if not hasattr(reply, "freshness") or not hasattr(request, "file"):
         return reply
-    session = ctx.pool.sessions.get(files.resolve(request.file))
-    about = getattr(reply, "content_hash", "")
-    if not about:
-        with contextlib.suppress(HolsrvError):
-            about = ctx.scripts.read(request.file).hash
+    now: files.Script | HolsrvError
+    try:
+        now = await read(ctx, request.file)  # one stat when the file is unchanged
+    except HolsrvError as err:
+        now = err
+    session = ctx.pool.sessions.get(now.path) if isinstance(now, files.Script) else None
+    about = getattr(reply, "content_hash", "") or (now.hash if isinstance(now, files.Script) else "")
     age = reply.freshness.age_s if reply.freshness is not None else 0.0
-    fresh = await freshness(ctx, request.file, about, settled=_settled(reply, session), age_s=age,
+    fresh = freshness(ctx, now, about, settled=_settled(reply, session), age_s=age,
                             expect_hash=getattr(request, "expect_hash", ""))
     return replace(reply, freshness=fresh)  # a copy: the reply may be the very object the cache holds
 
