@@ -415,7 +415,7 @@ def shutdown(target: Target, as_json: bool) -> None:
     Target(target.socket, autostart=False).ask(messages.Shutdown(), as_json)
 
 
-# -- search and holmake (issue 14) ---------------------------------------------
+# -- search and holmake ---------------------------------------------
 
 
 @cli.command("search", epilog=EXIT_CODES)

@@ -381,7 +381,7 @@ def _indented(text: str, prefix: str = "    ") -> list[str]:
     return [prefix + line for line in text.splitlines()]
 
 
-# -- search, holmake, freshness (issue 14) ---------------------------------
+# -- search, holmake, freshness ---------------------------------
 
 
 def _search(reply: SearchResult) -> list[str]:

@@ -107,7 +107,7 @@ class Settings:
     frame_timeout_s: float = 10.0
     send_timeout_s: float = 10.0
     frame_budget_mb: int = 64
-    # Holmake (issue 14): the executable (None: beside `hol`, else $HOLDIR/bin,
+    # Holmake: the executable (None: beside `hol`, else $HOLDIR/bin,
     # else PATH), how long one run may take before its process group is
     # killed, its -j (0: Holmake's own default), and lines of log kept.
     holmake_bin: str | None = None

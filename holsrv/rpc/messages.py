@@ -172,7 +172,7 @@ class Shutdown(RequestBase, tag="shutdown"):
     pass
 
 
-# -- search and holmake (issue 14) -------------------------------------------
+# -- search and holmake -------------------------------------------
 
 
 class Search(RequestBase, tag="search"):
@@ -570,7 +570,7 @@ class ErrorReply(ReplyBase, tag="error"):
     detail: str = ""
 
 
-# -- search and holmake replies (issue 14) -----------------------------------
+# -- search and holmake replies -----------------------------------
 
 
 class SearchMatch(Struct):
