@@ -109,11 +109,13 @@ class LiveLine:
 class Target:
     """Where to send requests: the group's options, shared by every command."""
 
-    def __init__(self, socket: Path | None, autostart: bool, progress: bool | None = None) -> None:
+    def __init__(self, socket: Path | None, autostart: bool, progress: bool | None = None,
+                 expect_hash: str = "") -> None:
         self.socket = socket
         self.autostart = autostart
         # None: show progress when stderr is a terminal.
         self.progress = progress
+        self.expect_hash = expect_hash  # put on every request that takes one
 
     def ask(self, request: messages.Request, as_json: bool) -> None:
         """Send `request`, print its reply; a daemon error becomes a CallFailed.
@@ -124,8 +126,10 @@ class Target:
         to stderr too, so stdout stays the answer alone.
         """
         live = self._live_line(request, as_json)
-        if live is not None and isinstance(request, messages.Diagnostics | messages.GoalState):
+        if live is not None and isinstance(request, _FOLLOWED):
             request = msgspec.structs.replace(request, progress=True)
+        if self.expect_hash and hasattr(request, "expect_hash"):
+            request = msgspec.structs.replace(request, expect_hash=self.expect_hash)
         try:
             with client.connect(self.socket, name="holctl", autostart=self.autostart) as conn:
                 try:
@@ -150,10 +154,14 @@ class Target:
             click.echo(render(reply))
 
     def _live_line(self, request: messages.Request, as_json: bool) -> LiveLine | None:
-        if as_json or not isinstance(request, messages.Diagnostics | messages.GoalState):
+        if as_json or not isinstance(request, _FOLLOWED):
             return None
         wanted = sys.stderr.isatty() if self.progress is None else self.progress
         return LiveLine(sys.stderr) if wanted else None
+
+
+# Requests whose progress holctl shows as live lines.
+_FOLLOWED = (messages.Diagnostics, messages.GoalState, messages.Holmake)
 
 
 def absolute(file: str) -> str:
@@ -232,15 +240,20 @@ def lookup_wait(wait: float | None, no_wait: bool) -> float | None:
     default=None,
     help="Show what diagnostics and goalState wait for, on stderr. Default: when stderr is a terminal.",
 )
+@click.option(
+    "--expect-hash",
+    default="",
+    help="The content hash (8+ hex digits) an earlier answer gave: if FILE changed since, the answer says so.",
+)
 @click.version_option(__version__, prog_name="holctl")
 @click.pass_context
-def cli(ctx: click.Context, socket: Path | None, no_start: bool, progress: bool | None) -> None:
+def cli(ctx: click.Context, socket: Path | None, no_start: bool, progress: bool | None, expect_hash: str) -> None:
     """Ask the holsrv daemon about a HOL4 script.
 
     LINE and COLUMN are 1-based; COLUMN counts Unicode characters. FILE may be
     relative to the current directory. A daemon is started if none runs.
     """
-    ctx.obj = Target(socket, autostart=not no_start, progress=progress)
+    ctx.obj = Target(socket, autostart=not no_start, progress=progress, expect_hash=expect_hash)
 
 
 def _with_wait(request_type, wait: float | None, **fields):
@@ -400,6 +413,41 @@ def shutdown(target: Target, as_json: bool) -> None:
     """Stop every HOL server and the daemon. Never starts a daemon."""
     # Starting a daemon only to stop it would be silly.
     Target(target.socket, autostart=False).ask(messages.Shutdown(), as_json)
+
+
+# -- search and holmake ---------------------------------------------
+
+
+@cli.command("search", epilog=EXIT_CODES)
+@file_argument
+@click.argument("query")
+@click.option("--limit", type=click.IntRange(min=1, max=200), default=20, show_default=True, help="Matches per page.")
+@click.option("--page", type=click.IntRange(min=1), default=1, show_default=True, help="Which page (1-based).")
+@with_lookup_wait
+@json_option
+@click.pass_obj
+def search(
+    target: Target, file: str, query: str, limit: int, page: int, wait: float | None, no_wait: bool, as_json: bool
+) -> None:
+    """Search the theorems FILE's HOL has loaded: QUERY is "name fragments", 'theories' and a term pattern.
+
+    E.g. holctl search fooScript.sml "'arithmetic' x + y = y + x".
+    """
+    request = messages.Search(file=absolute(file), query=query, limit=limit, page=page,
+                              wait=lookup_wait(wait, no_wait))
+    target.ask(request, as_json)
+
+
+@cli.command("holmake", epilog=EXIT_CODES)
+@file_argument
+@click.argument("make_target", metavar="[TARGET]", required=False, default="")
+@click.option("-j", "--jobs", type=click.IntRange(min=0, max=256), default=0,
+              help="Holmake's -j (default: the daemon's holmake_jobs setting).")
+@json_option
+@click.pass_obj
+def holmake(target: Target, file: str, make_target: str, jobs: int, as_json: bool) -> None:
+    """Run Holmake in FILE's directory with the servers' HOL; print success or the failing theory's log tail."""
+    target.ask(messages.Holmake(file=absolute(file), target=make_target, jobs=jobs), as_json)
 
 
 def main() -> None:

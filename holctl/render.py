@@ -19,8 +19,10 @@ from holsrv.rpc.messages import (
     DocumentSymbolResult,
     ErrorReply,
     EvalResult,
+    Freshness,
     Goal,
     GoalStateResult,
+    HolmakeResult,
     HoverResult,
     Location,
     Progress,
@@ -31,6 +33,7 @@ from holsrv.rpc.messages import (
     RestartResult,
     Result,
     RetryCompileResult,
+    SearchResult,
     ServerNote,
     SessionStatus,
     SettingSource,
@@ -93,9 +96,13 @@ def _result_lines(reply: Result) -> list[str]:
             lines = [reply.message]
         case StatusResult():
             lines = _status(reply)
+        case SearchResult():
+            lines = [*_search(reply), *_noted(reply.note), *_server_lines(reply.server)]
+        case HolmakeResult():
+            lines = _holmake(reply)
         case _:
             assert_never(reply)
-    return lines
+    return lines + _freshness(reply)
 
 
 def _progress(reply: Progress) -> str:
@@ -372,3 +379,48 @@ def _range(r: Range) -> str:
 
 def _indented(text: str, prefix: str = "    ") -> list[str]:
     return [prefix + line for line in text.splitlines()]
+
+
+# -- search, holmake, freshness ---------------------------------
+
+
+def _search(reply: SearchResult) -> list[str]:
+    if not reply.hits:
+        return [reply.message or f"nothing matches {reply.query!r}"]
+    lines = []
+    for h in reply.hits:
+        where = f"{h.path}:{h.line}" if h.path and h.line else h.path
+        place = ", ".join(filter(None, [h.kind, h.theory, where]))
+        lines.append(f"{h.name}: {h.statement}  ({place})")
+    if reply.more or reply.page > 1:
+        lines.append(f"page {reply.page}: {len(reply.hits)} of {reply.total} matches"
+                     + (f"; {reply.more} more: ask for page {reply.page + 1}" if reply.more else "; the last page"))
+    if reply.capped:
+        lines.append("HOL stopped at the daemon's cap, so there may be more: narrow the query")
+    return lines
+
+
+def _holmake(reply: HolmakeResult) -> list[str]:
+    lines = [("OK: " if reply.ok else "FAILED: ") + reply.message]
+    if reply.failed:
+        lines.append(f"failed: {reply.failed}")
+    if reply.log_tail:
+        lines += ["log tail:", *_indented(reply.log_tail)]
+    return lines
+
+
+# Answers whose own text does not already say that they may still change.
+_SILENT_WHEN_UNSETTLED = (ReferencesResult, DocumentSymbolResult, EvalResult, RetryCompileResult)
+
+
+def _freshness(reply: Result) -> list[str]:
+    """A line only when the answer may be stale or is not settled: most answers need none."""
+    fresh: Freshness | None = getattr(reply, "freshness", None)
+    if fresh is None:
+        return []
+    lines = [f"MAY BE STALE: {reason}" for reason in fresh.reasons]
+    if not fresh.settled and isinstance(reply, _SILENT_WHEN_UNSETTLED):
+        lines.append("not settled: the file is still compiling, so this may change; ask again")
+    if fresh.age_s >= 60 and lines:
+        lines.append(f"(answer computed {duration(fresh.age_s)} ago)")
+    return lines

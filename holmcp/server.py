@@ -36,7 +36,7 @@ INSTRUCTIONS = """\
 HOL4 proof scripts, checked by warm HOL servers that the holsrv daemon keeps. \
 The loop: edit the file with your own tools, call diagnostics, then goalState at \
 a line inside the failing proof, edit, repeat. INCOMPLETE means still checking: \
-call diagnostics again. After rebuilding a dependency (Holmake), call restart. \
+call diagnostics again. After rebuilding a dependency (holmake), call restart. \
 Lines and columns are 1-based; columns count characters. A failed proof is an \
 answer; a tool error names its code and what to do."""
 
@@ -49,6 +49,10 @@ Column = Annotated[int, Field(ge=1, description="1-based column, counting charac
 LookupWait = Annotated[
     float | None,
     Field(ge=0, description="Seconds to wait for start and compile; 0: answer now. Default 25."),
+]
+
+ExpectHash = Annotated[
+    str, Field(description="Hash from an earlier answer; the answer says if the file changed since.")
 ]
 
 # Where an answer about the daemon's own text could leave an agent guessing:
@@ -88,6 +92,7 @@ class Tools:
             Field(ge=0, description="Seconds to wait for compiling and checking; then INCOMPLETE with what "
                   "is known (nothing is cancelled)."),
         ] = _default(messages.Diagnostics, "wait"),
+        expect_hash: ExpectHash = "",
     ) -> CallToolResult:
         """Check a HOL4 script: compile it and replay every proof; call it after each edit (it re-reads
         the file). Verdict: OK only if Holmake would build it; else FAILED (a proof fails), ERRORS (does
@@ -96,7 +101,7 @@ class Tools:
         SLOW or LOOPING proof is named: edit it). Lists unproved proofs and messages at line:column.
         REBUILT: call restart. Next: goalState inside the failing proof.
         """
-        request = messages.Diagnostics(file=self._path(file), wait=wait, progress=True)
+        request = messages.Diagnostics(file=self._path(file), wait=wait, progress=True, expect_hash=expect_hash)
         return await self._ask(ctx, request)
 
     async def goalState(
@@ -112,13 +117,15 @@ class Tools:
             float,
             Field(ge=0, description="Seconds to wait for the compile to reach the line."),
         ] = _default(messages.GoalState, "wait"),
+        expect_hash: ExpectHash = "",
     ) -> CallToolResult:
         """Show the goals in a proof (Proof...QED): at a column, before the tactic there (on the QED
         line: what is left); without one, before the line's first tactic and after its last, to see
         what the line did. `state`: goals, proved_here (none left), failed (the tactic fails: error,
         range), not_in_proof, compiling or starting (call again), blocked.
         """
-        request = messages.GoalState(file=self._path(file), line=line, column=column, wait=wait, progress=True)
+        request = messages.GoalState(file=self._path(file), line=line, column=column, wait=wait, progress=True,
+                                     expect_hash=expect_hash)
         return await self._ask(ctx, request)
 
     async def hover(
@@ -233,6 +240,36 @@ class Tools:
         """
         return await self._ask(ctx, messages.Status())
 
+    async def search(
+        self,
+        ctx: Context,
+        file: File,
+        query: Annotated[str, Field(description='E.g. \'arithmetic\' "ADD" x + y = y + x')],
+        limit: Annotated[int, Field(ge=1, le=200, description="Matches per page.")] = _default(
+            messages.Search, "limit"
+        ),
+        page: Annotated[int, Field(ge=1, description="1-based page.")] = 1,
+        expect_hash: ExpectHash = "",
+    ) -> CallToolResult:
+        """Search the theorems the script's HOL has loaded: "name fragment" in double quotes, 'theory'
+        in single quotes, anything else a term pattern (variables match any term); each narrows. Gives
+        name, kind, theory, statement, place, a page at a time; an empty answer says why and what to relax.
+        """
+        request = messages.Search(file=self._path(file), query=query, limit=limit, page=page, expect_hash=expect_hash)
+        return await self._ask(ctx, request)
+
+    async def holmake(
+        self,
+        ctx: Context,
+        file: File,
+        target: Annotated[str, Field(description="Holmake target, e.g. fooTheory.uo; omit for the default.")] = "",
+    ) -> CallToolResult:
+        """Run Holmake in the script's directory with the servers' HOL, to build the theories it
+        depends on. Returns success, or the failing theory with its log's tail. One run per directory:
+        a second call joins it. Then diagnostics.
+        """
+        return await self._ask(ctx, messages.Holmake(file=self._path(file), target=target, progress=True))
+
     async def _ask(self, ctx: Context, request: messages.Request) -> CallToolResult:
         relay = ProgressRelay(ctx.report_progress)
         try:
@@ -314,6 +351,9 @@ TOOLS: dict[str, ToolAnnotations] = {
     "restart": _hints(read_only=False, destructive=True, idempotent=False),
     "stop": _hints(read_only=False, destructive=True),
     "status": ASKS,
+    "search": ASKS,
+    # Writes build products (.hol/objs, .hol/logs) in the script's directory; never the scripts.
+    "holmake": _hints(read_only=False),
 }
 # Every tool returns its reply struct as structured content (the shape
 # `holctl --json` prints), but only these two publish an output schema: their

@@ -8,14 +8,17 @@ never served twice.
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 
 class AnswerCache:
-    def __init__(self, max_entries: int) -> None:
+    def __init__(self, max_entries: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.max_entries = max_entries
         self._entries: OrderedDict[Hashable, object] = OrderedDict()
+        self.clock = clock
+        self._born: dict[Hashable, float] = {}  # when each entry was put: a cached answer's age
         self.hits = 0
         self.misses = 0
 
@@ -30,6 +33,13 @@ class AnswerCache:
 
     def put(self, key: Hashable, value: object) -> None:
         self._entries[key] = value
+        self._born[key] = self.clock()
         self._entries.move_to_end(key)
         while len(self._entries) > self.max_entries:
-            self._entries.popitem(last=False)
+            old, _ = self._entries.popitem(last=False)
+            self._born.pop(old, None)
+
+    def age(self, key: Hashable) -> float:
+        """Seconds since `key`'s answer was computed and put here (0 if it is not here)."""
+        born = self._born.get(key)
+        return max(0.0, self.clock() - born) if born is not None else 0.0

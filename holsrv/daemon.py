@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from holsrv import __version__
-from holsrv.answers import control, diagnostics, goals, lookups
+from holsrv.answers import common, control, diagnostics, goals, holmake, lookups, search
 from holsrv.answers.common import Context, Report
 from holsrv.cache import AnswerCache
 from holsrv.errors import (
@@ -411,6 +411,7 @@ class Daemon:
             lookup_wait_s=self.settings.lookup_wait_s,
             start_wait_s=self.settings.start_wait_s,
             settings_warnings=self._differences(hello.settings),
+            holmake_timeout_s=self.settings.holmake_timeout_s,
         ))
         return hello.client
 
@@ -508,7 +509,8 @@ class Daemon:
     async def _answer(self, request: m.Request, client: str, report: Report | None = None) -> m.Reply:
         try:
             limits.check_request(request)
-            return await self.dispatch(request, client, report)
+            common.check_expect_hash(getattr(request, "expect_hash", ""))
+            return await common.stamp(self.answers, request, await self.dispatch(request, client, report))
         except HolsrvError as err:
             log.info("%s from %s: %s: %s", type(request).__name__, client, err.code, err)
             return m.ErrorReply(err.code, str(err), err.detail)
@@ -545,6 +547,10 @@ class Daemon:
                 return await control.restart(ctx, request, client)
             case m.Stop():
                 return await control.stop(ctx, request)
+            case m.Search():
+                return await search.search(ctx, request, client)
+            case m.Holmake():
+                return await holmake.holmake(ctx, request, client, report)
             case m.Status():
                 return self.status()
             case m.Shutdown():

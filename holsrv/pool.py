@@ -23,7 +23,7 @@ from pathlib import Path
 
 import psutil
 
-from holsrv import files, looping, process
+from holsrv import ancestors, builds, files, looping, process
 from holsrv.errors import DaemonStopping, HolsrvError, MemoryBudget, ServerBusy, ServerDied
 from holsrv.files import content_hash
 from holsrv.rpc import paths
@@ -75,6 +75,7 @@ class Pool:
         self._stopping: dict[asyncio.Task, Session] = {}  # evictions in progress
         self._record = paths.servers_record(settings.socket)
         self.closing = False  # the daemon is shutting down: no new servers
+        self.builds = builds.Builds(settings.holmake_timeout_s, settings.holmake_tail_lines, clock)
 
     # -- leases ----------------------------------------------------------------
 
@@ -304,6 +305,29 @@ class Pool:
             await self._running(path)
         return old_pid
 
+    def stale_reasons(self, path: Path, text: str) -> list[str]:
+        """Why answers about the script `path` (whose text is now `text`) may be stale, one sentence each.
+
+        The one place that knows every such reason: an ancestor rebuilt after
+        the file's server loaded it, a Holmake running where its theories are built.
+        """
+        reasons = []
+        session = self.sessions.get(path)
+        if session is not None and session.alive:
+            rebuilt = session.ancestors.rebuilt(ancestors.built_times(text, path.parent))
+            if rebuilt:
+                reasons.append(
+                    f"dependency rebuilt: {', '.join(rebuilt)} changed after this HOL server loaded it, and HOL "
+                    "never reloads a theory; call restart to use the new build"
+                )
+        if self.builds.running:  # the Holmakefile is read only while some Holmake runs
+            for build in self.builds.running_in(ancestors.include_dirs(path.parent)):
+                reasons.append(
+                    f"Holmake running in {build.directory} (for {self.clock() - build.started:.0f}s): theories "
+                    "this file loads may change under it; ask again when it has finished"
+                )
+        return reasons
+
     def restarts(self, path: Path) -> int:
         history = self._history.get(path)
         return history.restarts if history else 0
@@ -355,6 +379,7 @@ class Pool:
         self.closing = True
         for task in self._tasks:
             task.cancel()
+        await self.builds.close()
         sessions = [*self.sessions.values(), *self._stopping.values()]
         if budget_s is not None:
             for session in sessions:

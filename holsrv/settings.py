@@ -7,6 +7,7 @@ environment, so tests build a `Settings` and pass it in.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -109,6 +110,13 @@ class Settings:
     frame_timeout_s: float = 10.0
     send_timeout_s: float = 10.0
     frame_budget_mb: int = 64
+    # Holmake: the executable (None: beside `hol`, else $HOLDIR/bin,
+    # else PATH), how long one run may take before its process group is
+    # killed, its -j (0: Holmake's own default), and lines of log kept.
+    holmake_bin: str | None = None
+    holmake_timeout_s: float = 1800.0
+    holmake_jobs: int = 0
+    holmake_tail_lines: int = 40
     # Where each value not from a default came from ("environment HOLSRV_X",
     # "flag --x"); filled by `from_env`.
     sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False, repr=False)
@@ -188,6 +196,31 @@ class Settings:
             "cannot find HOL4: tried " + "; ".join(tried) + ". Set HOL_BIN to the `hol` "
             "executable, or HOLDIR to the HOL4 tree, or put HOL's bin/ on PATH, then restart "
             "the daemon (holctl shutdown)."
+        )
+
+
+    def holmake_command(self, environ: dict[str, str] | None = None) -> str:
+        """Holmake of the same HOL as the servers: holmake_bin, else beside `hol`, else $HOLDIR/bin, else PATH."""
+        env = os.environ if environ is None else environ
+        if self.holmake_bin:
+            if os.access(self.holmake_bin, os.X_OK) and Path(self.holmake_bin).is_file():
+                return self.holmake_bin
+            raise HolNotFound(f"HOLSRV_HOLMAKE_BIN={self.holmake_bin} is not an executable file: fix or unset it")
+        candidates = []
+        with contextlib.suppress(HolNotFound):
+            hol = self.hol_command(environ)
+            candidates += [Path(hol).parent / "Holmake", Path(os.path.realpath(hol)).parent / "Holmake"]
+        if env.get("HOLDIR"):
+            candidates.append(Path(env["HOLDIR"]) / "bin" / "Holmake")
+        for candidate in candidates:
+            if os.access(candidate, os.X_OK) and candidate.is_file():
+                return str(candidate)
+        found = shutil.which("Holmake", path=os.pathsep.join([*self.extra_path, env.get("PATH", "")]))
+        if found:
+            return found
+        raise HolNotFound(
+            "cannot find Holmake: looked beside the `hol` the servers use, in $HOLDIR/bin and on PATH. "
+            "Set HOLSRV_HOLMAKE_BIN (or HOLDIR) and restart the daemon (holctl shutdown)."
         )
 
 

@@ -99,6 +99,11 @@ def _status(request, n):
         (("goalState", "f.sml", "9", "2", "--wait", "3"), messages.GoalState("{f}", 9, 2, wait=3.0)),
         (("eval", "f.sml", "1;"), messages.Eval("{f}", "1;", timeout=120.0)),
         (("stop", "f.sml"), messages.Stop("{f}")),
+        (("search", "f.sml", "'list' \"APP\"", "--limit", "5"), messages.Search("{f}", "'list' \"APP\"", limit=5)),
+        (("holmake", "f.sml"), messages.Holmake("{f}")),
+        (("holmake", "f.sml", "fTheory.uo", "-j", "3"), messages.Holmake("{f}", "fTheory.uo", jobs=3)),
+        (("--expect-hash", "0123abcd", "hover", "f.sml", "1", "2"),
+         messages.Hover("{f}", 1, 2, expect_hash="0123abcd")),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, tuple) else None,
 )
@@ -309,3 +314,15 @@ def test_json_output_of_an_error_is_the_error_reply_on_stdout(daemon, tmp_path):
     assert result.exit_code == 3
     reply = json.loads(result.stdout)
     assert reply["type"] == "error" and reply["code"] == "file_not_found"
+
+
+def test_holmake_progress_is_live_lines_on_stderr(short_tmp, tmp_path):
+    def script(request, n):
+        frames = [messages.Progress("Holmake: demoTheory  OK", 3)] if request.progress else []
+        return [*frames, messages.HolmakeResult(request.file, "/d", True, "Holmake built /d in 1.0s.")]
+
+    with FakeDaemon(short_tmp / "fake.sock", script).threaded() as fake:
+        shown = run("--socket", str(fake.socket), "--progress", "holmake", str(tmp_path / "fooScript.sml"))
+    assert shown.exit_code == 0, shown.output
+    assert shown.stderr == "… Holmake: demoTheory  OK\n"
+    assert shown.stdout == "OK: Holmake built /d in 1.0s.\n"

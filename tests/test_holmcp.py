@@ -30,8 +30,8 @@ TOOLS = {request.__struct_config__.tag for request in typing.get_args(messages.R
 # The reference tool's parameter names, which agents and skills written for it use.
 POSITION = {"file", "line", "column", "wait"}
 PARAMETERS = {
-    "diagnostics": {"file", "wait"},
-    "goalState": POSITION,
+    "diagnostics": {"file", "wait", "expect_hash"},
+    "goalState": POSITION | {"expect_hash"},
     "hover": POSITION,
     "definition": POSITION,
     "references": POSITION,
@@ -43,11 +43,14 @@ PARAMETERS = {
     "restart": {"file", "max_heap_mb"},
     "stop": {"file"},
     "status": set(),
+    "search": {"file", "query", "limit", "page", "expect_hash"},
+    "holmake": {"file", "target"},
 }
 READ_ONLY = {"diagnostics", "goalState", "hover", "definition", "references", "completion", "documentSymbol",
-             "workspaceSymbol", "status"}
-# What an agent host pays for the tool list in every context, in characters.
-MAX_TOOL_LIST_CHARS = 12_000
+             "workspaceSymbol", "status", "search"}
+# What an agent host pays for the tool list in every context, in characters
+# (12 000 until search and holmake came, with expect_hash).
+MAX_TOOL_LIST_CHARS = 14_000
 
 
 async def listed(server):

@@ -49,6 +49,8 @@ REQUESTS: dict[type, st.SearchStrategy] = {
     m.Stop: st.builds(m.Stop, files),
     m.Status: st.just(m.Status()),
     m.Shutdown: st.just(m.Shutdown()),
+    m.Search: st.builds(m.Search, files, texts, lines, lines, optional_wait, texts),
+    m.Holmake: st.builds(m.Holmake, files, texts, lines, st.booleans()),
 }
 requests = st.one_of(*REQUESTS.values())
 

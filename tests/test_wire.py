@@ -138,6 +138,7 @@ def test_every_request_round_trips_through_a_frame():
         m.Hover(f, 1, 2, wait=0.0), m.Definition(f, 3, 4), m.References(f, 5, 6), m.Completion(f, 7, 8),
         m.DocumentSymbol(f, wait=3.0), m.WorkspaceSymbol(f, "ADD_", limit=5, page=2), m.Eval(f, "1 + 1;", timeout=2.0),
         m.RetryCompile(f), m.Restart(f, max_heap_mb=0), m.Stop(f), m.Status(), m.Shutdown(),
+        m.Search(f, "'arithmetic' x + y", limit=3, page=2, expect_hash="0123abcd"), m.Holmake(f, "aTheory.uo", jobs=2),
     ]
     assert {type(r) for r in requests} == set(typing.get_args(m.Request)), "a request type is not covered"
     for request in requests:
@@ -425,3 +426,10 @@ def test_the_async_client_reconnects_to_a_daemon_restarted_on_the_same_socket(da
     before, after = asyncio.run(main())
     assert before.verdict == after.verdict == "FAILED"
     assert after.server.start == "started" and after.server.pid != before.server.pid
+
+
+def test_a_holmake_reply_is_awaited_as_long_as_the_daemon_lets_holmake_run():
+    welcome = m.Welcome(1, "v", 1, holmake_timeout_s=600.0)
+    assert client.reply_timeout(m.Holmake("/f"), welcome) == 600.0 + client.REPLY_MARGIN_S
+    older = m.Welcome(1, "v", 1)  # says nothing of its Holmake limit
+    assert client.reply_timeout(m.Holmake("/f"), older) == client.FALLBACK_HOLMAKE_TIMEOUT_S + client.REPLY_MARGIN_S

@@ -16,7 +16,7 @@ import msgspec
 
 from holsrv import files, textinfo
 from holsrv.cache import AnswerCache
-from holsrv.errors import Starting
+from holsrv.errors import BadRequest, HolsrvError, Starting
 from holsrv.pool import Lease, Pool
 from holsrv.rpc import messages as m
 from holsrv.session import Session
@@ -128,3 +128,84 @@ def blocked_message(session: Session) -> str:
         f"The file is blocked: {blocked.get('message', 'its dependencies could not be loaded')}. "
         "Build what is missing (Holmake), then call retryCompile."
     )
+
+
+# -- freshness: one function for every file-scoped answer ---------------------
+
+# At least this many characters of a hash make a usable `expect_hash` (answers show 12).
+MIN_EXPECT_CHARS = 8
+_HEX = frozenset("0123456789abcdef")
+
+
+def check_expect_hash(expect_hash: str) -> None:
+    """BadRequest unless `expect_hash` is "" or the start of a content hash."""
+    if expect_hash and (len(expect_hash) < MIN_EXPECT_CHARS or not set(expect_hash) <= _HEX):
+        raise BadRequest(
+            f"expect_hash {expect_hash[:40]!r} is not a content hash: pass the hash an earlier answer "
+            f"gave (`about file content …`, {MIN_EXPECT_CHARS} or more of its hex digits), or leave it out"
+        )
+
+
+def freshness(
+    ctx: Context, now: files.Script | HolsrvError, about: str, *, settled: bool, age_s: float = 0.0,
+    expect_hash: str = "",
+) -> m.Freshness:
+    """How fresh an answer about content `about` of a file, which is `now` on disk, is.
+
+    The staleness reasons come from the pool (`Pool.stale_reasons`), plus the
+    file itself: changed on disk since the text answered about, or not the
+    text the caller expected.
+    """
+    reasons: list[str] = []
+    if isinstance(now, HolsrvError):
+        reasons.append(f"file changed since: it can no longer be read ({now})")
+    else:
+        if expect_hash and not now.hash.startswith(expect_hash):
+            reasons.append(
+                f"file changed since: you expected content {expect_hash[:12]}, but the file now has "
+                f"{now.hash[:12]}; this answer is about {about[:12]}"
+            )
+        elif about and now.hash != about:
+            reasons.append(
+                f"file changed since: this answer is about content {about[:12]}, the file now has "
+                f"{now.hash[:12]}; ask again for the new text"
+            )
+        reasons += ctx.pool.stale_reasons(now.path, now.text)
+    return m.Freshness(
+        content_hash=about, settled=settled, age_s=round(age_s, 2), may_be_stale=bool(reasons),
+        reasons=reasons, expected_hash=expect_hash,
+    )
+
+
+async def stamp(ctx: Context, request: m.Request, reply: m.Reply) -> m.Reply:
+    """`reply` with its `freshness` filled in, if it is an answer about a file; else as it is.
+
+    Called once per answer, by the daemon, after the answer is computed: an
+    age already set (a cached answer's) is kept.
+    """
+    if not hasattr(reply, "freshness") or not hasattr(request, "file"):
+        return reply
+    now: files.Script | HolsrvError
+    try:
+        now = await read(ctx, request.file)  # one stat when the file is unchanged
+    except HolsrvError as err:
+        now = err
+    session = ctx.pool.sessions.get(now.path) if isinstance(now, files.Script) else None
+    about = getattr(reply, "content_hash", "") or (now.hash if isinstance(now, files.Script) else "")
+    age = reply.freshness.age_s if reply.freshness is not None else 0.0
+    fresh = freshness(ctx, now, about, settled=_settled(reply, session), age_s=age,
+                            expect_hash=getattr(request, "expect_hash", ""))
+    return replace(reply, freshness=fresh)  # a copy: the reply may be the very object the cache holds
+
+
+def _settled(reply: m.Reply, session: Session | None) -> bool:
+    """Whether asking again (with nothing changed) could say more."""
+    match reply:
+        case m.DiagnosticsResult():
+            return reply.complete
+        case m.GoalStateResult():
+            return not reply.provisional and reply.state not in ("compiling", "starting")
+        case m.HoverResult() | m.DefinitionResult() | m.CompletionResult() | m.WorkspaceSymbolResult() \
+                | m.SearchResult():
+            return not reply.note
+    return session is not None and not session.starting and session.phase != "compiling"

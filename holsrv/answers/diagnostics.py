@@ -21,9 +21,11 @@ async def answer(ctx: Context, req: m.Diagnostics, client: str, report: Report |
         session = lease.session
         built = ancestors.built_times(src.text, src.path.parent)
         rebuilt = session.ancestors.rebuilt(built)
-        cached = ctx.cache.get(session.cache_key("diagnostics", src.hash, tuple(rebuilt)))
+        key = session.cache_key("diagnostics", src.hash, tuple(rebuilt))
+        cached = ctx.cache.get(key)
         if cached is not None:
-            return replace(cached, cached=True, server=note(lease))
+            age = m.Freshness(cached.content_hash, age_s=ctx.cache.age(key))  # the rest: `stamp`
+            return replace(cached, cached=True, server=note(lease), freshness=age)
         if not session.starting:
             await settle(ctx, session, deadline, report)
         if session.phase == "completed":

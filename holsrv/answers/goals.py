@@ -64,7 +64,8 @@ async def goal_state(ctx: Context, req: m.GoalState, client: str) -> m.GoalState
         key = session.cache_key("goalState", src.hash, req.line, req.column)
         cached = ctx.cache.get(key)
         if cached is not None:
-            return replace(cached, cached=True, server=note(lease))
+            age = m.Freshness(cached.content_hash, age_s=ctx.cache.age(key))  # the rest: `stamp`
+            return replace(cached, cached=True, server=note(lease), freshness=age)
         where = _where(src.text, text.lines, req.line, req.column)
         # One walk per position; HOL runs them one at a time, so ask in turn.
         # Before first: the later walk then starts from the state HOL kept.

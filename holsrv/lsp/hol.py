@@ -15,6 +15,7 @@ from holsrv.lsp.replies import (
     CompletionItem,
     Diagnostic,
     DocumentSymbol,
+    ErrorReport,
     EvalReport,
     GoalState,
     Hover,
@@ -22,6 +23,7 @@ from holsrv.lsp.replies import (
     Position,
     SearchHit,
     Target,
+    ToplevelOut,
     UnknownReport,
     Unsupported,
     WorkspaceSymbol,
@@ -149,6 +151,23 @@ def without_holdep_noise(text: str, names: Collection[str]) -> str:
     return "".join(kept)
 
 
+def sml_string(text: str) -> str:
+    """`text` as an SML string literal: quotes, backslashes and control characters escaped."""
+    def escape(c: str) -> str:
+        if c in '"\\':
+            return "\\" + c
+        return f"\\{ord(c):03d}" if ord(c) < 32 or ord(c) == 127 else c
+    return '"' + "".join(escape(c) for c in text) + '"'
+
+
+def sml_unquote(printed: str) -> str:
+    """A string as `PolyML.print` shows it (`"a\\nb"`), as text; anything else as it is."""
+    if len(printed) < 2 or not (printed.startswith('"') and printed.endswith('"')):
+        return printed
+    simple = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
+    return re.sub(r'\\(\d{3}|.)', lambda e: simple.get(e.group(1), e.group()), printed[1:-1])
+
+
 def strip_ansi(text: str) -> str:
     """`text` without the colour escapes HOL puts in goal-state text (PROTOCOL.md §11.2)."""
     return _ANSI.sub("", text)
@@ -227,6 +246,24 @@ class HolCalls:
         """The theorem database's matches for `query` (PROTOCOL.md §6.10): each `"name fragment"`,
         `'theory'` and the rest as a term pattern narrow it; [] when the pattern does not parse."""
         return decode_search(await self._request("$/hol/search", {"query": query, "limit": limit}, timeout))
+
+    async def parse_problem(self, pattern: str, timeout: float | None = None) -> str | None:
+        """Why HOL cannot parse `pattern` as a term ("" when it can; None when the check itself failed).
+
+        `$/hol/search` answers [] for a pattern that does not parse and says
+        nothing more (§6.10), so the term is parsed again, alone, for HOL's words.
+        """
+        code = (f'val _ = PolyML.print ((ignore (Parse.Term [QUOTE {sml_string(pattern)}]); "") '
+                "handle e => Feedback.exn_to_string e);")
+        try:
+            reports = await self._request("$/eval", {"uri": self.uri, "code": code, "incr": 0, "holdep": 0}, timeout)
+        except LspError:
+            return None
+        decoded = decode_eval_reports(reports)
+        if any(isinstance(r, ErrorReport) for r in decoded):
+            return None  # the check did not compile here (an older HOL): say nothing rather than guess
+        printed = "".join(r.body for r in decoded if isinstance(r, ToplevelOut)).strip()
+        return readable(sml_unquote(printed)) if printed else None
 
     async def eval(self, code: str, timeout: float, holdep: int = 1) -> list[EvalReport | UnknownReport]:
         """Compile and run `code` in the server's shared state; the reports once it is done (§12).

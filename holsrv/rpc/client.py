@@ -34,6 +34,7 @@ from holsrv.rpc.messages import (
     Eval,
     GoalState,
     Hello,
+    Holmake,
     Hover,
     Progress,
     References,
@@ -42,6 +43,7 @@ from holsrv.rpc.messages import (
     Restart,
     Result,
     RetryCompile,
+    Search,
     Shutdown,
     Status,
     Stop,
@@ -64,6 +66,7 @@ REPLY_MARGIN_S = 30.0
 FALLBACK_REQUEST_TIMEOUT_S = 60.0
 FALLBACK_LOOKUP_WAIT_S = 25.0
 FALLBACK_START_WAIT_S = 25.0
+FALLBACK_HOLMAKE_TIMEOUT_S = 1800.0  # a daemon that does not say its holmake_timeout_s
 # What a client passes on in Hello.settings besides every HOLSRV_* variable:
 # the names the reference tool reads, which the daemon also honours.
 REFERENCE_SETTINGS = ("HOL_BIN", "HOLDIR", "HOL_LSP_EXTRA_PATH", "HOL_LSP_MCP_MAX_SERVERS")
@@ -137,6 +140,13 @@ def reply_timeout(request: Request, welcome: Welcome) -> float:
             spent = lsp + start
         case Status() | Shutdown():
             spent = 0.0  # answered at once, from the daemon's own state
+        case Search():
+            # A lookup, then (for an empty answer) HOL parsing the pattern alone.
+            waits = start + lookup if request.wait is None else 2 * limits.bounded(request.wait)
+            spent = waits + 2 * lsp
+        case Holmake():
+            # The daemon kills a Holmake at its own limit and then answers.
+            spent = welcome.holmake_timeout_s or FALLBACK_HOLMAKE_TIMEOUT_S
         case _:
             assert_never(request)
     return spent + REPLY_MARGIN_S

@@ -67,6 +67,7 @@ class Welcome(ReplyBase, tag="welcome"):
     # (which setting, the daemon's value, how to apply the client's): clients
     # repeat these in the warnings of every answer on this connection.
     settings_warnings: list[str] = []
+    holmake_timeout_s: float = 0.0  # 0: not sent (an older daemon)
 
 
 # -- requests ---------------------------------------------------------------
@@ -77,6 +78,7 @@ class Diagnostics(RequestBase, tag="diagnostics"):
     wait: float = 25.0
     # Send `Progress` frames before the result while waiting.
     progress: bool = False
+    expect_hash: str = ""  # see PositionRequest
 
 
 class PositionRequest(RequestBase):
@@ -91,6 +93,8 @@ class PositionRequest(RequestBase):
     line: int
     column: int
     wait: float | None = None
+    # The content hash (or its first 8+ characters) the caller expects the file to have; "": none.
+    expect_hash: str = ""
 
 
 class GoalState(RequestBase, tag="goalState"):
@@ -101,6 +105,7 @@ class GoalState(RequestBase, tag="goalState"):
     column: int | None = None
     wait: float = 25.0
     progress: bool = False
+    expect_hash: str = ""  # see PositionRequest
 
 
 class Hover(PositionRequest, tag="hover"):
@@ -122,6 +127,7 @@ class Completion(PositionRequest, tag="completion"):
 class DocumentSymbol(RequestBase, tag="documentSymbol"):
     file: str
     wait: float | None = None
+    expect_hash: str = ""  # see PositionRequest
 
 
 class WorkspaceSymbol(RequestBase, tag="workspaceSymbol"):
@@ -131,16 +137,19 @@ class WorkspaceSymbol(RequestBase, tag="workspaceSymbol"):
     # Results come a page at a time, `limit` to a page; `page` is 1-based.
     limit: int = 20
     page: int = 1
+    expect_hash: str = ""  # see PositionRequest
 
 
 class Eval(RequestBase, tag="eval"):
     file: str
     code: str
     timeout: float = 120.0
+    expect_hash: str = ""  # see PositionRequest
 
 
 class RetryCompile(RequestBase, tag="retryCompile"):
     file: str
+    expect_hash: str = ""  # see PositionRequest
 
 
 class Restart(RequestBase, tag="restart"):
@@ -163,6 +172,29 @@ class Shutdown(RequestBase, tag="shutdown"):
     pass
 
 
+# -- search and holmake -------------------------------------------
+
+
+class Search(RequestBase, tag="search"):
+    """The theorem database's search: `"name fragment"`, `'theory'`, the rest a term pattern; all narrow."""
+
+    file: str
+    query: str
+    limit: int = 20
+    page: int = 1  # 1-based
+    wait: float | None = None
+    expect_hash: str = ""  # see PositionRequest
+
+
+class Holmake(RequestBase, tag="holmake"):
+    """Run Holmake in the script's directory (one at a time per directory; a second caller shares the run)."""
+
+    file: str
+    target: str = ""  # "": Holmake's default target
+    jobs: int = 0  # 0: the daemon's holmake_jobs setting
+    progress: bool = False
+
+
 Request = Union[
     Diagnostics,
     GoalState,
@@ -178,6 +210,8 @@ Request = Union[
     Stop,
     Status,
     Shutdown,
+    Search,
+    Holmake,
 ]
 
 # -- pieces of replies ------------------------------------------------------
@@ -322,6 +356,22 @@ class SessionStatus(Struct):
     last_verdict: str = ""
 
 
+class Freshness(Struct, omit_defaults=False):
+    """How fresh a file's answer is: every file-scoped reply carries one, every field sent
+    (a structured reader should not have to know the defaults)."""
+
+    content_hash: str  # of the text the answer is about
+    # False: the file was still compiling or checking; asking again may say more.
+    settled: bool = True
+    age_s: float = 0.0  # since the answer was computed (a cached one is older)
+    may_be_stale: bool = False
+    # Why it may be stale, one sentence each: a dependency rebuilt since the
+    # server loaded it, the file changed since, a Holmake running.
+    reasons: list[str] = []
+    # The hash the caller expected (`expect_hash`), when it gave one.
+    expected_hash: str = ""
+
+
 # -- replies ----------------------------------------------------------------
 
 
@@ -343,6 +393,7 @@ class DiagnosticsResult(ReplyBase, tag="diagnostics"):
     cached: bool = False
     # Diagnostics beyond the first MAX_DIAGNOSTICS are counted, not listed.
     diagnostics_omitted: int = 0
+    freshness: Freshness | None = None  # how fresh this answer is (see Freshness)
 
 
 class GoalStateResult(ReplyBase, tag="goalState"):
@@ -373,6 +424,7 @@ class GoalStateResult(ReplyBase, tag="goalState"):
     # With the column omitted: the line's text and the goals before it.
     line_text: str = ""
     before: list[Goal] | None = None
+    freshness: Freshness | None = None  # how fresh this answer is (see Freshness)
 
 
 class HoverResult(ReplyBase, tag="hover"):
@@ -386,6 +438,7 @@ class HoverResult(ReplyBase, tag="hover"):
     # When the hovered name is a theorem of this file that is not proved
     # (failed, cheated, unchecked…): what its proof's status is.
     proof_status: str = ""
+    freshness: Freshness | None = None  # how fresh this answer is (see Freshness)
 
 
 class DefinitionResult(ReplyBase, tag="definition"):
@@ -395,6 +448,7 @@ class DefinitionResult(ReplyBase, tag="definition"):
     server: ServerNote
     # Set when the answer may be incomplete: the file is still compiling or blocked.
     note: str = ""
+    freshness: Freshness | None = None  # how fresh this answer is (see Freshness)
 
 
 class ReferencesResult(ReplyBase, tag="references"):
@@ -404,6 +458,7 @@ class ReferencesResult(ReplyBase, tag="references"):
     locations: list[Location]
     message: str
     server: ServerNote
+    freshness: Freshness | None = None  # how fresh this answer is (see Freshness)
 
 
 class CompletionResult(ReplyBase, tag="completion"):
@@ -415,6 +470,7 @@ class CompletionResult(ReplyBase, tag="completion"):
     server: ServerNote
     # Set when the answer may be incomplete: the file is still compiling or blocked.
     note: str = ""
+    freshness: Freshness | None = None  # how fresh this answer is (see Freshness)
 
 
 class DocumentSymbolResult(ReplyBase, tag="documentSymbol"):
@@ -424,6 +480,7 @@ class DocumentSymbolResult(ReplyBase, tag="documentSymbol"):
     server: ServerNote
     # Symbols past the daemon's cap, counted, not listed.
     omitted: int = 0
+    freshness: Freshness | None = None  # how fresh this answer is (see Freshness)
 
 
 class WorkspaceSymbolResult(ReplyBase, tag="workspaceSymbol"):
@@ -439,6 +496,7 @@ class WorkspaceSymbolResult(ReplyBase, tag="workspaceSymbol"):
     more: int = 0
     # HOL stops at a fixed number of matches: there may be more than `total`.
     capped: bool = False
+    freshness: Freshness | None = None  # how fresh this answer is (see Freshness)
 
 
 class EvalResult(ReplyBase, tag="eval"):
@@ -450,6 +508,7 @@ class EvalResult(ReplyBase, tag="eval"):
     server: ServerNote
     # Soft reports (HOL's `hard: false`: the code ran) and notes on what ran.
     warnings: list[str] = []
+    freshness: Freshness | None = None  # how fresh this answer is (see Freshness)
 
 
 class RetryCompileResult(ReplyBase, tag="retryCompile"):
@@ -458,6 +517,7 @@ class RetryCompileResult(ReplyBase, tag="retryCompile"):
     was_blocked: bool
     message: str
     server: ServerNote
+    freshness: Freshness | None = None  # how fresh this answer is (see Freshness)
 
 
 class RestartResult(ReplyBase, tag="restart"):
@@ -510,6 +570,51 @@ class ErrorReply(ReplyBase, tag="error"):
     detail: str = ""
 
 
+# -- search and holmake replies -----------------------------------
+
+
+class SearchMatch(Struct):
+    name: str
+    theory: str
+    kind: str  # "theorem" | "definition" | "axiom"
+    statement: str
+    # As in WorkspaceSymbolItem: relative to the script's directory or `$HOLDIR/…`; "" if unknown.
+    path: str = ""
+    line: int = 0  # 1-based; 0 if unknown
+
+
+class SearchResult(ReplyBase, tag="search"):
+    file: str
+    query: str
+    hits: list[SearchMatch]
+    server: ServerNote
+    page: int = 1
+    total: int = 0  # matches in all pages (HOL's, up to its cap)
+    more: int = 0  # after this page
+    capped: bool = False  # HOL stopped at the daemon's cap: there may be more than `total`
+    # Why there are no hits: "no_match", "unparsable" (the pattern did not parse), "past_end".
+    empty_because: str = ""
+    message: str = ""  # for an empty answer: why, with HOL's words, and how to relax the query
+    note: str = ""  # the file is still compiling or blocked: the database may lack its theorems
+    freshness: Freshness | None = None
+
+
+class HolmakeResult(ReplyBase, tag="holmake"):
+    file: str
+    directory: str
+    ok: bool
+    message: str
+    command: list[str] = []
+    exit_code: int | None = None  # None: killed (timeout, shutdown) or not started
+    timed_out: bool = False
+    # The theory (or script) Holmake says failed, and the last lines of its log
+    # (or of Holmake's output), bounded.
+    failed: str = ""
+    log_tail: str = ""
+    elapsed_s: float = 0.0
+    shared: bool = False  # this call joined a Holmake another call had started
+
+
 Result = Union[
     DiagnosticsResult,
     GoalStateResult,
@@ -525,6 +630,8 @@ Result = Union[
     StopResult,
     StatusResult,
     ShutdownResult,
+    SearchResult,
+    HolmakeResult,
 ]
 
 # typing flattens the nested union, so msgspec sees one flat tagged union.

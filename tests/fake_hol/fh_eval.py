@@ -145,6 +145,14 @@ def run(text, start, env):
     if m:
         _open(body, at, env)
         return out
+    m = _PARSE_CHECK.fullmatch(body)
+    if m:  # the daemon's check of a search pattern: HOL's parse error, or ""
+        pattern = re.sub(r'\\(\d{3}|.)', _unescape, m.group(1))
+        problem = term_problem(pattern)
+        message = f"at Parse.Term:\n{problem}" if problem else ""
+        shown = message.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        out.append(("toplevelOut", at, f'"{shown}"\n'))  # as PolyML.print shows a string
+        return out
     m = re.fullmatch(r"val\s+([A-Za-z_][A-Za-z0-9_']*)\s*=\s*(.*)", body, re.S)
     if m:
         rhs_at = at + m.start(2)
@@ -163,6 +171,37 @@ def run(text, start, env):
     if body:
         env["it"] = _Eval(body, at, env, out, at).value()
     return out
+
+
+# What the daemon sends to learn why a search pattern did not parse (holsrv.lsp.hol.parse_problem).
+_PARSE_CHECK = re.compile(r'val _ = PolyML\.print \(\(ignore \(Parse\.Term \[QUOTE "((?:[^"\\]|\\.)*)"\]\); ""\) '
+                          r'handle e => Feedback\.exn_to_string e\)')
+_INFIX = frozenset("+ - * = ∧ ∨ ⇒ ⇔ < ≤ > ≥ ++ /\\ \\/ ==> <=>".split())
+
+
+def _unescape(m):
+    code = m.group(1)
+    return chr(int(code)) if code.isdigit() else {"n": "\n", "t": "\t"}.get(code, code)
+
+
+def term_tokens(text):
+    """A term's tokens: identifiers, numbers, runs of symbol characters, single brackets."""
+    return re.findall(r"[A-Za-z_][A-Za-z0-9_']*|\d+|[()\[\]]|[^\sA-Za-z0-9_()\[\]]+", text)
+
+
+def is_variable(token):
+    return token[:1].islower()
+
+
+def term_problem(text):
+    """Why the fake cannot parse `text` as a term ("" if it can): brackets or operators out of place."""
+    if text.count("(") != text.count(")"):
+        return "unbalanced parentheses in the term"
+    tokens = term_tokens(text)
+    for before, after in zip([None, *tokens], [*tokens, None], strict=True):
+        if (before in _INFIX or before is None) and (after in _INFIX or after is None) and (before or after):
+            return f"parse error: an operand is missing near {before or after!r}"
+    return ""
 
 
 def _open(body, at, env):

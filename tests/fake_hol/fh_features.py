@@ -325,8 +325,8 @@ class Features:
         if selectors is None:
             selectors = _split_query(p.get("query") or "")
         limit = p.get("limit", 100)
-        if not selectors or any(s.count("(") != s.count(")") for s in selectors):
-            return []
+        if not selectors or any(fh_eval.term_problem(s) for s in selectors if s[:1] not in "'\""):
+            return []  # an unparsable pattern matches nothing, silently (§6.10)
         out = []
         for name, theory, line, stmt, cls in fh_catalog.THEOREMS:
             if all(_selects(s, name, theory, stmt) for s in selectors):
@@ -381,5 +381,20 @@ def _selects(sel, name, theory, stmt):
         return sel.strip("'") == theory
     if sel.startswith('"'):
         return sel.strip('"').lower() in name.lower()
-    pattern = fh_goals.normalise(sel)
-    return " ".join(pattern.split()) in stmt
+    return _matches(fh_eval.term_tokens(fh_goals.normalise(sel)), fh_eval.term_tokens(stmt))
+
+
+def _matches(pattern, stmt):
+    """Whether the pattern's tokens match a run of the statement's: a lowercase
+    identifier is a variable and matches any one token, the same one each time."""
+    for start in range(len(stmt) - len(pattern) + 1):
+        bound = {}
+        for p, t in zip(pattern, stmt[start:start + len(pattern)], strict=True):
+            if fh_eval.is_variable(p):
+                if bound.setdefault(p, t) != t:
+                    break
+            elif p != t:
+                break
+        else:
+            return True
+    return False

@@ -661,6 +661,11 @@ def test_symbols_completion_and_search(client_factory, tmp_path):
     found = c.call("$/hol/search", {"query": "'arithmetic' \"ADD_COMM\"", "limit": 5})["result"]
     assert [(f["name"], f["theory"], f["class"]) for f in found] == [("ADD_COMM", "arithmetic", "Thm")]
     assert c.call("$/hol/search", {"selectors": []})["result"] == []
+    # A term pattern: its lowercase names are variables, each bound to one token throughout.
+    comm = c.call("$/hol/search", {"query": "'arithmetic' x + y = y + x"})["result"]
+    assert [f["name"] for f in comm] == ["ADD_COMM"]
+    assert c.call("$/hol/search", {"query": "x + y = x + y"})["result"] == []
+    assert c.call("$/hol/search", {"query": "x + + y"})["result"] == []  # unparsable: [] (§6.10)
 
 
 def test_set_config_logs_and_rejects_bad_types(hol):

@@ -1,0 +1,56 @@
+"""holmcp's search and holmake tools, and freshness in its answers, against a daemon with the fake HOL."""
+
+from __future__ import annotations
+
+import pytest
+from mcp import Client
+
+from holmcp.server import build_server
+
+from conftest import GOOD_SCRIPT
+
+
+@pytest.mark.asyncio
+async def test_search_returns_matches_as_text_and_structured_content_with_freshness(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    async with Client(build_server(daemon.socket, path.parent, autostart=False)) as client:
+        result = await client.call_tool("search", {"file": path.name, "query": "'arithmetic' x + y = y + x"})
+    assert not result.is_error, result.content
+    data = result.structured_content
+    assert [h["name"] for h in data["hits"]] == ["ADD_COMM"]
+    assert data["freshness"]["content_hash"] and data["freshness"]["settled"] is True
+    assert data["freshness"]["may_be_stale"] is False and data["freshness"]["reasons"] == []
+    text = result.content[0].text
+    assert text.startswith("ADD_COMM: ⊢ ∀m n. m + n = n + m  (theorem, arithmetic,")
+    assert "MAY BE STALE" not in text and "freshness" not in text  # fresh answers stay short
+
+
+@pytest.mark.asyncio
+async def test_an_expected_hash_the_file_lost_is_said_plainly_in_the_text(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    async with Client(build_server(daemon.socket, path.parent, autostart=False)) as client:
+        first = await client.call_tool("diagnostics", {"file": path.name})
+        old = first.structured_content["content_hash"]
+        path.write_text(GOOD_SCRIPT + "\n(* edited *)\n")
+        again = await client.call_tool("diagnostics", {"file": path.name, "expect_hash": old[:12]})
+    assert f"MAY BE STALE: file changed since: you expected content {old[:12]}" in again.content[0].text
+    assert again.structured_content["freshness"]["may_be_stale"] is True
+
+
+@pytest.mark.asyncio
+async def test_holmake_relays_progress_and_its_output_stays_out_of_the_stdio_stream(daemon, write_script, capfd):
+    path = write_script(GOOD_SCRIPT + "\n(* FAKE_HOLMAKE_FAIL *)\n")
+    seen: list[str] = []
+
+    async def on_progress(progress, total, message):
+        seen.append(message or "")
+
+    async with Client(build_server(daemon.socket, path.parent, autostart=False)) as client:
+        result = await client.call_tool("holmake", {"file": path.name}, progress_callback=on_progress)
+    assert not result.is_error, result.content
+    assert result.structured_content["ok"] is False and result.structured_content["failed"] == "demo"
+    assert "fake failure in demo" in result.content[0].text
+    assert any(message.startswith("Holmake: ") for message in seen), seen
+    # Holmake wrote to a pipe the daemon reads, never to this process's stdout or stderr.
+    out, err = capfd.readouterr()
+    assert "Holmake (fake)" not in out + err and "FAILED!" not in out + err

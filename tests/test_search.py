@@ -1,0 +1,64 @@
+"""search: the theorem database by name fragment, theory and term pattern, paged, and why it found nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from holctl.render import render
+from holsrv import errors
+from holsrv.rpc import messages as m
+
+from conftest import GOOD_SCRIPT
+
+
+def test_search_pages_name_matches_with_total_and_more(daemon, write_script):
+    path = str(write_script(GOOD_SCRIPT))
+    first = daemon.call(m.Search(path, '"ADD_"', limit=2))
+    assert [h.name for h in first.hits] == ["ADD_COMM", "ADD_ASSOC"]
+    assert (first.total, first.more, first.page) == (5, 3, 1)
+    assert first.hits[0].kind == "theorem" and first.hits[0].theory == "arithmetic"
+    assert first.hits[0].statement == "⊢ ∀m n. m + n = n + m"
+    assert first.hits[0].path == "$HOLDIR/src/num/theories/arithmeticScript.sml" and first.hits[0].line == 310
+    assert "3 more: ask for page 2" in render(first)
+    last = daemon.call(m.Search(path, '"ADD_"', limit=2, page=3))
+    assert [h.name for h in last.hits] == ["ADD_DEF"] and last.hits[0].kind == "definition"
+    assert last.more == 0
+    past = daemon.call(m.Search(path, '"ADD_"', limit=2, page=4))
+    assert past.hits == [] and past.empty_because == "past_end"
+    assert "past the last page (3" in render(past)
+
+
+def test_selectors_narrow_each_other_theory_name_and_term_pattern(daemon, write_script):
+    path = str(write_script(GOOD_SCRIPT))
+    names = lambda query: [h.name for h in daemon.call(m.Search(path, query, limit=50)).hits]  # noqa: E731
+    assert "CONJ_COMM" in names('"COMM"') and "ADD_COMM" in names('"COMM"')
+    assert names("'arithmetic' \"COMM\"") == ["ADD_COMM", "MULT_COMM"]
+    # A term pattern: its variables match any term; here commutativity of +.
+    assert names("'arithmetic' x + y = y + x") == ["ADD_COMM"]
+    assert names('"MULT" x + y = y + x') == []
+
+
+def test_an_unparsable_pattern_says_so_with_hols_message(daemon, write_script):
+    path = str(write_script(GOOD_SCRIPT))
+    reply = daemon.call(m.Search(path, "'arithmetic' x + + y"))
+    assert reply.hits == [] and reply.empty_because == "unparsable"
+    text = render(reply)
+    assert "did not parse" in text and "HOL says: at Parse.Term: parse error: an operand is missing" in text
+    assert '"fragment"' in text  # how to go on: search by name
+
+
+def test_no_match_says_which_selectors_to_relax(daemon, write_script):
+    path = str(write_script(GOOD_SCRIPT))
+    reply = daemon.call(m.Search(path, "'list' \"ZAP\" x * y"))
+    assert reply.hits == [] and reply.empty_because == "no_match"
+    assert "drop the theory 'list'" in reply.message
+    assert 'shorten the name fragment ("ZAP")' in reply.message
+    assert "make the pattern more general" in reply.message
+    assert reply.freshness is not None and reply.freshness.content_hash
+
+
+@pytest.mark.parametrize("query, said", [("", "the query is empty"), ('"ADD', "unclosed quote")])
+def test_a_bad_query_is_refused_with_what_to_write(daemon, write_script, query, said):
+    path = str(write_script(GOOD_SCRIPT))
+    with pytest.raises(errors.BadRequest, match=said):
+        daemon.call(m.Search(path, query))
