@@ -57,7 +57,7 @@ RECEIVE_BUFFER = 64 * 1024
 # cancelled.  Actions (restart, stop, retryCompile, shutdown) always complete.
 ABANDONED_WHEN_GONE = (
     m.Diagnostics, m.GoalState, m.Hover, m.Definition, m.References, m.Completion,
-    m.DocumentSymbol, m.WorkspaceSymbol, m.Eval, m.Status,
+    m.DocumentSymbol, m.WorkspaceSymbol, m.Search, m.Eval, m.Status,
 )
 _STOPPING_UNANSWERED = (
     "the daemon is shutting down and did not start this request; send it again in a few seconds "
