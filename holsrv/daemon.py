@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from holsrv import __version__
-from holsrv.answers import control, diagnostics, goals, lookups
+from holsrv.answers import control, diagnostics, goals, lookups, trials
 from holsrv.answers.common import Context, Report
 from holsrv.cache import AnswerCache
 from holsrv.errors import (
@@ -374,6 +374,8 @@ class Daemon:
             request_timeout_s=self.settings.request_timeout_s,
             lookup_wait_s=self.settings.lookup_wait_s,
             start_wait_s=self.settings.start_wait_s,
+            try_timeout_s=self.settings.try_timeout_s,
+            trial_wait_s=self.settings.trial_wait_s,
             settings_warnings=self._differences(hello.settings),
         ))
         return hello.client
@@ -464,6 +466,10 @@ class Daemon:
             case m.Shutdown():
                 self.stopping.set()
                 return m.ShutdownResult(f"holsrv (pid {os.getpid()}) is stopping its HOL servers and exiting")
+            case m.Try():
+                return await trials.try_tactics(ctx, request, client, report)
+            case m.GoalDiff():
+                return await trials.goal_diff(ctx, request, client)
             case _:
                 assert_never(request)
 

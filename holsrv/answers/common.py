@@ -52,13 +52,15 @@ async def opened(
     script = await read(ctx, file)  # bad input fails here, before any HOL starts
     async with ctx.pool.lease(script.path, client, script.hash) as lease:
         session = lease.session
-        if await session.wait_started(ctx.settings.start_wait_s if wait is None else wait):
-            if lease.start != "warm":
-                script = await read(ctx, file)  # the start took a while: the newest text wins
-            await session.sync(script.data, script.text)
-        elif not tolerate_start:
-            raise Starting(starting_message(session, ctx.clock()))
-        yield script, lease
+        # A trial's text is never synced over, nor read as this call's answer.
+        async with session.trials.use(ctx.settings.trial_wait_s, script.path.name):
+            if await session.wait_started(ctx.settings.start_wait_s if wait is None else wait):
+                if lease.start != "warm":
+                    script = await read(ctx, file)  # the start took a while: the newest text wins
+                await session.sync(script.data, script.text)
+            elif not tolerate_start:
+                raise Starting(starting_message(session, ctx.clock()))
+            yield script, lease
 
 
 async def read(ctx: Context, file: str) -> files.Script:

@@ -32,6 +32,7 @@ from holsrv.rpc.messages import (
     DocumentSymbol,
     ErrorReply,
     Eval,
+    GoalDiff,
     GoalState,
     Hello,
     Hover,
@@ -45,6 +46,7 @@ from holsrv.rpc.messages import (
     Shutdown,
     Status,
     Stop,
+    Try,
     Welcome,
     WorkspaceSymbol,
 )
@@ -64,6 +66,8 @@ REPLY_MARGIN_S = 30.0
 FALLBACK_REQUEST_TIMEOUT_S = 60.0
 FALLBACK_LOOKUP_WAIT_S = 25.0
 FALLBACK_START_WAIT_S = 25.0
+FALLBACK_TRY_TIMEOUT_S = 30.0
+FALLBACK_TRIAL_WAIT_S = 30.0
 # What a client passes on in Hello.settings besides every HOLSRV_* variable:
 # the names the reference tool reads, which the daemon also honours.
 REFERENCE_SETTINGS = ("HOL_BIN", "HOLDIR", "HOL_LSP_EXTRA_PATH", "HOL_LSP_MCP_MAX_SERVERS")
@@ -136,10 +140,20 @@ def reply_timeout(request: Request, welcome: Welcome) -> float:
             # Stopping the old server (its shutdown exchange), then the new one's start.
             spent = lsp + start
         case Status() | Shutdown():
-            spent = 0.0  # answered at once, from the daemon's own state
+            return REPLY_MARGIN_S  # answered at once, from the daemon's own state
+        case Try():
+            # Start and compile, then each candidate's own limit, then the
+            # restored text's compile (lookup_wait) and one LSP request late.
+            each = welcome.try_timeout_s or FALLBACK_TRY_TIMEOUT_S
+            if request.timeout is not None:
+                each = limits.bounded(request.timeout)
+            spent = start + limits.bounded(request.wait) + len(request.tactics) * each + lookup + 2 * lsp
+        case GoalDiff():
+            spent = 2 * (limits.bounded(request.wait) + start + lsp)
         case _:
             assert_never(request)
-    return spent + REPLY_MARGIN_S
+    # Any call on a file may first wait for a trial on it to end.
+    return spent + (welcome.trial_wait_s or FALLBACK_TRIAL_WAIT_S) + REPLY_MARGIN_S
 
 
 class Client:
