@@ -42,13 +42,15 @@ class TrialGate:
     @contextlib.asynccontextmanager
     async def exclusive(self, timeout: float, file: str) -> AsyncIterator[None]:
         """The trial's hold: no other trial, and no call in flight; waits up to `timeout`."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout  # one bound for both waits
         async with self._changed:
             if not await _wait_for(self._changed, lambda: not self.trial, timeout):
                 raise TrialRunning(f"another trial (try) is running on {file} ({self.trial}); call again when it ends.")
             # Set before waiting for the calls in flight: calls that come now
             # queue behind the trial rather than keep it waiting for ever.
             self.trial = "waiting for other calls to finish"
-            if not await _wait_for(self._changed, lambda: self.users == 0, timeout):
+            if not await _wait_for(self._changed, lambda: self.users == 0, deadline - loop.time()):
                 self.trial = ""
                 self._changed.notify_all()
                 raise ServerBusy(

@@ -53,7 +53,9 @@ async def opened(
     async with ctx.pool.lease(script.path, client, script.hash) as lease:
         session = lease.session
         # A trial's text is never synced over, nor read as this call's answer.
-        async with session.trials.use(ctx.settings.trial_wait_s, script.path.name):
+        # The wait for it is within the call's own (clients size their timeouts so).
+        trial_wait = min(ctx.settings.trial_wait_s, ctx.settings.start_wait_s if wait is None else wait)
+        async with session.trials.use(trial_wait, script.path.name):
             if await session.wait_started(ctx.settings.start_wait_s if wait is None else wait):
                 if lease.start != "warm":
                     script = await read(ctx, file)  # the start took a while: the newest text wins

@@ -140,20 +140,20 @@ def reply_timeout(request: Request, welcome: Welcome) -> float:
             # Stopping the old server (its shutdown exchange), then the new one's start.
             spent = lsp + start
         case Status() | Shutdown():
-            return REPLY_MARGIN_S  # answered at once, from the daemon's own state
+            spent = 0.0  # answered at once, from the daemon's own state
         case Try():
             # Start and compile, then each candidate's own limit, then the
             # restored text's compile (lookup_wait) and one LSP request late.
             each = welcome.try_timeout_s or FALLBACK_TRY_TIMEOUT_S
             if request.timeout is not None:
                 each = limits.bounded(request.timeout)
-            spent = start + limits.bounded(request.wait) + len(request.tactics) * each + lookup + 2 * lsp
+            trial = welcome.trial_wait_s or FALLBACK_TRIAL_WAIT_S  # other calls on the file finishing first
+            spent = start + trial + limits.bounded(request.wait) + len(request.tactics) * each + lookup + 2 * lsp
         case GoalDiff():
             spent = 2 * (limits.bounded(request.wait) + start + lsp)
         case _:
             assert_never(request)
-    # Any call on a file may first wait for a trial on it to end.
-    return spent + (welcome.trial_wait_s or FALLBACK_TRIAL_WAIT_S) + REPLY_MARGIN_S
+    return spent + REPLY_MARGIN_S
 
 
 class Client:
