@@ -99,6 +99,10 @@ def _status(request, n):
         (("goalState", "f.sml", "9", "2", "--wait", "3"), messages.GoalState("{f}", 9, 2, wait=3.0)),
         (("eval", "f.sml", "1;"), messages.Eval("{f}", "1;", timeout=120.0)),
         (("stop", "f.sml"), messages.Stop("{f}")),
+        (("try", "f.sml", "9", "simp[]", "metis_tac[]"), messages.Try("{f}", 9, ["simp[]", "metis_tac[]"])),
+        (("try", "f.sml", "9", "3", "simp[]", "--timeout", "4"), messages.Try("{f}", 9, ["simp[]"], 3, 4.0)),
+        (("goalDiff", "f.sml", "4", "6"), messages.GoalDiff("{f}", 4, 6)),
+        (("goalDiff", "f.sml", "4", "2", "6", "5"), messages.GoalDiff("{f}", 4, 6, 2, 5)),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, tuple) else None,
 )
