@@ -3,6 +3,7 @@ copy of the text only, other clients never answered from it, the file untouched.
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -73,6 +74,20 @@ def test_each_candidate_is_answered_with_its_goals_verdict_time_and_diff(daemon,
     after = settled(daemon, path)
     assert (after.verdict, after.content_hash, after.tally.checking) == ("OK", content_hash(on_disk), 0)
     assert {p.name: p.status for p in after.proofs} == {"swap": "proved", "other": "proved"}
+
+
+def test_a_candidate_re_checks_only_its_own_proof(daemon, write_script, monkeypatch, tmp_path):
+    log = tmp_path / "wire.jsonl"
+    monkeypatch.setenv("FAKE_HOL_LOG", str(log))
+    path = write_script(SCRIPT)
+    settled(daemon, path)
+    seen = len(log.read_text().splitlines())
+    daemon.call(m.Try(str(path), LINE, ["simp[]", 'FAIL_TAC "no"']), timeout=60)
+    settled(daemon, path)
+    later = [json.loads(line)["msg"] for line in log.read_text().splitlines()[seen:]]
+    announced = {s["name"] for msg in later if msg.get("method") == "$/proofStates" for s in msg["params"]["states"]}
+    # HOL's fast path for an edit inside one body (PROTOCOL.md §9.1, §10.6): `other` keeps its check.
+    assert announced == {"swap"}
 
 
 def test_a_column_replaces_the_line_from_there_and_keeps_what_comes_before(daemon, write_script):
