@@ -405,6 +405,20 @@ async def test_goal_state_without_a_column_shows_the_goals_before_and_after_the_
 
 
 @pytest.mark.asyncio
+async def test_try_answers_each_candidate_and_goal_diff_names_what_changed(daemon, write_script):
+    path = write_script(FAILING_SCRIPT)
+    line = FAILING_SCRIPT.splitlines().index("  gen_tac >> simp[]") + 1
+    async with Client(build_server(daemon.socket, path.parent, autostart=False)) as client:
+        tried = await client.call_tool("try", {"file": path.name, "line": line, "column": 14,
+                                               "tactics": ["simp[]", 'FAIL_TAC "no"']})
+        diff = await client.call_tool("goalDiff", {"file": path.name, "line1": line, "line2": line})
+    assert not tried.is_error and not diff.is_error, (tried.content, diff.content)
+    assert [c["state"] for c in tried.structured_content["candidates"]] == ["proved", "failed"]
+    assert "[2] FAIL_TAC \"no\": FAILED" in text(tried)
+    assert diff.structured_content["diff"]["summary"] == "all 1 goal closed"
+
+
+@pytest.mark.asyncio
 async def test_a_file_uri_is_taken_as_the_path_it_names(daemon, write_script, tmp_path):
     path = write_script(FAILING_SCRIPT, dir=tmp_path / "my proofs ∀")
     uri = "file://" + quote(str(path))

@@ -25,7 +25,7 @@ from holsrv.errors import BadRequest, ServerTimeout, Starting, TooManyCandidates
 from holsrv.files import Script
 from holsrv.lsp import hol, replies
 from holsrv.pool import Lease
-from holsrv.positions import LineIndex, Text
+from holsrv.positions import Text
 from holsrv.rpc import messages as m
 from holsrv.session import Session
 
@@ -113,11 +113,10 @@ def _span(text: str, line: int, column: int | None) -> _Span:
     """The tactic text of `line` from `column` (or all of it) that candidates replace."""
     lines = Text(text)
     lines.to_lsp(line, column or 1, "utf-8")  # refuses a position outside the file
-    index = LineIndex(text)
-    start = index.start(line)
+    info = textinfo.of(text)  # computed once per text
+    start = info.index.start(line)
     chars = lines.lines[line - 1]
-    found = next(((n, b) for n, b in script.pool_names(text) if b.body_start <= start + len(chars)
-                  and start < b.body_end), None)
+    found = next(((n, b) for n, b in info.named if b.body_start <= start + len(chars) and start < b.body_end), None)
     if found is None:
         raise BadRequest(
             f"line {line} is not a line of tactics inside a Proof … QED block; give the line of the "
