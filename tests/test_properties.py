@@ -49,6 +49,9 @@ REQUESTS: dict[type, st.SearchStrategy] = {
     m.Stop: st.builds(m.Stop, files),
     m.Status: st.just(m.Status()),
     m.Shutdown: st.just(m.Shutdown()),
+    m.Try: st.builds(m.Try, files, lines, st.lists(texts, max_size=10), st.none() | lines, optional_wait, seconds,
+                     st.booleans()),
+    m.GoalDiff: st.builds(m.GoalDiff, files, lines, lines, st.none() | lines, st.none() | lines, seconds),
 }
 requests = st.one_of(*REQUESTS.values())
 
