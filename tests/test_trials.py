@@ -140,6 +140,27 @@ def test_a_second_client_waits_for_the_trial_and_is_answered_about_the_file(daem
     assert [c.state for c in box["result"].candidates] == ["proved", "timed_out"]
 
 
+def test_a_call_whose_wait_ends_during_a_trial_is_told_so_with_its_code(daemon, write_script):
+    path = write_script(SCRIPT)
+    settled(daemon, path)
+    looping = threading.Event()
+
+    def trial():
+        with daemon.client("agent") as client:
+            client.call(m.Try(str(path), LINE, ["LOOP_TAC"], timeout=TIMEOUT, progress=True), 120,
+                        on_progress=lambda frame: looping.set())
+
+    thread = threading.Thread(target=trial)
+    thread.start()
+    try:
+        assert looping.wait(60), "the trial never started its candidate"
+        with pytest.raises(errors.TrialRunning, match="a trial \\(try\\) is running") as caught:
+            daemon.call(m.GoalState(str(path), LINE, wait=0.5), name="other")
+    finally:
+        thread.join(120)
+    assert caught.value.code == "trial_running" and "candidate 1 of 1" in str(caught.value)
+
+
 def test_a_call_in_flight_finishes_on_the_file_s_text_before_a_trial_starts(daemon, write_script):
     text = SCRIPT + "\nTheorem slow:\n  !y. y ==> y\nProof\n  rpt strip_tac >> SLOW_TAC 1500 >> simp[]\nQED\n"
     path = write_script(text)
