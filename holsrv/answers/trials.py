@@ -67,8 +67,8 @@ async def try_tactics(ctx: Context, req: m.Try, client: str, report: Report | No
             count = len(req.tactics)
             for i, tactic in enumerate(req.tactics):
                 if report is not None:
-                    await report(m.Progress(f"trying {i + 1} of {len(req.tactics)}: {tactic[:60]}", i, count))
-                session.trials.doing(f"candidate {i + 1} of {len(req.tactics)}, up to {timeout:.0f}s each")
+                    await report(m.Progress(f"trying {i + 1} of {count}: {tactic[:60]}", i, count))
+                session.trials.doing(f"candidate {i + 1} of {count}, up to {timeout:.0f}s each")
                 result.candidates.append(await _candidate(ctx, session, src.text, span, tactic, before, timeout))
         finally:
             now = await _restore(ctx, session, req.file)
