@@ -161,7 +161,7 @@ class Target:
 
 
 # Requests whose progress holctl shows as live lines.
-_FOLLOWED = (messages.Diagnostics, messages.GoalState, messages.Holmake)
+_FOLLOWED = (messages.Diagnostics, messages.GoalState, messages.Holmake, messages.Try)
 
 
 def absolute(file: str) -> str:
@@ -404,6 +404,55 @@ def stop(target: Target, file: str, as_json: bool) -> None:
 def status(target: Target, as_json: bool) -> None:
     """Print the daemon, its settings, and every HOL server it runs."""
     target.ask(messages.Status(), as_json)
+
+
+@cli.command("try", epilog=EXIT_CODES)
+@file_argument
+@click.argument("line", type=click.IntRange(min=1))
+@click.argument("candidates", nargs=-1, required=True)
+@click.option("--timeout", type=Seconds(), default=None, help="Seconds each candidate may take (daemon default 30).")
+@wait_option
+@json_option
+@click.pass_obj
+def try_(
+    target: Target, file: str, line: int, candidates: tuple[str, ...], timeout: float | None,
+    wait: float | None, as_json: bool,
+) -> None:
+    """Try each TACTIC in place of LINE's tactic, one after another: try FILE LINE [COLUMN] TACTIC...
+
+    A whole number right after LINE is the COLUMN the replaced text starts
+    at; without it the line's whole tactic is replaced (its leading `>>`
+    kept). The file is not changed, only the HOL server's copy, which gets
+    the file's text back at the end. Prints, per candidate, the goals it
+    leaves (or its error), its proof's status, its time and what changed.
+    Put `--` before tactics that start with `-`.
+    """
+    column = None
+    if candidates and candidates[0].isdigit():
+        column, candidates = int(candidates[0]), candidates[1:]
+    if not candidates or column == 0:
+        raise click.UsageError("give LINE, an optional COLUMN (1-based), then one or more tactics to try")
+    request = _with_wait(messages.Try, wait, file=absolute(file), line=line, column=column, tactics=list(candidates))
+    target.ask(msgspec.structs.replace(request, timeout=timeout), as_json)
+
+
+@cli.command("goalDiff", epilog=EXIT_CODES)
+@file_argument
+@click.argument("positions", nargs=-1, required=True, type=click.IntRange(min=1))
+@wait_option
+@json_option
+@click.pass_obj
+def goal_diff(target: Target, file: str, positions: tuple[int, ...], wait: float | None, as_json: bool) -> None:
+    """What changed in the goals from LINE1 [COL1] to LINE2 [COL2] of one proof.
+
+    Give LINE1 LINE2, or LINE1 COL1 LINE2 COL2. Without columns: from before
+    LINE1's first tactic to after LINE2's last.
+    """
+    if len(positions) not in (2, 4):
+        raise click.UsageError("give LINE1 LINE2, or LINE1 COL1 LINE2 COL2")
+    line1, col1, line2, col2 = (positions[0], None, positions[1], None) if len(positions) == 2 else positions
+    target.ask(_with_wait(messages.GoalDiff, wait, file=absolute(file), line1=line1, column1=col1,
+                          line2=line2, column2=col2), as_json)
 
 
 @cli.command("shutdown", epilog=EXIT_CODES)

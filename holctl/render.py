@@ -21,6 +21,8 @@ from holsrv.rpc.messages import (
     EvalResult,
     Freshness,
     Goal,
+    GoalDiffResult,
+    GoalsDiff,
     GoalStateResult,
     HolmakeResult,
     HoverResult,
@@ -41,6 +43,8 @@ from holsrv.rpc.messages import (
     StatusResult,
     StopResult,
     Tally,
+    TryCandidate,
+    TryResult,
     Welcome,
     WorkspaceSymbolResult,
 )
@@ -100,6 +104,12 @@ def _result_lines(reply: Result) -> list[str]:
             lines = [*_search(reply), *_noted(reply.note), *_server_lines(reply.server)]
         case HolmakeResult():
             lines = _holmake(reply)
+        case TryResult():
+            lines = _try(reply)
+        case GoalDiffResult():
+            lines = [f"theorem {reply.theorem}", *_diff(reply.diff), *_noted(reply.message)]
+            lines += ["before:", *_goals(reply.before, "  "), "after:", *_goals(reply.after, "  ")]
+            lines += _footer(reply.content_hash, reply.server) if reply.server else []
         case _:
             assert_never(reply)
     return lines + _freshness(reply)
@@ -423,4 +433,45 @@ def _freshness(reply: Result) -> list[str]:
         lines.append("not settled: the file is still compiling, so this may change; ask again")
     if fresh.age_s >= 60 and lines:
         lines.append(f"(answer computed {duration(fresh.age_s)} ago)")
+    return lines
+
+
+# -- trials -------------------------------------------------------------------
+
+
+def _try(reply: TryResult) -> list[str]:
+    lines = [f"theorem {reply.theorem}, line {reply.line}: tried in place of {reply.replaced!r}", reply.message,
+             "goals before:", *_goals(reply.before, "  ")]
+    for n, candidate in enumerate(reply.candidates, 1):
+        lines += _candidate(n, candidate)
+    footer = _footer(reply.content_hash, reply.server) if reply.server else []
+    return lines + [f"({duration(reply.time_s)} in all)", *footer]
+
+
+def _candidate(n: int, c: TryCandidate) -> list[str]:
+    proof = f"; proof {c.proof.status}" if c.proof else ""
+    lines = [f"[{n}] {c.tactic}: {c.state.upper()} in {duration(c.time_s)}{proof}"]
+    if c.message:
+        lines.append("    " + c.message)
+    if c.error:
+        where = f" at {_range(c.failed_range)}" if c.failed_range else ""
+        first, *rest = c.error.splitlines() or [""]
+        lines += [f"    error{where}: {first}", *("      " + line for line in rest)]
+    if c.proof and c.proof.detail and c.state != "proved":
+        lines.append(f"    proof: {c.proof.detail}")
+    if c.state == "goals":
+        lines += _goals(c.goals, "    ")
+    if c.diff is not None and c.state == "goals":
+        lines += ["    " + line for line in _diff(c.diff)[1:]]
+    return lines
+
+
+def _diff(d: GoalsDiff) -> list[str]:
+    """The summary, then each changed goal's hypotheses and conclusion."""
+    lines = [f"diff: {d.summary}"]
+    for c in d.changed:
+        lines += [f"  goal {c.before_index} → {c.after_index}:"]
+        lines += [f"    + {h}" for h in c.hyps_added] + [f"    - {h}" for h in c.hyps_removed]
+        if c.rewritten:
+            lines += [f"    was: {c.goal_before}", f"    now: {c.goal_after}"]
     return lines

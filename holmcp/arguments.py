@@ -54,6 +54,10 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "pagesize": ("limit",),
     "per_page": ("limit",),
     "max_results": ("limit",),
+    "candidates": ("tactics",),
+    "tactic": ("tactics",),
+    "col1": ("column1",),
+    "col2": ("column2",),
 }
 
 

@@ -270,6 +270,38 @@ class Tools:
         """
         return await self._ask(ctx, messages.Holmake(file=self._path(file), target=target, progress=True))
 
+    async def try_(
+        self,
+        ctx: Context,
+        file: File,
+        line: Line,
+        tactics: Annotated[list[str], Field(min_length=1, description="Tried in order.")],
+        column: Annotated[
+            int | None, Field(ge=1, description="Replace from here; omit: the line's tactic.")
+        ] = None,
+        timeout: Annotated[
+            float | None, Field(ge=0, description="Seconds per candidate (default 30).")
+        ] = None,
+    ) -> CallToolResult:
+        """Try tactics in place of a proof line's tactic, file untouched. Per candidate: state (proved,
+        goals, failed, timed_out…), goals or error, proof status, time, goal diff. At most 8.
+        """
+        request = messages.Try(
+            file=self._path(file), line=line, column=column, tactics=tactics, timeout=timeout, progress=True
+        )
+        return await self._ask(ctx, request)
+
+    async def goalDiff(
+        self, ctx: Context, file: File, line1: Line, line2: Line,
+        column1: Annotated[int | None, Field(ge=1, description="Omit: before line1.")] = None,
+        column2: Annotated[int | None, Field(ge=1, description="Omit: after line2.")] = None,
+    ) -> CallToolResult:
+        """Goals closed and added, hypotheses added and removed, conclusions rewritten between two
+        positions of one proof.
+        """
+        request = messages.GoalDiff(file=self._path(file), line1=line1, line2=line2, column1=column1, column2=column2)
+        return await self._ask(ctx, request)
+
     async def _ask(self, ctx: Context, request: messages.Request) -> CallToolResult:
         relay = ProgressRelay(ctx.report_progress)
         try:
@@ -354,7 +386,12 @@ TOOLS: dict[str, ToolAnnotations] = {
     "search": ASKS,
     # Writes build products (.hol/objs, .hol/logs) in the script's directory; never the scripts.
     "holmake": _hints(read_only=False),
+    # Only the server's copy of the text changes, and it gets the file's text back.
+    "try": ASKS,
+    "goalDiff": ASKS,
 }
+# Tools whose name is a Python keyword.
+METHODS = {"try": "try_"}
 # Every tool returns its reply struct as structured content (the shape
 # `holctl --json` prints), but only these two publish an output schema: their
 # answers have the fields a caller branches on.  The others' schemas cost an
@@ -402,7 +439,7 @@ def build_server(socket: Path | None = None, base_dir: Path | None = None, autos
         name="holmcp",
         version=__version__,
         instructions=INSTRUCTIONS,
-        tools=[_tool(getattr(tools, name), name, hints) for name, hints in TOOLS.items()],
+        tools=[_tool(getattr(tools, METHODS.get(name, name)), name, hints) for name, hints in TOOLS.items()],
         lifespan=lifespan,
     )
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from holsrv import __version__
-from holsrv.answers import common, control, diagnostics, goals, holmake, lookups, search
+from holsrv.answers import common, control, diagnostics, goals, holmake, lookups, search, trials
 from holsrv.answers.common import Context, Report
 from holsrv.cache import AnswerCache
 from holsrv.errors import (
@@ -58,6 +58,8 @@ RECEIVE_BUFFER = 64 * 1024
 ABANDONED_WHEN_GONE = (
     m.Diagnostics, m.GoalState, m.Hover, m.Definition, m.References, m.Completion,
     m.DocumentSymbol, m.WorkspaceSymbol, m.Search, m.Eval, m.Status,
+    # A trial's candidates stop, and its `finally` gives the server the file's text back.
+    m.Try, m.GoalDiff,
 )
 _STOPPING_UNANSWERED = (
     "the daemon is shutting down and did not start this request; send it again in a few seconds "
@@ -410,6 +412,8 @@ class Daemon:
             request_timeout_s=self.settings.request_timeout_s,
             lookup_wait_s=self.settings.lookup_wait_s,
             start_wait_s=self.settings.start_wait_s,
+            try_timeout_s=self.settings.try_timeout_s,
+            trial_wait_s=self.settings.trial_wait_s,
             settings_warnings=self._differences(hello.settings),
             holmake_timeout_s=self.settings.holmake_timeout_s,
         ))
@@ -556,6 +560,10 @@ class Daemon:
             case m.Shutdown():
                 self.stopping.set()
                 return m.ShutdownResult(f"holsrv (pid {os.getpid()}) is stopping its HOL servers and exiting")
+            case m.Try():
+                return await trials.try_tactics(ctx, request, client, report)
+            case m.GoalDiff():
+                return await trials.goal_diff(ctx, request, client)
             case _:
                 assert_never(request)
 

@@ -124,6 +124,18 @@ class LspError(HolsrvError):
         self.rpc_code = rpc_code
 
 
+class TooManyCandidates(BadRequest):
+    """A `try` call named more candidate tactics than the daemon tries in one call."""
+
+    code = "too_many_candidates"
+
+
+class TrialRunning(ServerBusy):
+    """A `try` call has the file's server and did not finish within the wait."""
+
+    code = "trial_running"
+
+
 def error_for_code(code: str, message: str, detail: str = "") -> HolsrvError:
     """Rebuild the error a daemon reported, so clients can catch it by class."""
     classes = {cls.code: cls for cls in _all_subclasses(HolsrvError)}

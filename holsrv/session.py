@@ -29,6 +29,7 @@ from holsrv.process import ChildProcess, ProcessState
 from holsrv.rpc import messages as m
 from holsrv.settings import Settings
 from holsrv.textsync import TextSync
+from holsrv.trialgate import TrialGate
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,7 @@ class Session:
         self._stop_task: asyncio.Task | None = None
         self._handshaken = False  # `initialized` sent: LSP shutdown is allowed
         self.hol = hol.HolCalls(self.uri, self.request, self.notify)  # HOL's typed requests about this file
+        self.trials = TrialGate()  # a `try` holds the server alone while it has other text
 
     # -- what callers ask ---------------------------------------------------
 

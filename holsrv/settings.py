@@ -117,6 +117,11 @@ class Settings:
     holmake_timeout_s: float = 1800.0
     holmake_jobs: int = 0
     holmake_tail_lines: int = 40
+    # Trials (`try`): candidates per call, each one's default time limit, and
+    # how long another call on the file waits for a running trial to end.
+    max_try_candidates: int = 8
+    try_timeout_s: float = 30.0
+    trial_wait_s: float = 30.0
     # Where each value not from a default came from ("environment HOLSRV_X",
     # "flag --x"); filled by `from_env`.
     sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False, repr=False)

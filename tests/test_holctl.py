@@ -104,6 +104,10 @@ def _status(request, n):
         (("holmake", "f.sml", "fTheory.uo", "-j", "3"), messages.Holmake("{f}", "fTheory.uo", jobs=3)),
         (("--expect-hash", "0123abcd", "hover", "f.sml", "1", "2"),
          messages.Hover("{f}", 1, 2, expect_hash="0123abcd")),
+        (("try", "f.sml", "9", "simp[]", "metis_tac[]"), messages.Try("{f}", 9, ["simp[]", "metis_tac[]"])),
+        (("try", "f.sml", "9", "3", "simp[]", "--timeout", "4"), messages.Try("{f}", 9, ["simp[]"], 3, 4.0)),
+        (("goalDiff", "f.sml", "4", "6"), messages.GoalDiff("{f}", 4, 6)),
+        (("goalDiff", "f.sml", "4", "2", "6", "5"), messages.GoalDiff("{f}", 4, 6, 2, 5)),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, tuple) else None,
 )

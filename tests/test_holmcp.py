@@ -45,12 +45,14 @@ PARAMETERS = {
     "status": set(),
     "search": {"file", "query", "limit", "page", "expect_hash"},
     "holmake": {"file", "target"},
+    "try": {"file", "line", "column", "tactics", "timeout"},
+    "goalDiff": {"file", "line1", "column1", "line2", "column2"},
 }
 READ_ONLY = {"diagnostics", "goalState", "hover", "definition", "references", "completion", "documentSymbol",
-             "workspaceSymbol", "status", "search"}
+             "workspaceSymbol", "status", "search", "try", "goalDiff"}
 # What an agent host pays for the tool list in every context, in characters
-# (12 000 until search and holmake came, with expect_hash).
-MAX_TOOL_LIST_CHARS = 14_000
+# (12,000 until search, holmake, try and goalDiff came, with expect_hash).
+MAX_TOOL_LIST_CHARS = 16_000
 
 
 async def listed(server):
@@ -402,6 +404,20 @@ async def test_goal_state_without_a_column_shows_the_goals_before_and_after_the_
     assert data["column"] is None and data["line_text"].strip() == FAILING_SCRIPT.splitlines()[6].strip()
     assert data["state"] in {"goals", "proved_here"} and "before" in data
     assert "before the line:" in text(result) and "after the line:" in text(result)
+
+
+@pytest.mark.asyncio
+async def test_try_answers_each_candidate_and_goal_diff_names_what_changed(daemon, write_script):
+    path = write_script(FAILING_SCRIPT)
+    line = FAILING_SCRIPT.splitlines().index("  gen_tac >> simp[]") + 1
+    async with Client(build_server(daemon.socket, path.parent, autostart=False)) as client:
+        tried = await client.call_tool("try", {"file": path.name, "line": line, "column": 14,
+                                               "tactics": ["simp[]", 'FAIL_TAC "no"']})
+        diff = await client.call_tool("goalDiff", {"file": path.name, "line1": line, "line2": line})
+    assert not tried.is_error and not diff.is_error, (tried.content, diff.content)
+    assert [c["state"] for c in tried.structured_content["candidates"]] == ["proved", "failed"]
+    assert "[2] FAIL_TAC \"no\": FAILED" in text(tried)
+    assert diff.structured_content["diff"]["summary"] == "all 1 goal closed"
 
 
 @pytest.mark.asyncio

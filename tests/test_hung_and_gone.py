@@ -168,3 +168,17 @@ async def test_an_agent_cancelling_an_eval_stops_it_in_hol(daemon, write_script,
             await call
         await asyncio.to_thread(wait_until, lambda: _waiting(daemon) == 0, what="the cancelled eval to end")
     assert any(msg.get("method") == "$/cancelRequest" for msg in _client_messages(log))
+
+
+def test_a_trial_whose_caller_hangs_up_stops_and_gives_the_server_the_files_text_back(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    daemon.call(m.Diagnostics(str(path), wait=20))
+    sock = _open_hello(daemon)
+    sock.sendall(framing.encode(m.Try(str(path), 13, ["LOOP_TAC"], timeout=600)))
+    wait_until(lambda: _waiting(daemon) == 1, what="the trial to start")
+    [session] = daemon.daemon.pool.sessions.values()
+    wait_until(lambda: session.data != path.read_bytes(), what="the candidate to reach HOL")
+    sock.close()
+    wait_until(lambda: _waiting(daemon) == 0, what="the abandoned trial to end")
+    assert session.data == path.read_bytes()
+    assert daemon.call(m.Diagnostics(str(path), wait=20)).verdict == "OK"

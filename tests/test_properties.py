@@ -51,6 +51,9 @@ REQUESTS: dict[type, st.SearchStrategy] = {
     m.Shutdown: st.just(m.Shutdown()),
     m.Search: st.builds(m.Search, files, texts, lines, lines, optional_wait, texts),
     m.Holmake: st.builds(m.Holmake, files, texts, lines, st.booleans()),
+    m.Try: st.builds(m.Try, files, lines, st.lists(texts, max_size=10), st.none() | lines, optional_wait, seconds,
+                     st.booleans()),
+    m.GoalDiff: st.builds(m.GoalDiff, files, lines, lines, st.none() | lines, st.none() | lines, seconds),
 }
 requests = st.one_of(*REQUESTS.values())
 

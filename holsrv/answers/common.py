@@ -53,15 +53,19 @@ async def opened(
     script = await read(ctx, file)  # bad input fails here, before any HOL starts
     async with ctx.pool.lease(script.path, client, script.hash) as lease:
         session = lease.session
-        if await session.wait_started(ctx.settings.start_wait_s if wait is None else wait):
-            if lease.start != "warm":
-                script = await read(ctx, file)  # the start took a while: the newest text wins
-            # Shielded: a caller that hangs up mid-sync (its call is then
-            # cancelled) must not leave the server's text half-recorded.
-            await asyncio.shield(session.sync(script.data, script.text))
-        elif not tolerate_start:
-            raise Starting(starting_message(session, ctx.clock()))
-        yield script, lease
+        # A trial's text is never synced over, nor read as this call's answer.
+        # The wait for it is within the call's own (clients size their timeouts so).
+        trial_wait = min(ctx.settings.trial_wait_s, ctx.settings.start_wait_s if wait is None else wait)
+        async with session.trials.use(trial_wait, script.path.name):
+            if await session.wait_started(ctx.settings.start_wait_s if wait is None else wait):
+                if lease.start != "warm":
+                    script = await read(ctx, file)  # the start took a while: the newest text wins
+                # Shielded: a caller that hangs up mid-sync (its call is then
+                # cancelled) must not leave the server's text half-recorded.
+                await asyncio.shield(session.sync(script.data, script.text))
+            elif not tolerate_start:
+                raise Starting(starting_message(session, ctx.clock()))
+            yield script, lease
 
 
 async def read(ctx: Context, file: str) -> files.Script:

@@ -160,7 +160,7 @@ def _result(
         state="failed" if shown.error else "goals" if shown.goals else "proved_here",
         theorem=shown.theorem,
         step=shown.step,
-        goals=_goals(shown),
+        goals=goals_of(shown),
         context=list(shown.context),
         note=shown.note,
         error=shown.error,
@@ -168,11 +168,11 @@ def _result(
         provisional=hol.is_provisional(first) or hol.is_provisional(last),
     )
     if base.column is None:
-        result = replace(result, before=_goals(first) if isinstance(first, replies.GoalState) else None)
+        result = replace(result, before=goals_of(first) if isinstance(first, replies.GoalState) else None)
     return replace(result, message=_message(result, shown, where))
 
 
-def _goals(reply: replies.GoalState) -> list[m.Goal]:
+def goals_of(reply: replies.GoalState) -> list[m.Goal]:
     return [m.Goal(asms=[hol.strip_ansi(a) for a in g.asms], goal=hol.strip_ansi(g.goal)) for g in reply.goals]
 
 

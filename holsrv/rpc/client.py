@@ -32,6 +32,7 @@ from holsrv.rpc.messages import (
     DocumentSymbol,
     ErrorReply,
     Eval,
+    GoalDiff,
     GoalState,
     Hello,
     Holmake,
@@ -47,6 +48,7 @@ from holsrv.rpc.messages import (
     Shutdown,
     Status,
     Stop,
+    Try,
     Welcome,
     WorkspaceSymbol,
 )
@@ -67,6 +69,8 @@ FALLBACK_REQUEST_TIMEOUT_S = 60.0
 FALLBACK_LOOKUP_WAIT_S = 25.0
 FALLBACK_START_WAIT_S = 25.0
 FALLBACK_HOLMAKE_TIMEOUT_S = 1800.0  # a daemon that does not say its holmake_timeout_s
+FALLBACK_TRY_TIMEOUT_S = 30.0
+FALLBACK_TRIAL_WAIT_S = 30.0
 # What a client passes on in Hello.settings besides every HOLSRV_* variable:
 # the names the reference tool reads, which the daemon also honours.
 REFERENCE_SETTINGS = ("HOL_BIN", "HOLDIR", "HOL_LSP_EXTRA_PATH", "HOL_LSP_MCP_MAX_SERVERS")
@@ -147,6 +151,16 @@ def reply_timeout(request: Request, welcome: Welcome) -> float:
         case Holmake():
             # The daemon kills a Holmake at its own limit and then answers.
             spent = welcome.holmake_timeout_s or FALLBACK_HOLMAKE_TIMEOUT_S
+        case Try():
+            # Start and compile, then each candidate's own limit, then the
+            # restored text's compile (lookup_wait) and one LSP request late.
+            each = welcome.try_timeout_s or FALLBACK_TRY_TIMEOUT_S
+            if request.timeout is not None:
+                each = limits.bounded(request.timeout)
+            trial = welcome.trial_wait_s or FALLBACK_TRIAL_WAIT_S  # other calls on the file finishing first
+            spent = start + trial + limits.bounded(request.wait) + len(request.tactics) * each + lookup + 2 * lsp
+        case GoalDiff():
+            spent = 2 * (limits.bounded(request.wait) + start + lsp)
         case _:
             assert_never(request)
     return spent + REPLY_MARGIN_S

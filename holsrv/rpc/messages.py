@@ -63,6 +63,9 @@ class Welcome(ReplyBase, tag="welcome"):
     request_timeout_s: float = 0.0
     lookup_wait_s: float = 0.0
     start_wait_s: float = 0.0
+    # Trials: a candidate's default time limit, and how long a call waits for a running trial.
+    try_timeout_s: float = 0.0
+    trial_wait_s: float = 0.0
     # Where the client's settings differ from the daemon's, one sentence each
     # (which setting, the daemon's value, how to apply the client's): clients
     # repeat these in the warnings of every answer on this connection.
@@ -195,6 +198,35 @@ class Holmake(RequestBase, tag="holmake"):
     progress: bool = False
 
 
+# -- trials: try candidate tactics, and the goal diff ------------------------
+
+
+class Try(RequestBase, tag="try"):
+    """Try each tactic in `tactics` in place of the line's tactic (from `column`, or
+    the whole line's when None), in the server's copy of the text only."""
+
+    file: str
+    line: int
+    tactics: list[str]
+    column: int | None = None
+    # Seconds each candidate may take (goals and its proof's verdict); None: the daemon's setting.
+    timeout: float | None = None
+    # Bounds the wait for the server to start and the file to compile first.
+    wait: float = 25.0
+    progress: bool = False
+
+
+class GoalDiff(RequestBase, tag="goalDiff"):
+    """What changed in the goals between (line1, column1) and (line2, column2) of one proof."""
+
+    file: str
+    line1: int
+    line2: int
+    column1: int | None = None
+    column2: int | None = None
+    wait: float = 25.0
+
+
 Request = Union[
     Diagnostics,
     GoalState,
@@ -212,6 +244,8 @@ Request = Union[
     Shutdown,
     Search,
     Holmake,
+    Try,
+    GoalDiff,
 ]
 
 # -- pieces of replies ------------------------------------------------------
@@ -613,6 +647,76 @@ class HolmakeResult(ReplyBase, tag="holmake"):
     log_tail: str = ""
     elapsed_s: float = 0.0
     shared: bool = False  # this call joined a Holmake another call had started
+# -- trials -------------------------------------------------------------------
+
+
+class GoalChange(Struct):
+    """One goal a tactic changed: 1-based indexes into the goals before and after."""
+
+    before_index: int
+    after_index: int
+    hyps_added: list[str] = []
+    hyps_removed: list[str] = []
+    rewritten: bool = False  # the conclusion changed (then goal_before/goal_after say how)
+    goal_before: str = ""
+    goal_after: str = ""
+
+
+class GoalsDiff(Struct):
+    goals_before: int
+    goals_after: int
+    unchanged: int = 0
+    closed: list[Goal] = []
+    added: list[Goal] = []
+    changed: list[GoalChange] = []
+    summary: str = ""
+
+
+class TryCandidate(Struct):
+    tactic: str
+    # "proved": no goals left and the proof checks; "proved_here": no goals
+    # left at this point (a branch, or the rest of the proof fails);
+    # "goals": goals remain; "failed": the tactic fails (`error`,
+    # `failed_range` in the trial's text); "timed_out": cut off after the
+    # timeout (a looping or very slow tactic); its check was dropped.
+    state: str
+    message: str = ""
+    goals: list[Goal] = []
+    error: str = ""
+    failed_range: Range | None = None
+    # The proof's status with this candidate in place (as diagnostics lists it).
+    proof: Proof | None = None
+    time_s: float = 0.0
+    diff: GoalsDiff | None = None
+
+
+class TryResult(ReplyBase, tag="try"):
+    file: str
+    content_hash: str
+    line: int
+    column: int | None
+    theorem: str
+    # The text each candidate replaced, and the goals before it.
+    replaced: str
+    before: list[Goal]
+    candidates: list[TryCandidate]
+    message: str = ""
+    server: ServerNote | None = None
+    time_s: float = 0.0
+    # The file changed on disk during the trial: the candidates were tried
+    # against the text it had when the trial began.
+    changed_on_disk: bool = False
+
+
+class GoalDiffResult(ReplyBase, tag="goalDiff"):
+    file: str
+    content_hash: str
+    theorem: str
+    before: list[Goal]
+    after: list[Goal]
+    diff: GoalsDiff
+    message: str = ""
+    server: ServerNote | None = None
 
 
 Result = Union[
@@ -632,6 +736,8 @@ Result = Union[
     ShutdownResult,
     SearchResult,
     HolmakeResult,
+    TryResult,
+    GoalDiffResult,
 ]
 
 # typing flattens the nested union, so msgspec sees one flat tagged union.

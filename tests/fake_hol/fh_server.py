@@ -205,6 +205,8 @@ class Server:
                 doc.text, issues = _apply_ranged(doc.text, change, self.enc)
                 problems += issues
         doc.version = version
+        # A walk's failure is published until a clean walk or an edit (PROTOCOL.md §0).
+        doc.walk_diags.clear()
         if problems:
             self._desync(doc, version, "; ".join(problems))
         if doc.running:

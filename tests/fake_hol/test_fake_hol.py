@@ -122,6 +122,23 @@ def test_failing_proof_is_reported_then_its_diagnostic_moves_to_the_step(hol, tm
     assert all("add0" not in [n for n, _ in b] for b in proof_states(msgs + later))
 
 
+def test_an_edit_drops_the_diagnostic_of_a_failed_walk(hol, tmp_path):
+    # PROTOCOL.md §0: a failed walk's diagnostic lasts until a clean walk or an edit.
+    uri = uri_in(tmp_path)
+    text = with_theorem("conj_tac", name="split", stmt="T")
+    hol.open(uri, text)
+    hol.until_method("$/compileCompleted")
+    settle(hol)
+    mid = hol.request("$/hol/goalState", {"textDocument": {"uri": uri}, "position": pos(12, 10)})
+    msgs = hol.until(lambda m: m.get("id") == mid and "method" not in m) + settle(hol)
+    walked = [m["params"]["diagnostics"] for m in msgs if m.get("method") == "textDocument/publishDiagnostics"]
+    assert [d["message"] for d in walked[-1]] == ["Tactic `conj_tac` failed to apply"]
+    hol.change(uri, text.replace("gen_tac >> simp[]", "gen_tac >> rw[]"), 2)
+    msgs = hol.until_method("$/compileCompleted") + settle(hol)
+    published = [m["params"]["diagnostics"] for m in msgs if m.get("method") == "textDocument/publishDiagnostics"]
+    assert published and published[-1] == []
+
+
 # ---------------------------------------------------------------- §19.3
 
 def test_looping_proof_stays_checking_until_checking_is_switched_off(hol, tmp_path):
