@@ -23,6 +23,7 @@ from holsrv.rpc.messages import (
     GoalStateResult,
     HoverResult,
     Location,
+    LogsResult,
     Progress,
     Proof,
     Range,
@@ -93,6 +94,8 @@ def _result_lines(reply: Result) -> list[str]:
             lines = [reply.message]
         case StatusResult():
             lines = _status(reply)
+        case LogsResult():
+            lines = [*reply.lines, f"({reply.message})"]
         case _:
             assert_never(reply)
     return lines

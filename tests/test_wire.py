@@ -139,6 +139,7 @@ def test_every_request_round_trips_through_a_frame():
         m.DocumentSymbol(f, wait=3.0), m.WorkspaceSymbol(f, "ADD_", limit=5, page=2), m.Eval(f, "1 + 1;", timeout=2.0),
         m.RetryCompile(f), m.Restart(f, max_heap_mb=0), m.Stop(f), m.Status(), m.Shutdown(),
     ]
+    requests += [m.Logs(f, lines=5)]
     assert {type(r) for r in requests} == set(typing.get_args(m.Request)), "a request type is not covered"
     for request in requests:
         frame = framing.encode(request)

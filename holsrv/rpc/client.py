@@ -35,6 +35,7 @@ from holsrv.rpc.messages import (
     GoalState,
     Hello,
     Hover,
+    Logs,
     Progress,
     References,
     Reply,
@@ -135,7 +136,7 @@ def reply_timeout(request: Request, welcome: Welcome) -> float:
         case Restart() | Stop():
             # Stopping the old server (its shutdown exchange), then the new one's start.
             spent = lsp + start
-        case Status() | Shutdown():
+        case Status() | Shutdown() | Logs():
             spent = 0.0  # answered at once, from the daemon's own state
         case _:
             assert_never(request)

@@ -163,6 +163,13 @@ class Shutdown(RequestBase, tag="shutdown"):
     pass
 
 
+class Logs(RequestBase, tag="logs"):
+    """The last `lines` lines the file's HOL server wrote to stderr (or its last server's, if it died)."""
+
+    file: str
+    lines: int = 200
+
+
 Request = Union[
     Diagnostics,
     GoalState,
@@ -178,6 +185,7 @@ Request = Union[
     Stop,
     Status,
     Shutdown,
+    Logs,
 ]
 
 # -- pieces of replies ------------------------------------------------------
@@ -504,6 +512,14 @@ class ShutdownResult(ReplyBase, tag="shutdown"):
     message: str
 
 
+class LogsResult(ReplyBase, tag="logs"):
+    file: str
+    pid: int | None  # of the server the lines are from; None when none ran
+    running: bool  # the server is alive (else the lines are a dead server's last words)
+    lines: list[str]
+    message: str = ""  # what the lines are, or why there are none
+
+
 class ErrorReply(ReplyBase, tag="error"):
     code: str
     message: str
@@ -525,6 +541,7 @@ Result = Union[
     StopResult,
     StatusResult,
     ShutdownResult,
+    LogsResult,
 ]
 
 # typing flattens the nested union, so msgspec sees one flat tagged union.
