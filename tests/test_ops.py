@@ -125,6 +125,22 @@ def test_a_socket_activated_daemon_serves_on_the_socket_it_was_given_and_leaves_
         listener.close()
 
 
+@pytest.mark.skipif(shutil.which("systemd-socket-activate") is None,
+                    reason="systemd-socket-activate (systemd's own activation tool) is not installed here")
+def test_systemds_own_activation_tool_starts_a_daemon_that_serves(short_tmp):
+    path = short_tmp / "sd.sock"
+    proc = subprocess.Popen(["systemd-socket-activate", "-l", str(path), sys.executable, "-m", "holsrv"],
+                            env=_env(short_tmp), stderr=subprocess.PIPE, text=True)
+    with _reaped(proc):
+        wait_until(lambda: path.exists() or proc.poll() is not None, EXIT_DEADLINE_S, "the socket")
+        with rpc_client.connect(path, name="test", autostart=False) as conn:
+            status = conn.call(m.Status())
+            assert status.pid == proc.pid and status.socket == str(path)  # the tool execs holsrv in place
+            conn.call(m.Shutdown())
+        assert _exit_status(proc) == 0
+        assert "socket from systemd" in proc.stderr.read()
+
+
 def test_listen_variables_for_another_process_are_ignored_and_removed():
     env = {"LISTEN_PID": str(os.getpid() + 1), "LISTEN_FDS": "1", "LISTEN_FDNAMES": "holsrv.socket", "HOME": "/h"}
     assert activation.listening_socket(env) is None
