@@ -213,7 +213,8 @@ class Daemon:
         while True:
             await asyncio.sleep(period)  # a periodic duty, as the socket watch: not a synchronisation
             now = time.monotonic()
-            if self._open or self.pool.sessions:
+            # A dead server stays in `sessions` until its file's next call: it is no reason to stay.
+            if self._open or any(s.alive for s in self.pool.sessions.values()):
                 busy_at = now
             elif now - busy_at >= limit:
                 log.info("no HOL server and no client for %gs (idle_exit_s): exiting", limit)
