@@ -427,12 +427,12 @@ def logs(target: Target, file: str | None, of_daemon: bool, follow: bool, lines:
 
 
 def _daemon_log(socket: Path | None, lines: int, follow: bool) -> None:
-    """The journal under systemd (units installed, default socket), else the log file of a daemon started on demand."""
+    """The journal under systemd (units installed, no --socket), else the log file of a daemon started on demand."""
     from holctl import service
     from holsrv.rpc import paths
 
     path = socket or paths.default_socket()
-    if service.installed() and path == paths.default_socket() and "HOLSRV_SOCKET" not in os.environ:
+    if service.installed() and socket is None:
         command = service.journal_command(lines, follow)
         try:
             os.execvp(command[0], command)
@@ -501,7 +501,8 @@ def install_service() -> None:
         stop_timeout_s = Settings.from_env().stop_timeout_s
     except ConfigError as err:
         raise click.ClickException(f"fix the settings first, or the service would not start: {err}") from None
-    _stop_on_demand_daemon()
+    if not service.installed():
+        _stop_on_demand_daemon()
     try:
         service.install(os.environ, stop_timeout_s, click.echo)
     except (service.ServiceError, OSError) as err:

@@ -195,6 +195,7 @@ def install(environ: Mapping[str, str], stop_timeout_s: float, say) -> None:
     tool = user_manager(systemctl(environ))
     made = units(environ, stop_timeout_s)
     where = unit_dir(environ)
+    again = installed(environ)
     where.mkdir(parents=True, exist_ok=True)
     for name, text in ((SOCKET_UNIT, made.socket), (SERVICE_UNIT, made.service)):
         (where / name).write_text(text, encoding="utf-8")
@@ -204,7 +205,11 @@ def install(environ: Mapping[str, str], stop_timeout_s: float, say) -> None:
         say(f"  Environment={name}={value}")
     for note in made.notes:
         say(f"  note: {note}")
-    for args in (["daemon-reload"], ["enable", "--now", SOCKET_UNIT]):
+    steps = [["daemon-reload"], ["enable", "--now", SOCKET_UNIT]]
+    if again:
+        # A daemon the old units started keeps its old settings: restart it if it runs.
+        steps.append(["try-restart", SERVICE_UNIT])
+    for args in steps:
         _step([tool, "--user", *args], say)
     say(f"systemd now listens on the socket ({SOCKET_UNIT}); the first holctl or holmcp call starts holsrv. "
         "Logs: `holctl logs --daemon` (journalctl --user -u holsrv). To keep it running after you log out: "

@@ -196,6 +196,18 @@ def test_an_idle_daemon_exits_cleanly_but_not_while_a_client_is_connected(short_
     assert not sock.exists()
 
 
+def test_a_live_hol_server_keeps_an_idle_exit_daemon_running_and_a_dead_one_does_not(short_tmp, write_script):
+    sock = short_tmp / "idle.sock"
+    with _reaped(_foreground(sock, _env(short_tmp), "--idle-exit", "0.2")) as proc:
+        with rpc_client.connect(sock, name="test", autostart=False) as conn:
+            conn.call(m.Diagnostics(str(write_script(GOOD_SCRIPT)), wait=30))
+            [server] = conn.call(m.Status()).sessions
+        with pytest.raises(subprocess.TimeoutExpired):  # as above: never exits while a server lives
+            proc.wait(1.0)
+        os.kill(server.pid, signal.SIGKILL)  # a crash: the daemon keeps the dead session until a call
+        assert _exit_status(proc) == 0
+
+
 def test_a_daemon_started_on_demand_exits_when_idle_by_default_and_says_where_that_came_from(short_tmp):
     sock = short_tmp / "od.sock"
     env = {k: v for k, v in _env(short_tmp).items() if not k.startswith("HOLSRV_")}
@@ -357,10 +369,18 @@ def test_install_service_writes_units_for_this_installation_and_enables_the_sock
                                  env={**env, "XDG_RUNTIME_DIR": str(tmp_path)})
         assert checked.returncode == 0 and "holsrv" not in checked.stderr, checked.stderr
 
+    # Again, with a changed setting: a daemon the old units started is restarted to take it.
+    again = holctl("install-service", env={**env, "HOLSRV_MAX_SERVERS": "5"})
+    assert again.returncode == 0, again.stderr
+    assert "Environment=HOLSRV_MAX_SERVERS=5\n" in (units / "holsrv.service").read_text()
+    assert (tmp_path / "calls").read_text().splitlines()[3:] == [
+        "--user show-environment", "--user daemon-reload", "--user enable --now holsrv.socket",
+        "--user try-restart holsrv.service"]
+
     undone = holctl("uninstall-service", env=env)
     assert undone.returncode == 0, undone.stderr
     assert not (units / "holsrv.service").exists() and not (units / "holsrv.socket").exists()
-    assert (tmp_path / "calls").read_text().splitlines()[3:] == [
+    assert (tmp_path / "calls").read_text().splitlines()[7:] == [
         "--user disable --now holsrv.socket holsrv.service", "--user daemon-reload"]
 
 
