@@ -130,6 +130,9 @@ Type=simple
 ExecStart={" ".join(_quote(part, exec_line=True) for part in command)}
 {environment}Restart=on-failure
 RestartSec=2
+# A bad config file or setting (holsrv exits EX_CONFIG): the next connection
+# tries again, after it is fixed, rather than systemd in a loop.
+RestartPreventExitStatus=78
 # On SIGTERM the daemon drains its calls and stops every HOL server itself,
 # escalating to SIGKILL, within HOLSRV_STOP_TIMEOUT_S ({stop_timeout_s:g}s).  mixed:
 # SIGTERM goes to the daemon alone (not racing its shutdown with the servers'),

@@ -24,6 +24,8 @@ ON_DEMAND_IDLE_EXIT_S = 3600.0
 # The log file's bounds: a daemon started on demand may run for weeks.
 LOG_MAX_BYTES = 5 * 1024 * 1024
 LOG_BACKUPS = 2
+# sysexits.h: a configuration error.
+EX_CONFIG = 78
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -61,7 +63,7 @@ def main(
         )
     except ConfigError as err:
         logging.getLogger(__name__).error("not starting: %s", err)
-        raise click.ClickException(f"not starting: {err}") from None
+        raise BadConfig(f"not starting: {err}") from None
     if detach and "idle_exit_s" not in settings.sources:
         settings = dataclasses.replace(settings, idle_exit_s=ON_DEMAND_IDLE_EXIT_S, sources={
             **settings.sources, "idle_exit_s": "default for a daemon started on demand"})
@@ -71,6 +73,13 @@ def main(
         # The client that started us waits for the running daemon's socket.
         _ready(ready_fd, client.ALREADY_RUNNING.encode() + b"\n")
         raise click.ClickException(str(err)) from None
+
+
+class BadConfig(click.ClickException):
+    """Settings the daemon will not run with.  Its own exit status, so systemd
+    (RestartPreventExitStatus=) does not restart it in a loop until they change."""
+
+    exit_code = EX_CONFIG
 
 
 async def _serve(settings: Settings, ready_fd: int | None, listener=None) -> None:
