@@ -111,6 +111,7 @@ def test_a_socket_activated_daemon_serves_on_the_socket_it_was_given_and_leaves_
                 conn.call(m.Shutdown())
             assert _exit_status(first) == 0
             assert "socket from systemd" in first.stderr.read()
+            assert not pid_alive(server.pid)
         # The socket file is systemd's: still there, and still listening (in
         # this test's hands, as in systemd's), so a client that connects
         # before the next daemon starts waits in the backlog, not refused.
