@@ -50,6 +50,7 @@ REQUESTS: dict[type, st.SearchStrategy] = {
     m.Status: st.just(m.Status()),
     m.Shutdown: st.just(m.Shutdown()),
 }
+REQUESTS[m.Logs] = st.builds(m.Logs, files, lines)
 requests = st.one_of(*REQUESTS.values())
 
 
