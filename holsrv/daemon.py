@@ -162,7 +162,8 @@ class Daemon:
             self._lock_fd = None
 
     async def _bind(self) -> None:
-        """Listen on the socket path (0600), replacing the listener we had, if any."""
+        """Listen on the socket path (0600), replacing the listener we had, if any; or serve
+        the listening socket systemd passed."""
         path = self.settings.socket
         if self._listener is not None:
             # systemd set its mode (SocketMode=) and owns the file: serve only.

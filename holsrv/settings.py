@@ -12,7 +12,9 @@ import dataclasses
 import difflib
 import math
 import os
+import re
 import shutil
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -262,8 +264,6 @@ def config_path(environ: Mapping[str, str] | None = None) -> Path | None:
 def read_config(path: Path) -> dict:
     """The settings `path` sets, checked: an unknown key or a bad value raises
     `ConfigError` naming the key, the file and its line."""
-    import tomllib  # only the daemon and `holctl config` read the file
-
     try:
         text = path.read_text(encoding="utf-8")
         table = tomllib.loads(text)
@@ -289,8 +289,6 @@ def read_config(path: Path) -> dict:
 def _key_line(text: str, key: str) -> int | str:
     """The line where `key` is set (tomllib does not say): `key =`, a quoted key,
     a dotted key or a `[key]` table header."""
-    import re
-
     name = rf"(?:{re.escape(key)}|\"{re.escape(key)}\"|'{re.escape(key)}')"
     pattern = re.compile(rf"^\s*(?:{name}\s*[=.]|\[+\s*{name}\s*[\].])")
     for number, line in enumerate(text.splitlines(), 1):
