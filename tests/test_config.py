@@ -126,3 +126,12 @@ def test_holctl_config_says_a_daemon_would_not_start_with_a_bad_file(tmp_path, s
     shown = holctl("config", env=env)
     assert shown.returncode == 1
     assert f"a daemon would not start: unknown setting 'no_such_setting' in {file}, line 1" in shown.stderr
+
+
+def test_a_client_that_starts_a_daemon_with_a_bad_config_file_is_told_why_it_would_not_start(tmp_path, short_tmp):
+    file = write_config(tmp_path, "max_servers = 2\n\nquiet_s = \"soon\"\n")
+    env = {**_daemon_env(tmp_path), "HOLSRV_SOCKET": str(short_tmp / "bad.sock")}
+    shown = holctl("status", env=env)
+    assert shown.returncode == 5
+    assert shown.stderr.startswith("holctl: daemon_unreachable: could not start the holsrv daemon: not starting: "
+                                   f"bad value for 'quiet_s' in {file}, line 3: expected a number")
