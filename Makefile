@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test stress lint bench run clean
+.PHONY: install test stress lint bench run clean install-service
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,11 @@ bench: $(STAMP)
 # make run SCRIPT=path/to/fooScript.sml — diagnostics through the daemon
 run: $(STAMP)
 	$(BIN)/holctl diagnostics $(SCRIPT)
+
+# systemd user units for this checkout's holsrv, with the HOL settings of
+# the calling shell; `$(BIN)/holctl uninstall-service` undoes it.
+install-service: $(STAMP)
+	$(BIN)/holctl install-service
 
 clean:
 	rm -rf $(VENV) build *.egg-info

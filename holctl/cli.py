@@ -6,6 +6,7 @@ the reply as text (holctl.render) or JSON.  All HOL knowledge is in the daemon.
 
 from __future__ import annotations
 
+import collections
 import os
 import sys
 from pathlib import Path
@@ -497,6 +498,134 @@ def search(
 def holmake(target: Target, file: str, make_target: str, jobs: int, as_json: bool) -> None:
     """Run Holmake in FILE's directory with the servers' HOL; print success or the failing theory's log tail."""
     target.ask(messages.Holmake(file=absolute(file), target=make_target, jobs=jobs), as_json)
+
+
+# -- operations: logs, config, the systemd service ------------------------------
+
+
+@cli.command("logs", epilog=EXIT_CODES)
+@click.argument("file", type=click.Path(), required=False)
+@click.option("--daemon", "of_daemon", is_flag=True, help="The daemon's own log instead of a file's HOL server's.")
+@click.option("-f", "--follow", is_flag=True, help="With --daemon: keep printing what it logs (Ctrl-C ends).")
+@click.option("-n", "--lines", type=click.IntRange(min=1, max=100_000), default=200, show_default=True,
+              help="How many of the last lines.")
+@json_option
+@click.pass_obj
+def logs(target: Target, file: str | None, of_daemon: bool, follow: bool, lines: int, as_json: bool) -> None:
+    """Print what FILE's HOL server wrote to stderr, or (--daemon) the daemon's log. Never starts a daemon."""
+    if of_daemon == (file is not None):
+        raise click.UsageError("give FILE or --daemon (not both)")
+    if of_daemon:
+        _daemon_log(target.socket, lines, follow)
+        return
+    if follow:
+        raise click.UsageError("--follow goes with --daemon")
+    Target(target.socket, autostart=False).ask(messages.Logs(file=absolute(file or ""), lines=lines), as_json)
+
+
+def _daemon_log(socket: Path | None, lines: int, follow: bool) -> None:
+    """The journal under systemd (units installed, no --socket), else the log file of a daemon started on demand."""
+    from holctl import service
+    from holsrv.rpc import paths
+
+    path = socket or paths.default_socket()
+    if service.installed() and socket is None:
+        command = service.journal_command(lines, follow)
+        try:
+            os.execvp(command[0], command)
+        except OSError as err:
+            raise click.ClickException(f"cannot run {command[0]} ({err}); the daemon logs to the journal") from None
+    log = paths.log_path(path)
+    if not log.is_file():
+        raise click.ClickException(
+            f"no daemon log at {log}: no daemon was started on demand on {path}. Under systemd it logs to the "
+            "journal (journalctl --user -u holsrv); started by hand, to its stderr or its --log-file."
+        )
+    if follow:
+        # tail -F follows the file across the daemon's rotations.
+        os.execvp("tail", ["tail", "-n", str(lines), "-F", str(log)])
+    with open(log, encoding="utf-8", errors="replace") as text:
+        kept = collections.deque(text, maxlen=lines)
+    click.echo("".join(kept), nl=False)
+
+
+@cli.command("config", epilog=EXIT_CODES)
+@click.pass_obj
+def config(target: Target) -> None:
+    """Print the settings a daemon started now would use, where each comes from, and the running daemon's."""
+    from holsrv import settings as holsrv_settings
+
+    file = holsrv_settings.config_path()
+    click.echo(f"config file: {file} ({'found' if file and file.is_file() else 'none there'})")
+    try:
+        ours = holsrv_settings.Settings.from_env()
+    except holsrv_settings.ConfigError as err:
+        raise click.ClickException(f"a daemon would not start: {err}") from None
+    effective = ours.effective()
+    click.echo("a daemon started now (flags aside) would use (config key = value  source, environment name):")
+    for name, value, source in effective:
+        click.echo(_setting_line(name, value, f"{source}, {name}"))
+    try:
+        with client.connect(target.socket, name="holctl", autostart=False) as conn:
+            status = conn.call(messages.Status())
+    except HolsrvError:
+        click.echo("no daemon is running; the next holctl or holmcp call starts one with these settings "
+                   "(and, started so, idle_exit_s 3600 unless set)")
+        return
+    assert isinstance(status, messages.StatusResult)
+    shown = {name: value for name, value, _ in effective}
+    differ = [s for s in status.settings if shown.get(s.name) != s.value]
+    if not differ:
+        click.echo(f"the running daemon (pid {status.pid}) uses the same values")
+        return
+    click.echo(f"the running daemon (pid {status.pid}) differs in (`holctl shutdown`, and the next call starts one "
+               "with the above):")
+    for setting in differ:
+        click.echo(_setting_line(setting.name, setting.value, setting.source))
+
+
+def _setting_line(name: str, value: str, source: str) -> str:
+    return f"  {name.removeprefix('HOLSRV_').lower():<22} = {value or '(none)':<12}  {source}"
+
+
+@cli.command("install-service")
+def install_service() -> None:
+    """Install holsrv as a systemd user service, started on the first connection to its socket."""
+    from holctl import service
+    from holsrv.settings import ConfigError, Settings
+
+    try:
+        stop_timeout_s = Settings.from_env().stop_timeout_s
+    except ConfigError as err:
+        raise click.ClickException(f"fix the settings first, or the service would not start: {err}") from None
+    if not service.installed():
+        _stop_on_demand_daemon()
+    try:
+        service.install(os.environ, stop_timeout_s, click.echo)
+    except (service.ServiceError, OSError) as err:
+        raise click.ClickException(str(err)) from None
+
+
+@cli.command("uninstall-service")
+def uninstall_service() -> None:
+    """Stop and remove the systemd user units install-service wrote."""
+    from holctl import service
+
+    try:
+        service.uninstall(os.environ, click.echo)
+    except (service.ServiceError, OSError) as err:
+        raise click.ClickException(str(err)) from None
+
+
+def _stop_on_demand_daemon() -> None:
+    """Ask a daemon already on the socket to stop, so the one systemd starts can take it over."""
+    try:
+        with client.connect(None, name="holctl", autostart=False) as conn:
+            reply = conn.call(messages.Shutdown())
+    except HolsrvError:
+        return  # none running
+    assert isinstance(reply, messages.ShutdownResult)
+    click.echo(f"asked the running daemon to stop: {reply.message}")
 
 
 def main() -> None:

@@ -27,6 +27,7 @@ from holsrv.rpc.messages import (
     HolmakeResult,
     HoverResult,
     Location,
+    LogsResult,
     Progress,
     Proof,
     Range,
@@ -110,6 +111,8 @@ def _result_lines(reply: Result) -> list[str]:
             lines = [f"theorem {reply.theorem}", *_diff(reply.diff), *_noted(reply.message)]
             lines += ["before:", *_goals(reply.before, "  "), "after:", *_goals(reply.after, "  ")]
             lines += _footer(reply.content_hash, reply.server) if reply.server else []
+        case LogsResult():
+            lines = [*reply.lines, f"({reply.message})"]
         case _:
             assert_never(reply)
     return lines + _freshness(reply)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import fcntl
 import functools
 import logging
@@ -27,11 +28,13 @@ import signal
 import socket
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import assert_never
 
 from holsrv import __version__
-from holsrv.answers import common, control, diagnostics, goals, holmake, lookups, search, trials
+from holsrv.answers import common, control, diagnostics, goals, holmake, logs, lookups, search, trials
 from holsrv.answers.common import Context, Report
 from holsrv.cache import AnswerCache
 from holsrv.errors import (
@@ -70,6 +73,9 @@ LOGGED_CHARS = 300
 # How often the daemon checks that its socket file is still there (someone may
 # delete it; clients would then start a daemon that cannot run while we do).
 SOCKET_CHECK_S = 2.0
+# How often an idle-exit daemon looks whether it is idle (at most; a tiny
+# idle_exit_s looks more often).
+IDLE_CHECK_S = 5.0
 
 
 class _Unresponsive(ConnectionError):
@@ -88,8 +94,17 @@ class _Connection:
 
 
 class Daemon:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, listener: socket.socket | None = None) -> None:
+        """`listener`: the listening socket systemd passed (socket activation); its path wins over settings'."""
+        if listener is not None:
+            named = Path(listener.getsockname())
+            if named != settings.socket:
+                settings = dataclasses.replace(settings, socket=named,
+                                               sources={**settings.sources, "socket": "systemd socket activation"})
         self.settings = settings
+        # Under socket activation the socket file is systemd's: it made it, it
+        # removes it, and it keeps listening between daemons.
+        self._listener = listener
         self.pool = Pool(settings)
         self.cache = AnswerCache(settings.cache_entries)
         self.answers = Context(self.pool, self.cache, settings)
@@ -106,6 +121,7 @@ class Daemon:
         self._lock_fd: int | None = None
         self._socket_id: tuple[int, int] | None = None  # (device, inode) of the socket we bound
         self._watch: asyncio.Task | None = None
+        self._idle: asyncio.Task | None = None
 
     async def start(self) -> None:
         """Take the socket's lock (refusing to start beside a live daemon), bind it, start duties."""
@@ -113,10 +129,11 @@ class Daemon:
         paths.private_dir(path.parent)
         self._lock()
         try:
-            if _answers(path):  # a daemon too old to take the lock
-                raise AlreadyRunning(f"a holsrv daemon is already listening on {path}")
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()  # stale: nobody holds the lock, nobody answered on it
+            if self._listener is None:
+                if _answers(path):  # a daemon too old to take the lock
+                    raise AlreadyRunning(f"a holsrv daemon is already listening on {path}")
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()  # stale: nobody holds the lock, nobody answered on it
             killed = self.pool.reap_leftovers()
             if killed:
                 log.warning("stopped %d HOL servers left by a previous daemon", killed)
@@ -125,8 +142,12 @@ class Daemon:
             self._unlock()
             raise
         self.pool.start_background()
-        self._watch = asyncio.create_task(self._watch_socket(), name="socket-watch")
-        log.info("holsrv %s listening on %s (pid %d)", __version__, path, os.getpid())
+        if self._listener is None:
+            self._watch = asyncio.create_task(self._watch_socket(), name="socket-watch")
+        if self.settings.idle_exit_s > 0:
+            self._idle = asyncio.create_task(self._exit_when_idle(), name="idle-exit")
+        how = " (socket from systemd)" if self._listener is not None else ""
+        log.info("holsrv %s listening on %s%s (pid %d)", __version__, path, how, os.getpid())
 
     def _lock(self) -> None:
         """Hold the socket's lock file for the daemon's whole life: one daemon per socket,
@@ -156,8 +177,15 @@ class Daemon:
             self._lock_fd = None
 
     async def _bind(self) -> None:
-        """Listen on the socket path (0600), replacing the listener we had, if any."""
+        """Listen on the socket path (0600), replacing the listener we had, if any; or serve
+        the listening socket systemd passed."""
         path = self.settings.socket
+        if self._listener is not None:
+            # systemd set its mode (SocketMode=) and owns the file: serve only.
+            server = await asyncio.start_unix_server(self._serve, sock=self._listener, limit=RECEIVE_BUFFER)
+            self._socket_id = None
+            self._server = server
+            return
         old_umask = os.umask(0o177)
         try:
             server = await asyncio.start_unix_server(self._serve, path=str(path), limit=RECEIVE_BUFFER)
@@ -193,14 +221,34 @@ class Daemon:
                 self.stopping.set()
                 return
 
-    async def run(self) -> None:
+    async def _exit_when_idle(self) -> None:
+        """Stop once there has been no HOL server and no client connection for `idle_exit_s`."""
+        limit = self.settings.idle_exit_s
+        period = min(IDLE_CHECK_S, limit / 2)
+        busy_at = time.monotonic()
+        while True:
+            await asyncio.sleep(period)  # a periodic duty, as the socket watch: not a synchronisation
+            now = time.monotonic()
+            # A dead server stays in `sessions` until its file's next call: it is no reason to stay.
+            if self._open or any(s.alive for s in self.pool.sessions.values()):
+                busy_at = now
+            elif now - busy_at >= limit:
+                log.info("no HOL server and no client for %gs (idle_exit_s): exiting", limit)
+                self.stopping.set()
+                return
+
+    async def run(self, ready: Callable[[], None] | None = None) -> None:
         """Serve until SIGTERM/SIGINT or a shutdown request, then drain and stop everything.
 
         A second signal while stopping cuts the drain short and kills the HOL servers.
+        `ready` is called once the signals are caught: a SIGTERM sent as soon as
+        the daemon says it is ready then stops it cleanly instead of killing it.
         """
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._signalled, sig)
+        if ready is not None:
+            ready()
         try:
             await self.stopping.wait()
             await self.close()
@@ -229,8 +277,9 @@ class Daemon:
         self.stopping.set()  # connections end after the reply they are working on
         self.pool.closing = True
         log.info("shutting down: %d connections, %d HOL servers", len(self._connections), len(self.pool.sessions))
-        if self._watch is not None:
-            self._watch.cancel()
+        for duty in (self._watch, self._idle):
+            if duty is not None and duty is not asyncio.current_task():
+                duty.cancel()
         if self._server is not None:
             self._server.close()
         for conn in list(self._open.values()):
@@ -238,11 +287,12 @@ class Daemon:
                 conn.writer.close()  # waiting for a request: nothing to answer
         if not await wait_all(set(self._connections), budget / 2, self._force):
             self._cut_short(budget / 2)
-        await asyncio.gather(*self._connections, *([self._watch] if self._watch else []), return_exceptions=True)
+        duties = [d for d in (self._watch, self._idle) if d is not None and d is not asyncio.current_task()]
+        await asyncio.gather(*self._connections, *duties, return_exceptions=True)
         await self.pool.close(max(0.0, deadline - loop.time()), self._force)
         with contextlib.suppress(OSError):
             info = os.lstat(self.settings.socket)
-            if (info.st_dev, info.st_ino) == self._socket_id:  # never another's file
+            if (info.st_dev, info.st_ino) == self._socket_id:  # never another's file, nor systemd's
                 self.settings.socket.unlink()
         self._unlock()
         log.info("stopped")
@@ -564,6 +614,8 @@ class Daemon:
                 return await trials.try_tactics(ctx, request, client, report)
             case m.GoalDiff():
                 return await trials.goal_diff(ctx, request, client)
+            case m.Logs():
+                return await logs.logs(ctx, request)
             case _:
                 assert_never(request)
 

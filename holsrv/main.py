@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import logging.handlers
 import os
@@ -11,11 +12,20 @@ from pathlib import Path
 import click
 import uvloop
 
-from holsrv import __version__
+from holsrv import __version__, activation
 from holsrv.daemon import Daemon
 from holsrv.errors import AlreadyRunning
 from holsrv.rpc import client, paths
-from holsrv.settings import Settings
+from holsrv.settings import ConfigError, Settings
+
+# A daemon a client started exits after this long with no server and no
+# client, unless idle_exit_s is set: nobody may be left to stop it.
+ON_DEMAND_IDLE_EXIT_S = 3600.0
+# The log file's bounds: a daemon started on demand may run for weeks.
+LOG_MAX_BYTES = 5 * 1024 * 1024
+LOG_BACKUPS = 2
+# sysexits.h: a configuration error.
+EX_CONFIG = 78
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -27,55 +37,91 @@ from holsrv.settings import Settings
 @click.option("--max-servers", type=int, help="Most HOL servers alive at once.")
 @click.option("--max-heap-mb", type=int, help="Poly/ML --maxheap for each server, MB (0: no cap).")
 @click.option("--idle-timeout", "idle_timeout_s", type=float, help="Stop a server unused for this many seconds.")
+@click.option("--idle-exit", "idle_exit_s", type=float,
+              help="Exit after this many seconds with no server and no client (0: never).")
 @click.option("--ready-fd", type=int, hidden=True, help="Write 'ready' to this fd once listening.")
 @click.option("--detach", is_flag=True, hidden=True, help="Fork into the background first.")
 @click.option("--log-file", type=click.Path(path_type=Path), help="Log here, rotated at 5 MB (default: stderr).")
 @click.option("--log-level", default="INFO", show_default=True)
 @click.version_option(__version__)
-def main(socket, hol_bin, max_servers, max_heap_mb, idle_timeout_s, ready_fd, detach, log_file, log_level) -> None:
+def main(
+    socket, hol_bin, max_servers, max_heap_mb, idle_timeout_s, idle_exit_s, ready_fd, detach, log_file, log_level
+) -> None:
     """Keep HOL4 language servers warm and answer holctl and holmcp."""
     if detach and os.fork() > 0:
         os._exit(0)  # the client waits on the ready fd, which the daemon inherited
     try:
+        # Before anything else can start a child: the variables must not leak.
+        listener = activation.listening_socket()
         _configure_logging(log_file, log_level)
     except OSError as err:
         raise click.ClickException(str(err)) from None
-    settings = Settings.from_env(
-        socket=socket, hol_bin=hol_bin, max_servers=max_servers,
-        max_heap_mb=max_heap_mb, idle_timeout_s=idle_timeout_s,
-    )
     try:
-        uvloop.run(_serve(settings, ready_fd))
+        settings = Settings.from_env(
+            socket=socket, hol_bin=hol_bin, max_servers=max_servers,
+            max_heap_mb=max_heap_mb, idle_timeout_s=idle_timeout_s, idle_exit_s=idle_exit_s,
+        )
+    except ConfigError as err:
+        logging.getLogger(__name__).error("not starting: %s", err)
+        raise BadConfig(f"not starting: {err}") from None
+    if detach and "idle_exit_s" not in settings.sources:
+        settings = dataclasses.replace(settings, idle_exit_s=ON_DEMAND_IDLE_EXIT_S, sources={
+            **settings.sources, "idle_exit_s": "default for a daemon started on demand"})
+    try:
+        uvloop.run(_serve(settings, ready_fd, listener))
     except AlreadyRunning as err:
         # The client that started us waits for the running daemon's socket.
         _ready(ready_fd, client.ALREADY_RUNNING.encode() + b"\n")
         raise click.ClickException(str(err)) from None
 
 
-async def _serve(settings: Settings, ready_fd: int | None) -> None:
-    daemon = Daemon(settings)
+class BadConfig(click.ClickException):
+    """Settings the daemon will not run with.  Its own exit status, so systemd
+    (RestartPreventExitStatus=) does not restart it in a loop until they change."""
+
+    exit_code = EX_CONFIG
+
+
+async def _serve(settings: Settings, ready_fd: int | None, listener=None) -> None:
+    daemon = Daemon(settings, listener)
     try:
         await daemon.start()
     except OSError as err:  # an unsafe socket directory, a symlink at the lock file
         raise click.ClickException(str(err)) from None
-    _ready(ready_fd, b"ready\n")
-    await daemon.run()
+    await daemon.run(ready=lambda: _ready(ready_fd, b"ready\n"))
 
 
 def _configure_logging(log_file: Path | None, level: str) -> None:
     handler = logging.StreamHandler(sys.stderr) if log_file is None else log_handler(log_file)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    journal = log_file is None and activation.under_systemd()
+    handler.setFormatter(JournalFormatter() if journal else logging.Formatter(
+        "%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=level.upper(), handlers=[handler])
 
 
-def log_handler(log_file: Path) -> logging.Handler:
+class JournalFormatter(logging.Formatter):
+    """journald's form: no timestamp (the journal adds its own), a `<N>` syslog
+    priority prefix it turns into the entry's priority, the level in words too."""
+
+    PRIORITIES = {logging.CRITICAL: 2, logging.ERROR: 3, logging.WARNING: 4, logging.INFO: 6, logging.DEBUG: 7}
+
+    def __init__(self) -> None:
+        super().__init__("%(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        level = max((lv for lv in self.PRIORITIES if lv <= record.levelno), default=logging.DEBUG)
+        return f"<{self.PRIORITIES[level]}>{super().format(record)}"
+
+
+def log_handler(log_file: Path, max_bytes: int = LOG_MAX_BYTES, backups: int = LOG_BACKUPS) -> logging.Handler:
     """A rotated log file in a private directory, readable by its owner only.
 
     The log holds proof text and HOL's error messages; a daemon started on
-    demand may run for weeks, so the log is bounded too.
+    demand may run for weeks, so the log is bounded too: `max_bytes` a file,
+    `backups` old files beside it.
     """
     paths.private_dir(log_file.parent, fix="give --log-file a path in a directory of your own")
-    return _PrivateLog(log_file, maxBytes=5 * 1024 * 1024, backupCount=2)
+    return _PrivateLog(log_file, maxBytes=max_bytes, backupCount=backups)
 
 
 class _PrivateLog(logging.handlers.RotatingFileHandler):

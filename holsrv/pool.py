@@ -328,6 +328,11 @@ class Pool:
                 )
         return reasons
 
+    def last_words(self, path: Path) -> tuple[str, str]:
+        """(how the file's last server died, the tail of its stderr); empty if none died."""
+        history = self._history.get(path)
+        return (history.last_exit, history.last_tail) if history is not None else ("", "")
+
     def restarts(self, path: Path) -> int:
         history = self._history.get(path)
         return history.restarts if history else 0

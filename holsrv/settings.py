@@ -1,7 +1,8 @@
 """Every tunable of the daemon, in one frozen object built once at start.
 
 Values come from command-line flags, else `HOLSRV_*` environment variables,
-else defaults sized from the machine.  Nothing else in the daemon reads the
+else the config file (`$XDG_CONFIG_HOME/holsrv/config.toml`, keys named as
+the fields), else defaults sized from the machine.  Nothing else in the daemon reads the
 environment, so tests build a `Settings` and pass it in.
 """
 
@@ -9,8 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
+import math
 import os
+import re
 import shutil
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,22 +127,39 @@ class Settings:
     max_try_candidates: int = 8
     try_timeout_s: float = 30.0
     trial_wait_s: float = 30.0
+    # With no HOL server and no client connection for this long, the daemon
+    # exits; 0 never.  Off unless set, except when a client started the daemon
+    # on demand (holsrv.main: ON_DEMAND_IDLE_EXIT_S).
+    idle_exit_s: float = 0.0
     # Where each value not from a default came from ("environment HOLSRV_X",
     # "flag --x"); filled by `from_env`.
     sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides) -> Settings:
-        """Defaults, then environment variables (`HOLSRV_<FIELD>`, then the other
-        names in OTHER_NAMES), then non-None `overrides` (the daemon's flags)."""
+    def from_env(cls, environ: Mapping[str, str] | None = None, *, config_file: Path | None = None,
+                 **overrides) -> Settings:
+        """Defaults, then the config file (`config_file`, default `config_path(environ)`),
+        then environment variables (`HOLSRV_<FIELD>`, then the other names in
+        OTHER_NAMES), then non-None `overrides` (the daemon's flags).
+
+        A bad config file or value raises `ConfigError`, saying where."""
         env = os.environ if environ is None else environ
         values: dict = {}
         sources: dict[str, str] = {}
+        config_file = config_file or config_path(env)
+        if config_file is not None and config_file.is_file():
+            for name, value in read_config(config_file).items():
+                values[name], sources[name] = value, f"config file {config_file}"
         for f in dataclasses.fields(cls):
             for name in env_names(f.name):
                 raw = env.get(name)
                 if raw:
-                    values[f.name], sources[f.name] = _parse(f.name, raw), f"environment {name}"
+                    try:
+                        values[f.name] = _parse(f.name, raw)
+                    except ValueError as err:
+                        raise ConfigError(f"{name}={raw!r} in the environment: {err}; "
+                                          "fix or unset it, then start the daemon again") from None
+                    sources[f.name] = f"environment {name}"
                     break
         for name, value in overrides.items():
             if value is not None:
@@ -230,7 +252,8 @@ class Settings:
 
 
 _TYPES = {f.name: f.type for f in dataclasses.fields(Settings)}
-_FLAGS = {"hol_bin": "--hol", "idle_timeout_s": "--idle-timeout"}  # holsrv's flags not named like their setting
+# holsrv's flags not named like their setting
+_FLAGS = {"hol_bin": "--hol", "idle_timeout_s": "--idle-timeout", "idle_exit_s": "--idle-exit"}
 
 
 def env_names(setting: str) -> tuple[str, ...]:
@@ -260,3 +283,78 @@ def _parse(name: str, raw: str):
     if kind in ("float",):
         return float(raw)
     return raw
+
+
+# -- the config file -----------------------------------------------------------
+
+CONFIG_NAME = "config.toml"
+_NUMBERS = {"int": (int,), "float": (int, float)}
+
+
+class ConfigError(ValueError):
+    """A config file or environment value the daemon will not start with; says where and why."""
+
+
+def config_path(environ: Mapping[str, str] | None = None) -> Path | None:
+    """`$XDG_CONFIG_HOME/holsrv/config.toml` (else under `$HOME/.config`); None with neither set."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_CONFIG_HOME") or (str(Path(env["HOME"]) / ".config") if env.get("HOME") else "")
+    return Path(base) / "holsrv" / CONFIG_NAME if base else None
+
+
+def read_config(path: Path) -> dict:
+    """The settings `path` sets, checked: an unknown key or a bad value raises
+    `ConfigError` naming the key, the file and its line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        table = tomllib.loads(text)
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"cannot read the config file {path}: {err}") from None
+    except tomllib.TOMLDecodeError as err:  # its message names the line and column
+        raise ConfigError(f"{path} is not valid TOML: {err}; fix it or move it away") from None
+    values = {}
+    for key, raw in table.items():
+        where = f"{path}, line {_key_line(text, key)}"
+        if key not in _TYPES or key == "sources":
+            known = [f for f in _TYPES if f != "sources"]
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ConfigError(f"unknown setting {key!r} in {where}; {hint}the settings are: {', '.join(known)}")
+        try:
+            values[key] = _from_toml(key, raw)
+        except ValueError as err:
+            raise ConfigError(f"bad value for {key!r} in {where}: {err}") from None
+    return values
+
+
+def _key_line(text: str, key: str) -> int | str:
+    """The line where `key` is set (tomllib does not say): `key =`, a quoted key,
+    a dotted key or a `[key]` table header."""
+    name = rf"(?:{re.escape(key)}|\"{re.escape(key)}\"|'{re.escape(key)}')"
+    pattern = re.compile(rf"^\s*(?:{name}\s*[=.]|\[+\s*{name}\s*[\].])")
+    for number, line in enumerate(text.splitlines(), 1):
+        if pattern.match(line):
+            return number
+    return "?"
+
+
+def _from_toml(key: str, raw: object):
+    """A TOML value as the setting's type; ValueError saying what was expected."""
+    kind = _TYPES[key]
+    if key in ("extra_path", "position_encodings"):
+        if isinstance(raw, str):
+            return _parse(key, raw)
+        if isinstance(raw, list) and all(isinstance(item, str) for item in raw):
+            return tuple(raw)
+        raise ValueError(f"expected a list of strings, got {raw!r}")
+    if kind in _NUMBERS:
+        if isinstance(raw, bool) or not isinstance(raw, _NUMBERS[kind]):
+            raise ValueError(f"expected {'an integer' if kind == 'int' else 'a number'}, got {raw!r}")
+        if not math.isfinite(raw) or raw < 0:
+            raise ValueError(f"expected a finite number of 0 or more, got {raw!r}")
+        return float(raw) if kind == "float" else raw
+    if not isinstance(raw, str) or not raw:
+        raise ValueError(f"expected a non-empty string, got {raw!r}")
+    if key == "socket":
+        return Path(raw).expanduser()
+    return os.path.expanduser(raw) if key == "hol_bin" else raw

@@ -55,6 +55,7 @@ REQUESTS: dict[type, st.SearchStrategy] = {
                      st.booleans()),
     m.GoalDiff: st.builds(m.GoalDiff, files, lines, lines, st.none() | lines, st.none() | lines, seconds),
 }
+REQUESTS[m.Logs] = st.builds(m.Logs, files, lines)
 requests = st.one_of(*REQUESTS.values())
 
 

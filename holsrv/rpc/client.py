@@ -37,6 +37,7 @@ from holsrv.rpc.messages import (
     Hello,
     Holmake,
     Hover,
+    Logs,
     Progress,
     References,
     Reply,
@@ -142,7 +143,7 @@ def reply_timeout(request: Request, welcome: Welcome) -> float:
         case Restart() | Stop():
             # Stopping the old server (its shutdown exchange), then the new one's start.
             spent = lsp + start
-        case Status() | Shutdown():
+        case Status() | Shutdown() | Logs():
             spent = 0.0  # answered at once, from the daemon's own state
         case Search():
             # A lookup, then (for an empty answer) HOL parsing the pattern alone.
@@ -334,8 +335,20 @@ def _spawn_and_wait(path: Path) -> str:
         if write_fd >= 0:
             os.close(write_fd)
     if not ready.startswith("ready"):
-        raise DaemonUnreachable(f"could not start the holsrv daemon; see {log}")
+        said = _last_line(log.with_name(log.name + ".stderr"))
+        raise DaemonUnreachable(f"could not start the holsrv daemon{': ' + said if said else ''}; see {log}")
     return ready
+
+
+def _last_line(path: Path, limit: int = 2000) -> str:
+    """The last line a daemon that would not start printed (a bad config file says where), if any."""
+    try:
+        with open(path, "rb") as text:
+            text.seek(max(0, text.seek(0, os.SEEK_END) - limit))
+            lines = text.read(limit).decode("utf-8", "replace").strip().splitlines()
+    except OSError:
+        return ""
+    return lines[-1].removeprefix("Error: ") if lines else ""
 
 
 def _lock_holder(path: Path) -> int | None:

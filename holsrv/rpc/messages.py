@@ -227,6 +227,13 @@ class GoalDiff(RequestBase, tag="goalDiff"):
     wait: float = 25.0
 
 
+class Logs(RequestBase, tag="logs"):
+    """The last `lines` lines the file's HOL server wrote to stderr (or its last server's, if it died)."""
+
+    file: str
+    lines: int = 200
+
+
 Request = Union[
     Diagnostics,
     GoalState,
@@ -246,6 +253,7 @@ Request = Union[
     Holmake,
     Try,
     GoalDiff,
+    Logs,
 ]
 
 # -- pieces of replies ------------------------------------------------------
@@ -598,6 +606,14 @@ class ShutdownResult(ReplyBase, tag="shutdown"):
     message: str
 
 
+class LogsResult(ReplyBase, tag="logs"):
+    file: str
+    pid: int | None  # of the server the lines are from; None when none ran
+    running: bool  # the server is alive (else the lines are a dead server's last words)
+    lines: list[str]
+    message: str = ""  # what the lines are, or why there are none
+
+
 class ErrorReply(ReplyBase, tag="error"):
     code: str
     message: str
@@ -738,6 +754,7 @@ Result = Union[
     HolmakeResult,
     TryResult,
     GoalDiffResult,
+    LogsResult,
 ]
 
 # typing flattens the nested union, so msgspec sees one flat tagged union.
