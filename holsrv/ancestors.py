@@ -2,9 +2,11 @@
 
 A server loads each ancestor at most once (PROTOCOL.md §1.3): a theory
 rebuilt with Holmake afterwards does not reach it until it restarts.  The
-daemon looks where Holmake puts theories (the script's directory and its
-Holmakefile INCLUDES, each with its .hol/objs) and compares file times with
-the server's start.
+daemon looks where Holmake puts theories (the script's directory, its
+Holmakefile INCLUDES, and, in a `holproject.toml` project, every directory
+Holmake's project mode builds, each with its .hol/objs) and compares file
+times with what the server loaded.  Ancestors are named by the script's
+`Ancestors` header or, in an old-style script, by its `open …Theory` lines.
 
 That is six stats per ancestor and directory (some 600 for 20 ancestors and
 4 INCLUDES), too many for every call: `BuildTimes` keeps each script
@@ -24,6 +26,7 @@ import select
 import struct
 import threading
 import time
+import tomllib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -37,17 +40,53 @@ _INCLUDES = re.compile(r"^\s*INCLUDES\s*[+:]?=(.*)$", re.MULTILINE)
 
 
 def ancestors(text: str) -> list[str]:
-    """The theory names in the script's `Ancestors` header (attributes dropped)."""
+    """The theory names in the script's `Ancestors` header (attributes dropped),
+    then those its `open …Theory` declarations name (old-style scripts)."""
+    names = []
     match = _ANCESTORS.search(text)
-    if match is None:
-        return []
-    words = re.sub(r"\[[^\]]*\]", " ", match.group(1))
-    return list(dict.fromkeys(_NAME.findall(words)))
+    if match is not None:
+        words = re.sub(r"\[[^\]]*\]", " ", match.group(1))
+        names = _NAME.findall(words)
+    return list(dict.fromkeys([*names, *opened_theories(text)]))
+
+
+# Old-style scripts open their ancestors before `new_theory`; later `open`s
+# are local to a proof and name theories loaded already.  Only this much of
+# the text is read, so the scan costs the same for any script size.
+_HEADER_CHARS = 64 * 1024
+_HEADER_END = re.compile(r"\bnew_theory\b|^(?:Theorem|Triviality|Definition|Datatype)\b", re.MULTILINE)
+_OPEN = re.compile(r"\bopen((?:\s+[A-Za-z_][A-Za-z0-9_'.]*)+)")
+
+
+def opened_theories(text: str) -> list[str]:
+    """Theories (`fooTheory` → `foo`) named by `open` declarations before the
+    script's first theorem or `new_theory`, outside comments and strings."""
+    from holsrv import script  # which builds on this module, through textinfo
+
+    head = text[:_HEADER_CHARS]
+    code = script.blank_comments_and_strings(head)
+    end = _HEADER_END.search(code)
+    code = code[: end.start()] if end else code
+    names = []
+    for match in _OPEN.finditer(code):
+        for word in match.group(1).split():
+            if word.endswith("Theory") and len(word) > len("Theory") and "." not in word:
+                names.append(word[: -len("Theory")])
+    return names
 
 
 def include_dirs(script_dir: Path) -> list[Path]:
-    """The script's directory and the INCLUDES of its Holmakefile that exist."""
-    dirs = [script_dir]
+    """Where the script's ancestors may be built: its directory, the INCLUDES of
+    its Holmakefile that exist, and the directories of its holproject.toml project."""
+    dirs = [script_dir, *_makefile_includes(script_dir)]
+    for directory in project_dirs(script_dir):
+        if directory not in dirs:
+            dirs.append(directory)
+    return dirs
+
+
+def _makefile_includes(script_dir: Path) -> list[Path]:
+    dirs: list[Path] = []
     try:
         makefile = (script_dir / "Holmakefile").read_text(errors="replace")
     except OSError:
@@ -60,6 +99,101 @@ def include_dirs(script_dir: Path) -> list[Path]:
                 if path.is_dir():
                     dirs.append(path)
     return dirs
+
+
+# -- holproject.toml: Holmake's project mode --------------------------------
+#
+# As HOL's Holmake reads it (tools/Holmake/core/HMProject.sml): the nearest
+# `holproject.toml` at or above the script's directory is the project root.
+# Every directory under the root is part of the project, except `exclude`d
+# ones, VCS and `.hol` directories, and nested projects (a directory with its
+# own holproject.toml); so is every directory under each `[projects.<id>]
+# path = …` (also from `holproject.local.toml`), and each of
+# `external_includes` (where `$(HOLDIR)` is left alone, as in INCLUDES).
+
+PROJECT_FILE, LOCAL_FILE = "holproject.toml", "holproject.local.toml"
+_SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".hol", ".holbuild", "node_modules"})
+# A project tree is walked when its build times are first read (and after a
+# change): this bounds that walk and the watches it sets.
+MAX_PROJECT_DIRS = 256
+
+
+def project_root(script_dir: Path) -> Path | None:
+    """The nearest directory at or above `script_dir` holding a holproject.toml."""
+    for directory in (script_dir, *script_dir.parents):
+        if (directory / PROJECT_FILE).is_file():
+            return directory
+    return None
+
+
+def project_dirs(script_dir: Path) -> list[Path]:
+    """The directories of the script's holproject.toml project ([] outside one),
+    at most MAX_PROJECT_DIRS of them."""
+    root = project_root(script_dir)
+    if root is None:
+        return []
+    manifest = _toml(root / PROJECT_FILE)
+    if manifest is None:
+        return []
+    if manifest.get("holmake", True) is False:  # project mode off: only external_includes count
+        return _external_includes(root, manifest)
+    local = _toml(root / LOCAL_FILE) or {}
+    trees = [(root, set(_paths(root, manifest.get("exclude"))))]
+    for table in (local.get("projects"), manifest.get("projects")):  # local first: it overrides
+        for entry in (table or {}).values() if isinstance(table, dict) else ():
+            if isinstance(entry, dict) and isinstance(entry.get("path"), str):
+                path = (root / entry["path"]).resolve()
+                if path not in (tree for tree, _ in trees):
+                    trees.append((path, set(_paths(path, entry.get("exclude")))))
+    dirs: list[Path] = []
+    for tree, excluded in trees:
+        _walk(tree, excluded, dirs)
+    for include in _external_includes(root, manifest):
+        if include not in dirs and len(dirs) < MAX_PROJECT_DIRS:
+            dirs.append(include)
+    return dirs
+
+
+def _walk(tree: Path, excluded: set[Path], dirs: list[Path]) -> None:
+    pending = [tree]
+    while pending and len(dirs) < MAX_PROJECT_DIRS:
+        directory = pending.pop()
+        if directory in excluded or directory in dirs:
+            continue
+        dirs.append(directory)
+        try:
+            with os.scandir(directory) as entries:
+                children = sorted(e.path for e in entries if e.is_dir() and e.name not in _SKIP_DIRS)
+        except OSError:
+            continue
+        # Depth first, in name order; a nested project is a project of its own.
+        pending += [Path(c) for c in reversed(children) if not os.path.isfile(os.path.join(c, PROJECT_FILE))]
+    if pending:
+        log.info("the holproject.toml project at %s has more than %d directories: ancestors are "
+                 "looked for in the first %d only", tree, MAX_PROJECT_DIRS, MAX_PROJECT_DIRS)
+
+
+def _external_includes(root: Path, manifest: dict) -> list[Path]:
+    return [p for p in _paths(root, manifest.get("external_includes")) if p.is_dir()]
+
+
+def _paths(base: Path, value: object) -> list[Path]:
+    """A manifest's list of paths, relative to `base` (anything else in it ignored)."""
+    words = [w for w in value if isinstance(w, str) and "$" not in w] if isinstance(value, list) else []
+    return [(base / w).resolve() for w in words]
+
+
+def _toml(path: Path) -> dict | None:
+    """The manifest at `path` ({} if there is none), or None if it cannot be read."""
+    try:
+        with path.open("rb") as manifest:
+            return tomllib.load(manifest)
+    except FileNotFoundError:
+        return {}
+    except (OSError, tomllib.TOMLDecodeError) as err:
+        # Holmake refuses a broken manifest, and the server's compile says so.
+        log.info("cannot read %s (%s): its project's directories are not searched", path, err)
+        return None
 
 
 def built_times(text: str, script_dir: Path) -> dict[str, float]:
@@ -217,7 +351,7 @@ _MASK = (_IN_ATTRIB | _IN_CLOSE_WRITE | _IN_MOVED_FROM | _IN_MOVED_TO | _IN_CREA
 _SELF = _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_IGNORED
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, length of the name that follows
 _RELEVANT_SUFFIXES = tuple(f"Theory.{suffix}" for suffix in ("uo", "ui", "dat"))
-_RELEVANT_NAMES = frozenset({"Holmakefile", ".hol", "objs"})
+_RELEVANT_NAMES = frozenset({"Holmakefile", ".hol", "objs", PROJECT_FILE, LOCAL_FILE})
 
 
 class _Watcher:
