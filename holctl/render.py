@@ -289,7 +289,12 @@ def _status(reply: StatusResult) -> list[str]:
     lines += _settings(reply.settings)
     if not reply.sessions:
         return lines + ["no HOL servers running"]
-    return lines + _table([_STATUS_COLUMNS, *(_session_row(s) for s in reply.sessions)])
+    lines += _table([_STATUS_COLUMNS, *(_session_row(s) for s in reply.sessions)])
+    return lines + [
+        f"replacing {s.file} (pid {s.pid} → {s.replacement_pid or 'starting'}, for "
+        f"{duration(s.replacing_since_s or 0)}): {s.replacing}"
+        for s in reply.sessions if s.replacing
+    ]
 
 
 def _settings(settings: list[SettingSource]) -> list[str]:

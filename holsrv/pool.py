@@ -26,6 +26,8 @@ import psutil
 from holsrv import files, looping, process
 from holsrv.errors import DaemonStopping, HolsrvError, MemoryBudget, ServerBusy, ServerDied
 from holsrv.files import content_hash
+from holsrv.replacement import Replacer
+from holsrv.rpc import messages as m
 from holsrv.rpc import paths
 from holsrv.session import Session
 from holsrv.settings import Settings
@@ -75,6 +77,7 @@ class Pool:
         self._stopping: dict[asyncio.Task, Session] = {}  # evictions in progress
         self._record = paths.servers_record(settings.socket)
         self.closing = False  # the daemon is shutting down: no new servers
+        self.replacer = Replacer(self)  # servers whose ancestors were rebuilt, replaced in the background
 
     # -- leases ----------------------------------------------------------------
 
@@ -96,11 +99,15 @@ class Pool:
         finally:
             session.waiting -= 1
             session.last_used = self.clock()
+            self.replacer.released(session)
 
     async def _running(self, path: Path, content: str = "") -> Lease:
         session = self.sessions.get(path)
         if session is not None and session.alive:
             return Lease(session, "warm")
+        promoted = self.replacer.promote(path)
+        if promoted is not None:
+            return promoted
         history = self._history.setdefault(path, _History())
         # Before forgetting the old session, so the call after the backoff
         # still says what happened to it.
@@ -215,7 +222,7 @@ class Pool:
     async def _make_room(self, path: Path, heap_mb: int) -> None:
         """Room for one more server with heap cap `heap_mb`: at most max_servers, and
         within the memory budget; idle servers are stopped for it, least recently used first."""
-        alive = [s for s in self.sessions.values() if s.alive]
+        alive = self.live()
         if len(alive) >= self.settings.max_servers:
             victim = next((s for s in alive if not self.busy(s)), None)
             if victim is None:
@@ -234,7 +241,7 @@ class Pool:
         if budget <= 0:
             return
         need = self._cap_mb(heap_mb)
-        alive = [s for s in self.sessions.values() if s.alive]
+        alive = self.live()
         busy = [s for s in alive if self.busy(s)]
         held_busy = sum(self.reserved_mb(s) for s in busy)
         # A lone server may always run: its own heap cap is what bounds it.
@@ -274,7 +281,11 @@ class Pool:
 
     def memory_held_mb(self) -> float:
         """The running servers' share of the memory budget, for status."""
-        return sum(self.reserved_mb(s) for s in self.sessions.values() if s.alive)
+        return sum(self.reserved_mb(s) for s in self.live())
+
+    def live(self) -> list[Session]:
+        """Every running server: the files' ones, and those replacing them or replaced (see `replacement`)."""
+        return [s for s in (*self.sessions.values(), *self.replacer.sessions()) if s.alive]
 
     def _why_busy(self, session: Session) -> str:
         if session.starting:
@@ -286,6 +297,8 @@ class Pool:
         return "checking " + ", ".join(e.name for e in session.file.checking())
 
     async def stop_session(self, session: Session, reason: str = "stopped by the daemon") -> None:
+        if self.sessions.get(session.path) is session:
+            await self.replacer.drop(session.path, reason)
         await session.stop(reason)
         self._write_record()
 
@@ -297,6 +310,7 @@ class Pool:
         history.fast_deaths, history.retry_at = 0, 0.0
         lock = self._locks.setdefault(path, asyncio.Lock())
         async with lock:
+            await self.replacer.drop(path, "restart requested")
             old = self.sessions.pop(path, None)
             old_pid = old.pid if old else None
             if old is not None:
@@ -307,6 +321,21 @@ class Pool:
     def restarts(self, path: Path) -> int:
         history = self._history.get(path)
         return history.restarts if history else 0
+
+    # -- rebuilt ancestors (see `replacement`) ---------------------------------
+
+    async def synced(self, session: Session, script: files.Script) -> None:
+        """A call synced `script` to `session`: replace the server if its ancestors were rebuilt."""
+        await self.replacer.synced(session, script)
+
+    def stale_reasons(self, path: Path, session: Session | None = None) -> list[str]:
+        """Why answers about `path` (from `session`, default its current server) may be
+        stale: an ancestor rebuilt, its replacement catching up, or no room for one."""
+        return self.replacer.stale_reasons(path, session)
+
+    def snapshot(self, session: Session, now: float) -> m.SessionStatus:
+        """`session` as status shows it, with its background replacement if one is under way."""
+        return self.replacer.status(session, session.snapshot(now, self.restarts(session.path)), now)
 
     # -- background duties ---------------------------------------------------
 
@@ -335,7 +364,7 @@ class Pool:
                 await self.stop_session(session, f"idle for {idle:.0f}s")
 
     async def _sample_memory(self) -> None:
-        for session in list(self.sessions.values()):
+        for session in self.live():
             # On the loop, not in a thread: a few /proc reads, and the daemon
             # must stay single-threaded because children are spawned with a
             # preexec_fn (unsafe to fork from a process with threads).
@@ -354,7 +383,8 @@ class Pool:
         self.closing = True
         for task in self._tasks:
             task.cancel()
-        sessions = [*self.sessions.values(), *self._stopping.values()]
+        await self.replacer.close()
+        sessions = [*self.sessions.values(), *self.replacer.sessions(), *self._stopping.values()]
         if budget_s is not None:
             for session in sessions:
                 session.proc.hurry(budget_s / 4)
@@ -374,7 +404,7 @@ class Pool:
         """Record live servers' pids, start times and owner marker, for the next daemon."""
         owner = process.owner_marker()
         entries = []
-        for session in self.sessions.values():
+        for session in (*self.sessions.values(), *self.replacer.sessions()):
             created = session.proc.create_time()
             if created is not None:
                 entries.append({"pid": session.pid, "create_time": created, "owner": owner})

@@ -106,6 +106,11 @@ class Settings:
     frame_timeout_s: float = 10.0
     send_timeout_s: float = 10.0
     frame_budget_mb: int = 64
+    # Replacing a server whose ancestors were rebuilt (holsrv/replacement.py):
+    # how long its successor may take to start and catch up before the
+    # replacement is given up (and the agent told to restart); 0: never
+    # replace in the background, only say so.
+    replace_timeout_s: float = 900.0
     # Where each value not from a default came from ("environment HOLSRV_X",
     # "flag --x"); filled by `from_env`.
     sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False, repr=False)

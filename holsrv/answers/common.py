@@ -56,6 +56,7 @@ async def opened(
             if lease.start != "warm":
                 script = await read(ctx, file)  # the start took a while: the newest text wins
             await session.sync(script.data, script.text)
+            await ctx.pool.synced(session, script)  # a rebuilt ancestor starts its replacement
         elif not tolerate_start:
             raise Starting(starting_message(session, ctx.clock()))
         yield script, lease
