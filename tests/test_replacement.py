@@ -9,6 +9,7 @@ test looks at the overlap.
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -112,6 +113,39 @@ def test_an_edit_during_the_overlap_reaches_both_servers(daemon, project):
     after = diagnostics(daemon, path)
     assert after.server.pid != old_pid and stale(after) == []
     assert after.verdict == "FAILED" and after.content_hash == during.content_hash
+
+
+def test_an_edit_while_the_successor_compiles_is_forwarded_to_it(daemon, project, tmp_path, monkeypatch):
+    path, built, _ = project
+    old_pid = diagnostics(daemon, path).server.pid
+    # For the successor only (it reads them when it spawns): its compile waits
+    # on `compiling`, and what it is sent goes to `wire`.
+    compiling, wire = tmp_path / "compile-gate", tmp_path / "successor.jsonl"
+    monkeypatch.setenv("FAKE_HOL_COMPILE_GATE", str(compiling))
+    monkeypatch.setenv("FAKE_HOL_LOG", str(wire))
+    rebuild(built)
+    assert stale(diagnostics(daemon, path, wait=1.0))
+    wait_until(lambda: daemon.call(m.Status()).sessions[0].replacing.endswith("catching up"), SWITCH_DEADLINE_S,
+               "the successor to open the file")
+
+    path.write_text(EDITED)
+    during = diagnostics(daemon, path)
+    assert during.server.pid == old_pid and during.verdict == "FAILED" and stale(during)
+    wait_until(lambda: wire.exists() and any(_sent_text(line) == EDITED for line in wire.read_text().splitlines()),
+               SWITCH_DEADLINE_S, "the edit to reach the successor")
+    compiling.touch()
+    switched(daemon, old_pid)
+    after = diagnostics(daemon, path)
+    assert after.verdict == "FAILED" and after.content_hash == during.content_hash and stale(after) == []
+
+
+def _sent_text(line: str) -> str | None:
+    """The text a didChange the fake received carries."""
+    entry = json.loads(line)
+    msg = entry["msg"]
+    if entry["dir"] != "C->S" or msg.get("method") != "textDocument/didChange":
+        return None
+    return msg["params"]["contentChanges"][0]["text"]
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,8 @@ class Settings:
         # Answer initialize only once this file exists (at most a minute):
         # a test holds a server's start for as long as it needs to look.
         self.start_gate = env.get("FAKE_HOL_START_GATE", "")
+        # Likewise, elaborate each declaration only once this file exists.
+        self.compile_gate = env.get("FAKE_HOL_COMPILE_GATE", "")
         default_workers = min(os.cpu_count() or 1, 8)
         self.workers = int(env.get("FAKE_HOL_WORKERS", default_workers))
         # Judge an edit tactic-only from where it starts alone, as the server
