@@ -13,10 +13,16 @@ import json
 import os
 
 import pytest
+import test_real_hol
+import test_real_holmake
 
 from holsrv.rpc import messages as m
 
 from conftest import pid_alive, wait_until
+
+# The real HOL4 and its Holmake, or a skip saying how to provide them.
+real_hol = test_real_hol.real_hol
+holmake = test_real_holmake.holmake
 
 SCRIPT = """\
 Theory demo
@@ -190,16 +196,69 @@ def test_a_successor_takes_over_at_once_when_the_old_server_dies(daemon, project
     assert [s.pid for s in daemon.call(m.Status()).sessions] == [new_pid]
 
 
-def test_restart_during_a_replacement_stops_the_successor_too(daemon, project):
-    path, built, gate = project
+def test_restart_during_a_replacement_stops_the_successor_too(daemon, project, tmp_path, monkeypatch):
+    path, built, _ = project
     old_pid = diagnostics(daemon, path).server.pid
-    gate.unlink()
+    monkeypatch.setenv("FAKE_HOL_COMPILE_GATE", str(tmp_path / "shut"))  # the successor stays catching up
     rebuild(built)
-    diagnostics(daemon, path)
+    diagnostics(daemon, path, wait=1.0)
+    wait_until(lambda: daemon.call(m.Status()).sessions[0].replacing.endswith("catching up"), SWITCH_DEADLINE_S,
+               "the successor to open the file")
     new_pid = successor(daemon)
-    gate.touch()
     reply = daemon.call(m.Restart(file=str(path)))
+    # A restart is a fresh server, not the successor (with the build it saw when it started).
     assert reply.old_pid == old_pid and reply.new_pid not in (old_pid, new_pid)
     wait_until(lambda: not pid_alive(new_pid) and not pid_alive(old_pid), SWITCH_DEADLINE_S,
                "both earlier servers to exit")
-    assert [s.pid for s in daemon.call(m.Status()).sessions] == [reply.new_pid]
+    assert [(s.pid, s.replacing) for s in daemon.call(m.Status()).sessions] == [(reply.new_pid, "")]
+
+
+# -- against a real HOL4 (skipped without one) -------------------------------
+
+LIB = """\
+Theory lib
+
+Theorem lib_thm:
+  T
+Proof
+  simp[]
+QED
+"""
+
+USER = """\
+Theory user
+Ancestors lib
+
+Theorem uses_lib:
+  T
+Proof
+  ACCEPT_TAC lib_thm
+QED
+"""
+
+
+def test_after_holmake_rebuilds_an_ancestor_the_dependent_scripts_server_is_replaced(
+    daemon_factory, tmp_path, real_hol, holmake
+):
+    daemon = daemon_factory(hol_bin=real_hol, quiet_s=1.0, start_timeout_s=180, request_timeout_s=120,
+                            stop_timeout_s=10, memory_budget_mb=0)
+    (tmp_path / "libScript.sml").write_text(LIB)
+    user = tmp_path / "userScript.sml"
+    user.write_text(USER)
+    assert test_real_holmake._run_holmake(holmake, tmp_path).status == 0
+    first = daemon.call(m.Diagnostics(str(user), wait=test_real_hol.WAIT_S), test_real_hol.CALL_TIMEOUT_S)
+    assert first.verdict == "OK" and stale(first) == []
+
+    # A second theorem in lib, built: only a new server can use it.
+    (tmp_path / "libScript.sml").write_text(LIB + "\nTheorem lib_two:\n  T /\\ T\nProof\n  simp[]\nQED\n")
+    assert test_real_holmake._run_holmake(holmake, tmp_path).status == 0
+    during = daemon.call(m.Diagnostics(str(user), wait=5.0), test_real_hol.CALL_TIMEOUT_S)
+    assert during.server.pid == first.server.pid and any("libTheory" in w for w in stale(during))
+    wait_until(lambda: daemon.call(m.Status()).sessions[0].pid != first.server.pid, test_real_hol.CALL_TIMEOUT_S,
+               "the fresh server to take over")
+
+    user.write_text(USER + "\nTheorem uses_new:\n  T /\\ T\nProof\n  ACCEPT_TAC lib_two\nQED\n")
+    after = daemon.call(m.Diagnostics(str(user), wait=test_real_hol.WAIT_S), test_real_hol.CALL_TIMEOUT_S)
+    assert after.server.pid != first.server.pid and stale(after) == []
+    assert after.verdict == "OK", after.headline
+    wait_until(lambda: not pid_alive(first.server.pid), 60.0, "the replaced server to exit")
