@@ -26,11 +26,12 @@ import select
 import struct
 import threading
 import time
-import tomllib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from holsrv import holproject
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ def include_dirs(script_dir: Path) -> list[Path]:
     """Where the script's ancestors may be built: its directory, the INCLUDES of
     its Holmakefile that exist, and the directories of its holproject.toml project."""
     dirs = [script_dir, *_makefile_includes(script_dir)]
-    for directory in project_dirs(script_dir):
+    for directory in holproject.dirs(script_dir):
         if directory not in dirs:
             dirs.append(directory)
     return dirs
@@ -99,101 +100,6 @@ def _makefile_includes(script_dir: Path) -> list[Path]:
                 if path.is_dir():
                     dirs.append(path)
     return dirs
-
-
-# -- holproject.toml: Holmake's project mode --------------------------------
-#
-# As HOL's Holmake reads it (tools/Holmake/core/HMProject.sml): the nearest
-# `holproject.toml` at or above the script's directory is the project root.
-# Every directory under the root is part of the project, except `exclude`d
-# ones, VCS and `.hol` directories, and nested projects (a directory with its
-# own holproject.toml); so is every directory under each `[projects.<id>]
-# path = …` (also from `holproject.local.toml`), and each of
-# `external_includes` (where `$(HOLDIR)` is left alone, as in INCLUDES).
-
-PROJECT_FILE, LOCAL_FILE = "holproject.toml", "holproject.local.toml"
-_SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".hol", ".holbuild", "node_modules"})
-# A project tree is walked when its build times are first read (and after a
-# change): this bounds that walk and the watches it sets.
-MAX_PROJECT_DIRS = 256
-
-
-def project_root(script_dir: Path) -> Path | None:
-    """The nearest directory at or above `script_dir` holding a holproject.toml."""
-    for directory in (script_dir, *script_dir.parents):
-        if (directory / PROJECT_FILE).is_file():
-            return directory
-    return None
-
-
-def project_dirs(script_dir: Path) -> list[Path]:
-    """The directories of the script's holproject.toml project ([] outside one),
-    at most MAX_PROJECT_DIRS of them."""
-    root = project_root(script_dir)
-    if root is None:
-        return []
-    manifest = _toml(root / PROJECT_FILE)
-    if manifest is None:
-        return []
-    if manifest.get("holmake", True) is False:  # project mode off: only external_includes count
-        return _external_includes(root, manifest)
-    local = _toml(root / LOCAL_FILE) or {}
-    trees = [(root, set(_paths(root, manifest.get("exclude"))))]
-    for table in (local.get("projects"), manifest.get("projects")):  # local first: it overrides
-        for entry in (table or {}).values() if isinstance(table, dict) else ():
-            if isinstance(entry, dict) and isinstance(entry.get("path"), str):
-                path = (root / entry["path"]).resolve()
-                if path not in (tree for tree, _ in trees):
-                    trees.append((path, set(_paths(path, entry.get("exclude")))))
-    dirs: list[Path] = []
-    for tree, excluded in trees:
-        _walk(tree, excluded, dirs)
-    for include in _external_includes(root, manifest):
-        if include not in dirs and len(dirs) < MAX_PROJECT_DIRS:
-            dirs.append(include)
-    return dirs
-
-
-def _walk(tree: Path, excluded: set[Path], dirs: list[Path]) -> None:
-    pending = [tree]
-    while pending and len(dirs) < MAX_PROJECT_DIRS:
-        directory = pending.pop()
-        if directory in excluded or directory in dirs:
-            continue
-        dirs.append(directory)
-        try:
-            with os.scandir(directory) as entries:
-                children = sorted(e.path for e in entries if e.is_dir() and e.name not in _SKIP_DIRS)
-        except OSError:
-            continue
-        # Depth first, in name order; a nested project is a project of its own.
-        pending += [Path(c) for c in reversed(children) if not os.path.isfile(os.path.join(c, PROJECT_FILE))]
-    if pending:
-        log.info("the holproject.toml project at %s has more than %d directories: ancestors are "
-                 "looked for in the first %d only", tree, MAX_PROJECT_DIRS, MAX_PROJECT_DIRS)
-
-
-def _external_includes(root: Path, manifest: dict) -> list[Path]:
-    return [p for p in _paths(root, manifest.get("external_includes")) if p.is_dir()]
-
-
-def _paths(base: Path, value: object) -> list[Path]:
-    """A manifest's list of paths, relative to `base` (anything else in it ignored)."""
-    words = [w for w in value if isinstance(w, str) and "$" not in w] if isinstance(value, list) else []
-    return [(base / w).resolve() for w in words]
-
-
-def _toml(path: Path) -> dict | None:
-    """The manifest at `path` ({} if there is none), or None if it cannot be read."""
-    try:
-        with path.open("rb") as manifest:
-            return tomllib.load(manifest)
-    except FileNotFoundError:
-        return {}
-    except (OSError, tomllib.TOMLDecodeError) as err:
-        # Holmake refuses a broken manifest, and the server's compile says so.
-        log.info("cannot read %s (%s): its project's directories are not searched", path, err)
-        return None
 
 
 def built_times(text: str, script_dir: Path) -> dict[str, float]:
@@ -351,7 +257,7 @@ _MASK = (_IN_ATTRIB | _IN_CLOSE_WRITE | _IN_MOVED_FROM | _IN_MOVED_TO | _IN_CREA
 _SELF = _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_IGNORED
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, length of the name that follows
 _RELEVANT_SUFFIXES = tuple(f"Theory.{suffix}" for suffix in ("uo", "ui", "dat"))
-_RELEVANT_NAMES = frozenset({"Holmakefile", ".hol", "objs", PROJECT_FILE, LOCAL_FILE})
+_RELEVANT_NAMES = frozenset({"Holmakefile", ".hol", "objs", holproject.PROJECT_FILE, holproject.LOCAL_FILE})
 
 
 class _Watcher:

@@ -103,6 +103,7 @@ class Replacer:
             session.ancestors.loaded(built)  # a pass got past preload: these are what it has
         rebuilt = session.ancestors.rebuilt(built)
         if not rebuilt:
+            self._refused.pop(session.path, None)
             return
         refused = self._refused.get(session.path)
         if refused is not None and refused[0] == session.id and not refused[1].startswith("no room"):

@@ -2,7 +2,7 @@
 
 import os
 
-from holsrv import ancestors
+from holsrv import ancestors, holproject
 
 HEADER = "Theory demo\nAncestors\n  arithmetic mylib[qualified]\n  other\n\nTheorem t:\n  T\nProof\n  simp[]\nQED\n"
 
@@ -113,8 +113,8 @@ def test_a_project_with_holmake_off_or_a_broken_manifest_adds_only_what_it_can(t
 
 
 def test_a_huge_project_tree_is_walked_only_so_far(tmp_path, monkeypatch):
-    monkeypatch.setattr(ancestors, "MAX_PROJECT_DIRS", 5)
+    monkeypatch.setattr(holproject, "MAX_PROJECT_DIRS", 5)
     (tmp_path / "holproject.toml").write_text('name = "big"\n')
     for n in range(20):
         (tmp_path / f"d{n:02}").mkdir()
-    assert len(ancestors.project_dirs(tmp_path)) == 5
+    assert len(holproject.dirs(tmp_path)) == 5
