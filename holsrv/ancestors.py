@@ -8,11 +8,13 @@ Holmake's project mode builds, each with its .hol/objs) and compares file
 times with what the server loaded.  Ancestors are named by the script's
 `Ancestors` header or, in an old-style script, by its `open …Theory` lines.
 
-That is six stats per ancestor and directory (some 600 for 20 ancestors and
-4 INCLUDES), too many for every call: `BuildTimes` keeps each script
-directory's times, and a directory watch (inotify) drops them the moment a
-build file, a Holmakefile or a `.hol/objs` changes.  Where no watch can be
-set, they are re-read at most once per second.
+That is a listing of each directory and a stat of each build file of an
+ancestor, too much for every call (a project may have hundreds of
+directories): `BuildTimes` keeps each script directory's times, and a
+directory watch (inotify) drops them the moment a build file, a
+Holmakefile, a holproject.toml or a `.hol/objs` changes.  Nothing polls:
+times are read when a call asks, and where no watch can be set they are
+re-read at most once per second.
 """
 
 from __future__ import annotations
@@ -109,10 +111,6 @@ def built_times(text: str, script_dir: Path) -> dict[str, float]:
     return shared.times(textinfo.of(text).ancestors, script_dir)
 
 
-def _newest_build(dirs: list[Path], name: str) -> float:
-    return max((_mtime(f) for directory in dirs for f in _built_files(directory, name)), default=0.0)
-
-
 class Watch:
     """What a server loaded: each ancestor's build time when first seen loaded."""
 
@@ -130,12 +128,24 @@ class Watch:
         return [f"{name}Theory" for name, built in times.items() if built > self._loaded.get(name, built)]
 
 
-def _built_files(directory: Path, name: str) -> list[Path]:
-    return [
-        place / f"{name}Theory.{suffix}"
-        for place in (directory / ".hol" / "objs", directory)
-        for suffix in ("uo", "ui", "dat")
-    ]
+def _listing(dirs: list[Path]) -> dict[str, list[Path]]:
+    """Every theory's build files in `dirs` and their .hol/objs, by theory name.
+
+    One listing per directory, whatever the number of ancestors: a project
+    of hundreds of directories would otherwise cost six stats per ancestor
+    and directory (tens of thousands, over half a second).
+    """
+    found: dict[str, list[Path]] = {}
+    for directory in dirs:
+        for place in (directory / ".hol" / "objs", directory):
+            try:
+                with os.scandir(place) as entries:
+                    for entry in entries:
+                        if entry.name.endswith(_RELEVANT_SUFFIXES):
+                            found.setdefault(entry.name.rsplit("Theory.", 1)[0], []).append(Path(entry.path))
+            except OSError:  # no such directory (most have no .hol/objs), or unreadable
+                continue
+    return found
 
 
 def _mtime(path: Path) -> float:
@@ -161,6 +171,7 @@ class _Known:
     watched: bool  # every one of those places has a watch
     checked: float
     times: dict[str, float] = field(default_factory=dict)
+    built: dict[str, list[Path]] | None = None  # `_listing(dirs)`, once a time is asked for
 
 
 class BuildTimes:
@@ -209,7 +220,9 @@ class BuildTimes:
         self._known.move_to_end(script_dir)
         for name in names:
             if name not in known.times:
-                known.times[name] = _newest_build(known.dirs, name)
+                if known.built is None:
+                    known.built = _listing(known.dirs)
+                known.times[name] = max((_mtime(f) for f in known.built.get(name, ())), default=0.0)
                 self.computed += 1
         return {name: known.times[name] for name in names}
 
