@@ -187,7 +187,7 @@ class BuildTimes:
         self._max_dirs = max_dirs
         self._known: OrderedDict[Path, _Known] = OrderedDict()
         self._watch = watch
-        self._watcher: _Watcher | None = None  # set up on first use, not at import
+        self._watcher: Watcher | None = None  # set up on first use, not at import
         self._lock = threading.Lock()  # shared by the daemons of one process (tests run several)
         self.computed = 0  # times read from the file system, for tests
 
@@ -201,6 +201,12 @@ class BuildTimes:
         with self._lock:
             return self._times(names, script_dir)
 
+    def places(self, script_dir: Path) -> frozenset[Path]:
+        """Where a rebuild of `script_dir`'s ancestors would show, as last learnt (empty if never asked)."""
+        with self._lock:
+            known = self._known.get(script_dir)
+            return known.places if known is not None else frozenset()
+
     def close(self) -> None:
         """Drop the watches (the shared instance keeps them for the process's life)."""
         with self._lock:
@@ -211,7 +217,7 @@ class BuildTimes:
 
     def _times(self, names: Iterable[str], script_dir: Path) -> dict[str, float]:
         if self._watch:
-            self._watch, self._watcher = False, _Watcher.create()
+            self._watch, self._watcher = False, Watcher.create()
         self._forget_changed()
         now = self._clock()
         known = self._known.get(script_dir)
@@ -273,7 +279,7 @@ _RELEVANT_SUFFIXES = tuple(f"Theory.{suffix}" for suffix in ("uo", "ui", "dat"))
 _RELEVANT_NAMES = frozenset({"Holmakefile", ".hol", "objs", holproject.PROJECT_FILE, holproject.LOCAL_FILE})
 
 
-class _Watcher:
+class Watcher:
     """inotify watches on directories, read without blocking when asked."""
 
     def __init__(self, fd: int, add_watch: Callable[[int, bytes, int], int]) -> None:
@@ -287,7 +293,7 @@ class _Watcher:
         self._watched: dict[Path, int] = {}
 
     @classmethod
-    def create(cls) -> _Watcher | None:
+    def create(cls) -> Watcher | None:
         try:
             libc = ctypes.CDLL(None, use_errno=True)
             fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -300,6 +306,11 @@ class _Watcher:
         add = libc.inotify_add_watch
         add.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32)
         return cls(fd, add)
+
+    @property
+    def fd(self) -> int:
+        """Readable when events are pending (for an event loop's reader)."""
+        return self._fd
 
     def close(self) -> None:
         self._pending.unregister(self._fd)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,6 +44,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+class _CannotTakeOver(Exception):
+    """A successor that must not take over (its compile could not load the ancestors)."""
+
+
 @dataclass
 class Replacement:
     """A successor being brought up for `old`, whose ancestors `rebuilt` changed."""
@@ -51,6 +56,7 @@ class Replacement:
     new: Session
     rebuilt: list[str]
     since: float
+    built: dict[str, float]  # the ancestors' build times when it started
     task: asyncio.Task | None = field(default=None, repr=False)
 
     def reason(self) -> str:
@@ -61,10 +67,30 @@ class Replacement:
         )
 
 
+@dataclass
+class _Refusal:
+    """Why the server with id `server` is not being replaced."""
+
+    server: int
+    why: str
+    # The builds a successor failed on: not tried again until they change.
+    # None: no room, or the build still being written: tried on every call.
+    built: dict[str, float] | None = None
+    waiting: bool = False  # the build is still being written: it starts by itself
+
+
+# Holmake writes a theory's files one after another, and a build of several
+# theories takes a while: a successor started in the middle would load half
+# of it.  It starts once the ancestors' files have been left alone this long.
+BUILD_QUIET_S = 1.0
+
+
 def caught_up(old: Session, new: Session) -> bool:
-    """`new` has compiled its text and checked every proof of it that `old` had finished checking."""
+    """`new` has compiled its text (or is blocked) and checked every proof of it that `old` had finished checking."""
     if new.data is None or new.phase == "compiling":
         return False
+    if new.phase == "blocked":  # it checks nothing until its ancestors load: see `_catch_up`
+        return True
     finished = {name for name, entry in old.file.proofs.items() if entry.status != "checking"}
     wanted = finished.intersection(name for name, _ in textinfo.of(new.file.text).named)
     return all(name in new.file.proofs and new.file.proofs[name].status != "checking" for name in wanted)
@@ -81,7 +107,12 @@ class Replacer:
         self.retiring: dict[Session, str] = {}  # replaced server -> what answers from it say
         # Why a server is not being replaced (no room, its successor failed),
         # by file, with the id of the server it is about.
-        self._refused: dict[Path, tuple[int, str]] = {}
+        self._refused: dict[Path, _Refusal] = {}
+        # inotify on the ancestors' directories, read when the loop says it
+        # is readable: a rebuild starts a replacement with no call and no
+        # polling.  None: not set up yet, or no inotify (calls still notice).
+        self._watch: ancestors.Watcher | None = None
+        self._settle: asyncio.TimerHandle | None = None
 
     def sessions(self) -> list[Session]:
         return [*(r.new for r in self.running.values()), *self.retiring]
@@ -96,21 +127,32 @@ class Replacer:
         if rep is not None and rep.old is session:
             await self._forward(rep, script)
             return
-        if self.pool.sessions.get(session.path) is not session:
-            return  # a successor, or a replaced server still answering
-        built = ancestors.built_times(session.file.text, session.path.parent)
+        if self.pool.sessions.get(session.path) is session:  # not a successor, nor a replaced one
+            self._consider(session)
+
+    def _consider(self, session: Session) -> None:
+        """Start `session`'s replacement if an ancestor was rebuilt since it loaded them, and there is room."""
+        path = session.path
+        built = ancestors.built_times(session.file.text, path.parent)
+        self._watch_dirs(path.parent)
         if session.phase == "completed":
             session.ancestors.loaded(built)  # a pass got past preload: these are what it has
         rebuilt = session.ancestors.rebuilt(built)
-        if not rebuilt:
-            self._refused.pop(session.path, None)
+        refused = self._refused.get(path)
+        if not rebuilt or path in self.running:
+            if not rebuilt:
+                self._refused.pop(path, None)
             return
-        refused = self._refused.get(session.path)
-        if refused is not None and refused[0] == session.id and not refused[1].startswith("no room"):
-            return  # its successor failed once: the agent has been told to restart
+        if refused is not None and refused.server == session.id and refused.built == built:
+            return  # a successor failed on these very builds: the agent has been told to restart
+        newest = max(built.get(name.removesuffix("Theory"), 0.0) for name in rebuilt)
+        if time.time() - newest < BUILD_QUIET_S:  # wall clock: file times are
+            self._refused[path] = _Refusal(session.id, "the build is still being written", waiting=True)
+            self._recheck_in(BUILD_QUIET_S)
+            return
         why = self._no_room(session)
         if why:
-            self._refused[session.path] = (session.id, why)
+            self._refused[path] = _Refusal(session.id, why)
             return
         self._start(session, rebuilt, built)
 
@@ -131,13 +173,15 @@ class Replacer:
         if not rebuilt:
             return []
         refused = self._refused.get(path)
-        why = refused[1] if refused is not None and refused[0] == session.id else ""
-        return [
-            f"REBUILT: {', '.join(rebuilt)} changed after this HOL server loaded it; HOL never reloads a "
-            "theory, so these answers use the old one. "
-            + (f"It is not replaced in the background: {why}. " if why else "")
-            + "Call restart to use the new build."
-        ]
+        if refused is not None and refused.server != session.id:
+            refused = None
+        said = (f"{', '.join(rebuilt)} changed after this HOL server loaded it; HOL never reloads a theory, "
+                "so these answers use the old one.")
+        if refused is not None and refused.waiting:
+            return [f"STALE: {said} A fresh server starts in the background once the build has been left alone "
+                    f"for {BUILD_QUIET_S:.0f}s; ask again shortly."]
+        why = f" It is not replaced in the background: {refused.why}." if refused is not None else ""
+        return [f"REBUILT: {said}{why} Call restart to use the new build."]
 
     def status(self, session: Session, row: m.SessionStatus, now: float) -> m.SessionStatus:
         """`row` with the replacement of `session`, if one is under way."""
@@ -178,7 +222,8 @@ class Replacer:
         new = self.pool._new_session(old.path, old.max_heap_mb, old.hol_cmd)
         # It loads these builds or newer ones: a later rebuild is one it missed.
         new.ancestors.loaded(built)
-        rep = self.running[old.path] = Replacement(old, new, rebuilt, self.pool.clock())
+        rep = self.running[old.path] = Replacement(old, new, rebuilt, self.pool.clock(), built)
+        self._refused.pop(old.path, None)
         log.info("replacing %s (pid %s) in the background: %s rebuilt", old.path, old.pid, ", ".join(rebuilt))
         new.start_task = asyncio.create_task(self.pool._start(new), name=f"start-{old.path.name}")
         new.start_task.add_done_callback(lambda t: t.cancelled() or t.exception())
@@ -193,7 +238,7 @@ class Replacer:
                 await self._catch_up(rep)
         except TimeoutError:
             await self._give_up(rep, f"it had not caught up after {timeout:.0f}s (HOLSRV_REPLACE_TIMEOUT_S)")
-        except (HolsrvError, OSError) as err:
+        except (HolsrvError, OSError, _CannotTakeOver) as err:
             await self._give_up(rep, str(err))
         except Exception:  # the top of a task: log it, leave the old server answering
             log.exception("replacing %s failed", rep.old.path)
@@ -211,6 +256,13 @@ class Replacer:
             await new.sync(script.data, script.text)
             if not await new.wait_until(lambda: caught_up(rep.old, new), self.pool.settings.replace_timeout_s):
                 raise TimeoutError
+            if new.phase == "blocked" and rep.old.phase != "blocked":
+                # Loading a half-written build fails: never trade a working server for that.
+                blocked = new.file.blocked or {}
+                raise _CannotTakeOver(
+                    f"it could not load its ancestors ({blocked.get('message', 'blocked')}); "
+                    "is Holmake still running?"
+                )
             if files.read(str(new.path)).data == new.data:
                 return
 
@@ -230,7 +282,7 @@ class Replacer:
             log.warning("the successor of %s (pid %s) did not catch up: %s", path, rep.new.pid, why)
             return
         log.warning("not replacing %s (pid %s): %s", path, rep.old.pid, why)
-        self._refused[path] = (rep.old.id, f"a fresh server was tried and failed ({why})")
+        self._refused[path] = _Refusal(rep.old.id, f"a fresh server was tried and failed: {why}", rep.built)
         await self.pool.stop_session(rep.new, "its replacement was given up")
 
     async def drop(self, path: Path, reason: str) -> None:
@@ -295,7 +347,44 @@ class Replacer:
                 f"{', '.join(rep.rebuilt)} was rebuilt answers now, and may still be catching up")
         return Lease(rep.new, "warm", note)
 
+    # -- noticing a rebuild with no call ------------------------------------
+
+    def _watch_dirs(self, script_dir: Path) -> None:
+        if self._watch is None:
+            self._watch = ancestors.Watcher.create()
+            if self._watch is None:
+                return
+            asyncio.get_running_loop().add_reader(self._watch.fd, self._readable)
+        for place in ancestors.shared.places(script_dir):
+            self._watch.watch(place)
+
+    def _readable(self) -> None:
+        assert self._watch is not None
+        if self._watch.changed() != set():  # a change, or an overflow (anything may have changed)
+            self._recheck_in(BUILD_QUIET_S)  # once the build has gone quiet
+
+    def _recheck_in(self, delay: float) -> None:
+        if self._settle is not None:
+            self._settle.cancel()
+        self._settle = asyncio.get_running_loop().call_later(delay, self._recheck)
+
+    def _recheck(self) -> None:
+        self._settle = None
+        for session in list(self.pool.sessions.values()):
+            if session.alive and not session.starting and session.data is not None:
+                try:
+                    self._consider(session)
+                except Exception:  # a loop callback: log it, the next call notices again
+                    log.exception("checking the ancestors of %s failed", session.path)
+
     async def close(self) -> None:
+        if self._settle is not None:
+            self._settle.cancel()
+        if self._watch is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is already closed
+                asyncio.get_running_loop().remove_reader(self._watch.fd)
+            self._watch.close()
+            self._watch = None
         for rep in self.running.values():
             if rep.task is not None:
                 rep.task.cancel()

@@ -154,6 +154,47 @@ def _sent_text(line: str) -> str | None:
     return msg["params"]["contentChanges"][0]["text"]
 
 
+def test_a_rebuild_replaces_the_server_with_no_call_once_the_build_is_left_alone(daemon, project):
+    path, built, _ = project
+    old_pid = diagnostics(daemon, path).server.pid
+    os.utime(built)  # Holmake wrote it just now: it may not have finished
+    waiting = diagnostics(daemon, path)
+    assert waiting.server.pid == old_pid
+    assert [w for w in stale(waiting) if "starts in the background once the build has been left alone" in w]
+    # No call from here on: the directory watch and the quiet period do it.
+    switched(daemon, old_pid)
+    after = diagnostics(daemon, path)
+    assert after.server.pid != old_pid and after.verdict == "OK" and stale(after) == []
+
+
+def test_a_rebuild_is_noticed_through_the_directory_watch_with_no_call(daemon, project):
+    path, built, _ = project
+    old_pid = diagnostics(daemon, path).server.pid
+    rebuild(built)
+    switched(daemon, old_pid)  # status only: no call reads the file or its ancestors
+    wait_until(lambda: not pid_alive(old_pid), SWITCH_DEADLINE_S, "the replaced server to exit")
+
+
+def test_a_successor_that_cannot_load_the_build_never_takes_over(daemon, project):
+    path, built, gate = project
+    old_pid = diagnostics(daemon, path).server.pid
+    gate.unlink()
+    rebuild(built)
+    diagnostics(daemon, path)
+    new_pid = successor(daemon)
+    built.unlink()  # Holmake is half way: the successor finds no mylibTheory
+    gate.touch()
+    wait_until(lambda: not pid_alive(new_pid), SWITCH_DEADLINE_S, "the blocked successor to be stopped")
+    assert [(s.pid, s.replacing) for s in daemon.call(m.Status()).sessions] == [(old_pid, "")]
+    assert diagnostics(daemon, path).verdict == "OK"  # the old server still has its build
+
+    built.write_text("built again")
+    os.utime(built, (3000, 3000))  # a new build: worth another try
+    assert stale(diagnostics(daemon, path))
+    switched(daemon, old_pid)
+    assert stale(diagnostics(daemon, path)) == []
+
+
 @pytest.mark.parametrize(
     ("limits", "why"),
     [

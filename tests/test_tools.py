@@ -485,8 +485,8 @@ def test_an_ancestor_rebuilt_after_the_server_started_marks_answers_until_a_rest
     os.utime(built)  # Holmake rebuilt it just now
     again = daemon.call(m.Diagnostics(str(path), wait=20))
     assert not again.cached
-    # A fresh server is catching up in the background (test_replacement.py has the rest).
-    assert any(w.startswith("STALE: ancestor mylibTheory was rebuilt") for w in again.warnings)
+    # A fresh server is on its way in the background (test_replacement.py has the rest).
+    assert any(w.startswith("STALE: ") and "mylibTheory" in w for w in again.warnings)
     daemon.call(m.Restart(str(path)))
     after = daemon.call(m.Diagnostics(str(path), wait=20))
     assert not any(w.startswith(("REBUILT", "STALE")) for w in after.warnings)
