@@ -309,7 +309,12 @@ def _status(reply: StatusResult) -> list[str]:
     lines += _settings(reply.settings)
     if not reply.sessions:
         return lines + ["no HOL servers running"]
-    return lines + _table([_STATUS_COLUMNS, *(_session_row(s) for s in reply.sessions)])
+    lines += _table([_STATUS_COLUMNS, *(_session_row(s) for s in reply.sessions)])
+    return lines + [
+        f"replacing {s.file} (pid {s.pid} → {s.replacement_pid or 'starting'}, for "
+        f"{duration(s.replacing_since_s or 0)}): {s.replacing}"
+        for s in reply.sessions if s.replacing
+    ]
 
 
 def _settings(settings: list[SettingSource]) -> list[str]:
@@ -431,7 +436,8 @@ def _freshness(reply: Result) -> list[str]:
     fresh: Freshness | None = getattr(reply, "freshness", None)
     if fresh is None:
         return []
-    lines = [f"MAY BE STALE: {reason}" for reason in fresh.reasons]
+    said = set(getattr(reply, "warnings", ()))  # diagnostics lists a rebuilt ancestor among its warnings
+    lines = [f"MAY BE STALE: {reason}" for reason in fresh.reasons if reason not in said]
     if not fresh.settled and isinstance(reply, _SILENT_WHEN_UNSETTLED):
         lines.append("not settled: the file is still compiling, so this may change; ask again")
     if fresh.age_s >= 60 and lines:

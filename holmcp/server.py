@@ -36,7 +36,8 @@ INSTRUCTIONS = """\
 HOL4 proof scripts, checked by warm HOL servers that the holsrv daemon keeps. \
 The loop: edit the file with your own tools, call diagnostics, then goalState at \
 a line inside the failing proof, edit, repeat. INCOMPLETE means still checking: \
-call diagnostics again. After rebuilding a dependency (holmake), call restart. \
+call diagnostics again. After Holmake, STALE means a fresh server is catching up; \
+call restart only if told REBUILT. \
 Lines and columns are 1-based; columns count characters. A failed proof is an \
 answer; a tool error names its code and what to do."""
 
@@ -99,7 +100,8 @@ class Tools:
         not compile or parse), CHEATS (cheat, CHEAT_TAC, mk_thm), SUSPENDED, UNCHECKED, BLOCKED (an
         ancestor will not load: fix it, then retryCompile) or INCOMPLETE (wait ran out: call again; a
         SLOW or LOOPING proof is named: edit it). Lists unproved proofs and messages at line:column.
-        REBUILT: call restart. Next: goalState inside the failing proof.
+        STALE: a rebuilt ancestor, a fresh server is catching up; REBUILT: call restart. Next: goalState
+        inside the failing proof.
         """
         request = messages.Diagnostics(file=self._path(file), wait=wait, progress=True, expect_hash=expect_hash)
         return await self._ask(ctx, request)

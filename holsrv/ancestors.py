@@ -2,15 +2,19 @@
 
 A server loads each ancestor at most once (PROTOCOL.md §1.3): a theory
 rebuilt with Holmake afterwards does not reach it until it restarts.  The
-daemon looks where Holmake puts theories (the script's directory and its
-Holmakefile INCLUDES, each with its .hol/objs) and compares file times with
-the server's start.
+daemon looks where Holmake puts theories (the script's directory, its
+Holmakefile INCLUDES, and, in a `holproject.toml` project, every directory
+Holmake's project mode builds, each with its .hol/objs) and compares file
+times with what the server loaded.  Ancestors are named by the script's
+`Ancestors` header or, in an old-style script, by its `open …Theory` lines.
 
-That is six stats per ancestor and directory (some 600 for 20 ancestors and
-4 INCLUDES), too many for every call: `BuildTimes` keeps each script
-directory's times, and a directory watch (inotify) drops them the moment a
-build file, a Holmakefile or a `.hol/objs` changes.  Where no watch can be
-set, they are re-read at most once per second.
+That is a listing of each directory and a stat of each build file of an
+ancestor, too much for every call (a project may have hundreds of
+directories): `BuildTimes` keeps each script directory's times, and a
+directory watch (inotify) drops them the moment a build file, a
+Holmakefile, a holproject.toml or a `.hol/objs` changes.  Nothing polls:
+times are read when a call asks, and where no watch can be set they are
+re-read at most once per second.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from holsrv import holproject
+
 log = logging.getLogger(__name__)
 
 _ANCESTORS = re.compile(r"^Ancestors\b(.*?)(?=^\S|^\s*$|\Z)", re.MULTILINE | re.DOTALL)
@@ -37,17 +43,53 @@ _INCLUDES = re.compile(r"^\s*INCLUDES\s*[+:]?=(.*)$", re.MULTILINE)
 
 
 def ancestors(text: str) -> list[str]:
-    """The theory names in the script's `Ancestors` header (attributes dropped)."""
+    """The theory names in the script's `Ancestors` header (attributes dropped),
+    then those its `open …Theory` declarations name (old-style scripts)."""
+    names = []
     match = _ANCESTORS.search(text)
-    if match is None:
-        return []
-    words = re.sub(r"\[[^\]]*\]", " ", match.group(1))
-    return list(dict.fromkeys(_NAME.findall(words)))
+    if match is not None:
+        words = re.sub(r"\[[^\]]*\]", " ", match.group(1))
+        names = _NAME.findall(words)
+    return list(dict.fromkeys([*names, *opened_theories(text)]))
+
+
+# Old-style scripts open their ancestors before `new_theory`; later `open`s
+# are local to a proof and name theories loaded already.  Only this much of
+# the text is read, so the scan costs the same for any script size.
+_HEADER_CHARS = 64 * 1024
+_HEADER_END = re.compile(r"\bnew_theory\b|^(?:Theorem|Triviality|Definition|Datatype)\b", re.MULTILINE)
+_OPEN = re.compile(r"\bopen((?:\s+[A-Za-z_][A-Za-z0-9_'.]*)+)")
+
+
+def opened_theories(text: str) -> list[str]:
+    """Theories (`fooTheory` → `foo`) named by `open` declarations before the
+    script's first theorem or `new_theory`, outside comments and strings."""
+    from holsrv import script  # which builds on this module, through textinfo
+
+    head = text[:_HEADER_CHARS]
+    code = script.blank_comments_and_strings(head)
+    end = _HEADER_END.search(code)
+    code = code[: end.start()] if end else code
+    names = []
+    for match in _OPEN.finditer(code):
+        for word in match.group(1).split():
+            if word.endswith("Theory") and len(word) > len("Theory") and "." not in word:
+                names.append(word[: -len("Theory")])
+    return names
 
 
 def include_dirs(script_dir: Path) -> list[Path]:
-    """The script's directory and the INCLUDES of its Holmakefile that exist."""
-    dirs = [script_dir]
+    """Where the script's ancestors may be built: its directory, the INCLUDES of
+    its Holmakefile that exist, and the directories of its holproject.toml project."""
+    dirs = [script_dir, *_makefile_includes(script_dir)]
+    for directory in holproject.dirs(script_dir):
+        if directory not in dirs:
+            dirs.append(directory)
+    return dirs
+
+
+def _makefile_includes(script_dir: Path) -> list[Path]:
+    dirs: list[Path] = []
     try:
         makefile = (script_dir / "Holmakefile").read_text(errors="replace")
     except OSError:
@@ -69,10 +111,6 @@ def built_times(text: str, script_dir: Path) -> dict[str, float]:
     return shared.times(textinfo.of(text).ancestors, script_dir)
 
 
-def _newest_build(dirs: list[Path], name: str) -> float:
-    return max((_mtime(f) for directory in dirs for f in _built_files(directory, name)), default=0.0)
-
-
 class Watch:
     """What a server loaded: each ancestor's build time when first seen loaded."""
 
@@ -90,12 +128,24 @@ class Watch:
         return [f"{name}Theory" for name, built in times.items() if built > self._loaded.get(name, built)]
 
 
-def _built_files(directory: Path, name: str) -> list[Path]:
-    return [
-        place / f"{name}Theory.{suffix}"
-        for place in (directory / ".hol" / "objs", directory)
-        for suffix in ("uo", "ui", "dat")
-    ]
+def _listing(dirs: list[Path]) -> dict[str, list[Path]]:
+    """Every theory's build files in `dirs` and their .hol/objs, by theory name.
+
+    One listing per directory, whatever the number of ancestors: a project
+    of hundreds of directories would otherwise cost six stats per ancestor
+    and directory (tens of thousands, over half a second).
+    """
+    found: dict[str, list[Path]] = {}
+    for directory in dirs:
+        for place in (directory / ".hol" / "objs", directory):
+            try:
+                with os.scandir(place) as entries:
+                    for entry in entries:
+                        if entry.name.endswith(_RELEVANT_SUFFIXES):
+                            found.setdefault(entry.name.rsplit("Theory.", 1)[0], []).append(Path(entry.path))
+            except OSError:  # no such directory (most have no .hol/objs), or unreadable
+                continue
+    return found
 
 
 def _mtime(path: Path) -> float:
@@ -121,6 +171,7 @@ class _Known:
     watched: bool  # every one of those places has a watch
     checked: float
     times: dict[str, float] = field(default_factory=dict)
+    built: dict[str, list[Path]] | None = None  # `_listing(dirs)`, once a time is asked for
 
 
 class BuildTimes:
@@ -136,7 +187,7 @@ class BuildTimes:
         self._max_dirs = max_dirs
         self._known: OrderedDict[Path, _Known] = OrderedDict()
         self._watch = watch
-        self._watcher: _Watcher | None = None  # set up on first use, not at import
+        self._watcher: Watcher | None = None  # set up on first use, not at import
         self._lock = threading.Lock()  # shared by the daemons of one process (tests run several)
         self.computed = 0  # times read from the file system, for tests
 
@@ -150,6 +201,12 @@ class BuildTimes:
         with self._lock:
             return self._times(names, script_dir)
 
+    def places(self, script_dir: Path) -> frozenset[Path]:
+        """Where a rebuild of `script_dir`'s ancestors would show, as last learnt (empty if never asked)."""
+        with self._lock:
+            known = self._known.get(script_dir)
+            return known.places if known is not None else frozenset()
+
     def close(self) -> None:
         """Drop the watches (the shared instance keeps them for the process's life)."""
         with self._lock:
@@ -160,7 +217,7 @@ class BuildTimes:
 
     def _times(self, names: Iterable[str], script_dir: Path) -> dict[str, float]:
         if self._watch:
-            self._watch, self._watcher = False, _Watcher.create()
+            self._watch, self._watcher = False, Watcher.create()
         self._forget_changed()
         now = self._clock()
         known = self._known.get(script_dir)
@@ -169,7 +226,9 @@ class BuildTimes:
         self._known.move_to_end(script_dir)
         for name in names:
             if name not in known.times:
-                known.times[name] = _newest_build(known.dirs, name)
+                if known.built is None:
+                    known.built = _listing(known.dirs)
+                known.times[name] = max((_mtime(f) for f in known.built.get(name, ())), default=0.0)
                 self.computed += 1
         return {name: known.times[name] for name in names}
 
@@ -217,10 +276,10 @@ _MASK = (_IN_ATTRIB | _IN_CLOSE_WRITE | _IN_MOVED_FROM | _IN_MOVED_TO | _IN_CREA
 _SELF = _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_IGNORED
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, length of the name that follows
 _RELEVANT_SUFFIXES = tuple(f"Theory.{suffix}" for suffix in ("uo", "ui", "dat"))
-_RELEVANT_NAMES = frozenset({"Holmakefile", ".hol", "objs"})
+_RELEVANT_NAMES = frozenset({"Holmakefile", ".hol", "objs", holproject.PROJECT_FILE, holproject.LOCAL_FILE})
 
 
-class _Watcher:
+class Watcher:
     """inotify watches on directories, read without blocking when asked."""
 
     def __init__(self, fd: int, add_watch: Callable[[int, bytes, int], int]) -> None:
@@ -234,7 +293,7 @@ class _Watcher:
         self._watched: dict[Path, int] = {}
 
     @classmethod
-    def create(cls) -> _Watcher | None:
+    def create(cls) -> Watcher | None:
         try:
             libc = ctypes.CDLL(None, use_errno=True)
             fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -247,6 +306,11 @@ class _Watcher:
         add = libc.inotify_add_watch
         add.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32)
         return cls(fd, add)
+
+    @property
+    def fd(self) -> int:
+        """Readable when events are pending (for an event loop's reader)."""
+        return self._fd
 
     def close(self) -> None:
         self._pending.unregister(self._fd)

@@ -26,6 +26,8 @@ import psutil
 from holsrv import ancestors, builds, files, looping, process
 from holsrv.errors import DaemonStopping, HolsrvError, MemoryBudget, ServerBusy, ServerDied
 from holsrv.files import content_hash
+from holsrv.replacement import Replacer
+from holsrv.rpc import messages as m
 from holsrv.rpc import paths
 from holsrv.session import Session
 from holsrv.settings import Settings
@@ -76,6 +78,7 @@ class Pool:
         self._record = paths.servers_record(settings.socket)
         self.closing = False  # the daemon is shutting down: no new servers
         self.builds = builds.Builds(settings.holmake_timeout_s, settings.holmake_tail_lines, clock)
+        self.replacer = Replacer(self)  # servers whose ancestors were rebuilt, replaced in the background
 
     # -- leases ----------------------------------------------------------------
 
@@ -97,11 +100,15 @@ class Pool:
         finally:
             session.waiting -= 1
             session.last_used = self.clock()
+            self.replacer.released(session)
 
     async def _running(self, path: Path, content: str = "") -> Lease:
         session = self.sessions.get(path)
         if session is not None and session.alive:
             return Lease(session, "warm")
+        promoted = self.replacer.promote(path)
+        if promoted is not None:
+            return promoted
         history = self._history.setdefault(path, _History())
         # Before forgetting the old session, so the call after the backoff
         # still says what happened to it.
@@ -216,7 +223,7 @@ class Pool:
     async def _make_room(self, path: Path, heap_mb: int) -> None:
         """Room for one more server with heap cap `heap_mb`: at most max_servers, and
         within the memory budget; idle servers are stopped for it, least recently used first."""
-        alive = [s for s in self.sessions.values() if s.alive]
+        alive = self.live()
         if len(alive) >= self.settings.max_servers:
             victim = next((s for s in alive if not self.busy(s)), None)
             if victim is None:
@@ -235,7 +242,7 @@ class Pool:
         if budget <= 0:
             return
         need = self._cap_mb(heap_mb)
-        alive = [s for s in self.sessions.values() if s.alive]
+        alive = self.live()
         busy = [s for s in alive if self.busy(s)]
         held_busy = sum(self.reserved_mb(s) for s in busy)
         # A lone server may always run: its own heap cap is what bounds it.
@@ -275,7 +282,11 @@ class Pool:
 
     def memory_held_mb(self) -> float:
         """The running servers' share of the memory budget, for status."""
-        return sum(self.reserved_mb(s) for s in self.sessions.values() if s.alive)
+        return sum(self.reserved_mb(s) for s in self.live())
+
+    def live(self) -> list[Session]:
+        """Every running server: the files' ones, and those replacing them or replaced (see `replacement`)."""
+        return [s for s in (*self.sessions.values(), *self.replacer.sessions()) if s.alive]
 
     def _why_busy(self, session: Session) -> str:
         if session.starting:
@@ -287,6 +298,8 @@ class Pool:
         return "checking " + ", ".join(e.name for e in session.file.checking())
 
     async def stop_session(self, session: Session, reason: str = "stopped by the daemon") -> None:
+        if self.sessions.get(session.path) is session:
+            await self.replacer.drop(session.path, reason)
         await session.stop(reason)
         self._write_record()
 
@@ -298,35 +311,13 @@ class Pool:
         history.fast_deaths, history.retry_at = 0, 0.0
         lock = self._locks.setdefault(path, asyncio.Lock())
         async with lock:
+            await self.replacer.drop(path, "restart requested")
             old = self.sessions.pop(path, None)
             old_pid = old.pid if old else None
             if old is not None:
                 await self.stop_session(old, "restart requested")
             await self._running(path)
         return old_pid
-
-    def stale_reasons(self, path: Path, text: str) -> list[str]:
-        """Why answers about the script `path` (whose text is now `text`) may be stale, one sentence each.
-
-        The one place that knows every such reason: an ancestor rebuilt after
-        the file's server loaded it, a Holmake running where its theories are built.
-        """
-        reasons = []
-        session = self.sessions.get(path)
-        if session is not None and session.alive:
-            rebuilt = session.ancestors.rebuilt(ancestors.built_times(text, path.parent))
-            if rebuilt:
-                reasons.append(
-                    f"dependency rebuilt: {', '.join(rebuilt)} changed after this HOL server loaded it, and HOL "
-                    "never reloads a theory; call restart to use the new build"
-                )
-        if self.builds.running:  # the Holmakefile is read only while some Holmake runs
-            for build in self.builds.running_in(ancestors.include_dirs(path.parent)):
-                reasons.append(
-                    f"Holmake running in {build.directory} (for {self.clock() - build.started:.0f}s): theories "
-                    "this file loads may change under it; ask again when it has finished"
-                )
-        return reasons
 
     def last_words(self, path: Path) -> tuple[str, str]:
         """(how the file's last server died, the tail of its stderr); empty if none died."""
@@ -336,6 +327,38 @@ class Pool:
     def restarts(self, path: Path) -> int:
         history = self._history.get(path)
         return history.restarts if history else 0
+
+    # -- rebuilt ancestors (see `replacement`) ---------------------------------
+
+    async def synced(self, session: Session, script: files.Script) -> None:
+        """A call synced `script` to `session`: replace the server if its ancestors were rebuilt."""
+        await self.replacer.synced(session, script)
+
+    def rebuilt_reasons(self, path: Path, session: Session | None = None) -> list[str]:
+        """The part of `stale_reasons` about rebuilt ancestors, which diagnostics also lists among
+        its warnings (with the advice: wait for the replacement, or restart)."""
+        return self.replacer.stale_reasons(path, session)
+
+    def stale_reasons(self, path: Path, session: Session | None = None) -> list[str]:
+        """Why answers about the script `path` (from `session`, default its current server)
+        may be stale, one sentence each.
+
+        The one place that knows every such reason: an ancestor rebuilt after
+        the server loaded it (being replaced in the background, or, without
+        room for that, to restart), a Holmake running where its theories are built.
+        """
+        reasons = self.rebuilt_reasons(path, session)
+        if self.builds.running:  # the Holmakefile is read only while some Holmake runs
+            for build in self.builds.running_in(ancestors.include_dirs(path.parent)):
+                reasons.append(
+                    f"Holmake running in {build.directory} (for {self.clock() - build.started:.0f}s): theories "
+                    "this file loads may change under it; ask again when it has finished"
+                )
+        return reasons
+
+    def snapshot(self, session: Session, now: float) -> m.SessionStatus:
+        """`session` as status shows it, with its background replacement if one is under way."""
+        return self.replacer.status(session, session.snapshot(now, self.restarts(session.path)), now)
 
     # -- background duties ---------------------------------------------------
 
@@ -364,7 +387,7 @@ class Pool:
                 await self.stop_session(session, f"idle for {idle:.0f}s")
 
     async def _sample_memory(self) -> None:
-        for session in list(self.sessions.values()):
+        for session in self.live():
             # On the loop, not in a thread: a few /proc reads, and the daemon
             # must stay single-threaded because children are spawned with a
             # preexec_fn (unsafe to fork from a process with threads).
@@ -385,7 +408,8 @@ class Pool:
         for task in self._tasks:
             task.cancel()
         await self.builds.close()
-        sessions = [*self.sessions.values(), *self._stopping.values()]
+        await self.replacer.close()
+        sessions = [*self.sessions.values(), *self.replacer.sessions(), *self._stopping.values()]
         if budget_s is not None:
             for session in sessions:
                 session.proc.hurry(budget_s / 4)
@@ -405,7 +429,7 @@ class Pool:
         """Record live servers' pids, start times and owner marker, for the next daemon."""
         owner = process.owner_marker()
         entries = []
-        for session in self.sessions.values():
+        for session in (*self.sessions.values(), *self.replacer.sessions()):
             created = session.proc.create_time()
             if created is not None:
                 entries.append({"pid": session.pid, "create_time": created, "owner": owner})

@@ -131,6 +131,11 @@ class Settings:
     # exits; 0 never.  Off unless set, except when a client started the daemon
     # on demand (holsrv.main: ON_DEMAND_IDLE_EXIT_S).
     idle_exit_s: float = 0.0
+    # Replacing a server whose ancestors were rebuilt (holsrv/replacement.py):
+    # how long its successor may take to start and catch up before the
+    # replacement is given up (and the agent told to restart); 0: never
+    # replace in the background, only say so.
+    replace_timeout_s: float = 900.0
     # Where each value not from a default came from ("environment HOLSRV_X",
     # "flag --x"); filled by `from_env`.
     sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False, repr=False)

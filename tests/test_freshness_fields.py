@@ -57,7 +57,7 @@ def test_a_rebuilt_dependency_marks_every_answer_possibly_stale(daemon, write_sc
     os.utime(built, ns=(later, later))  # Holmake wrote it again
     reply = daemon.call(m.Hover(str(path), 5, 3))
     assert reply.freshness is not None and reply.freshness.may_be_stale
-    assert reply.freshness.reasons[0].startswith("dependency rebuilt: mylibTheory changed after this HOL server")
+    assert reply.freshness.reasons[0].startswith("STALE: mylibTheory changed after this HOL server loaded it")
 
 
 def test_a_cached_answer_is_as_old_as_its_computation():

@@ -371,3 +371,15 @@ def test_status_shows_settings_set_somewhere_one_a_line_and_defaults_on_one_line
 def test_status_with_no_sessions_says_no_servers():
     reply = StatusResult("0.1.0", 1, 77, 5, "/s", 4, [], 0, 0)
     assert lines(reply)[-1] == "no HOL servers running"
+
+
+def test_status_names_a_replacement_under_way_below_the_table():
+    session = SessionStatus(
+        file="/p/fooScript.sml", pid=321, state="settled", uptime_s=60, idle_s=1, footprint_mb=None,
+        max_heap_mb=0, tally=Tally(), waiting_calls=0, clients=[],
+        replacing="ancestor mylibTheory rebuilt; the new server is catching up", replacing_since_s=75,
+        replacement_pid=654,
+    )
+    out = lines(StatusResult("0.1.0", 2, 77, 90, "/s", 4, [session], 0, 0))
+    assert out[-1] == ("replacing /p/fooScript.sml (pid 321 → 654, for 1m15s): ancestor mylibTheory rebuilt; "
+                       "the new server is catching up")

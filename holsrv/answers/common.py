@@ -63,6 +63,7 @@ async def opened(
                 # Shielded: a caller that hangs up mid-sync (its call is then
                 # cancelled) must not leave the server's text half-recorded.
                 await asyncio.shield(session.sync(script.data, script.text))
+                await ctx.pool.synced(session, script)  # a rebuilt ancestor starts its replacement
             elif not tolerate_start:
                 raise Starting(starting_message(session, ctx.clock()))
             yield script, lease
@@ -174,7 +175,7 @@ def freshness(
                 f"file changed since: this answer is about content {about[:12]}, the file now has "
                 f"{now.hash[:12]}; ask again for the new text"
             )
-        reasons += ctx.pool.stale_reasons(now.path, now.text)
+        reasons += ctx.pool.stale_reasons(now.path)
     return m.Freshness(
         content_hash=about, settled=settled, age_s=round(age_s, 2), may_be_stale=bool(reasons),
         reasons=reasons, expected_hash=expect_hash,

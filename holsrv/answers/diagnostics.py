@@ -19,25 +19,27 @@ async def answer(ctx: Context, req: m.Diagnostics, client: str, report: Report |
     deadline = started + max(0.0, req.wait)  # covers a server start too
     async with opened(ctx, req.file, client, req.wait, tolerate_start=True) as (src, lease):
         session = lease.session
-        built = ancestors.built_times(src.text, src.path.parent)
-        rebuilt = session.ancestors.rebuilt(built)
-        key = session.cache_key("diagnostics", src.hash, tuple(rebuilt))
+        stale = ctx.pool.rebuilt_reasons(src.path, session)
+        key = session.cache_key("diagnostics", src.hash, tuple(stale))
         cached = ctx.cache.get(key)
         if cached is not None:
             age = m.Freshness(cached.content_hash, age_s=ctx.cache.age(key))  # the rest: `stamp`
             return replace(cached, cached=True, server=note(lease), freshness=age)
         if not session.starting:
             await settle(ctx, session, deadline, report)
-        if session.phase == "completed":
-            session.ancestors.loaded(built)  # a pass got past preload: these are what it has
-        result = _result(ctx, src, lease, rebuilt, ctx.clock() - started)
+        if session.phase == "completed" and ctx.pool.sessions.get(src.path) is session:
+            # A pass got past preload: these are what it has.
+            session.ancestors.loaded(ancestors.built_times(session.file.text, src.path.parent))
+        # Again: a replacement may have started or finished while it settled.
+        stale = ctx.pool.rebuilt_reasons(src.path, session)
+        result = _result(ctx, src, lease, stale, ctx.clock() - started)
         session.last_verdict = result.verdict
         if result.complete:
-            ctx.cache.put(session.cache_key("diagnostics", result.content_hash, tuple(rebuilt)), result)
+            ctx.cache.put(session.cache_key("diagnostics", result.content_hash, tuple(stale)), result)
         return result
 
 
-def _result(ctx: Context, src: Script, lease: Lease, rebuilt: list[str], waited_s: float) -> m.DiagnosticsResult:
+def _result(ctx: Context, src: Script, lease: Lease, stale: list[str], waited_s: float) -> m.DiagnosticsResult:
     session = lease.session
     text, content = src.text, src.hash
     if session.data is not None and session.data != src.data:
@@ -49,11 +51,7 @@ def _result(ctx: Context, src: Script, lease: Lease, rebuilt: list[str], waited_
         session.footprint, waited_s, session.walk_errors,
     )
     result.warnings += [f"HOL says: {said}" for said in session.messages if not hol.is_not_compiling_notice(said)]
-    if rebuilt:
-        result.warnings.append(
-            f"REBUILT: {', '.join(rebuilt)} changed after this HOL server loaded it; HOL never "
-            "reloads a theory, so these answers use the old one. Call restart to use the new build."
-        )
+    result.warnings += stale  # rebuilt ancestors: replaced in the background, or restart
     if content != src.hash:
         result.warnings.append(
             f"The file changed on disk during this call; this answer is about the newer text "

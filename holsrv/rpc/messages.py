@@ -396,6 +396,11 @@ class SessionStatus(Struct):
     hol_version: str = ""  # serverInfo.version of the HOL server, when it said
     # The verdict of the last diagnostics answer about this server's file.
     last_verdict: str = ""
+    # A replacement under way because an ancestor was rebuilt: why, for how
+    # long, and the new server's pid (answers come from this one meanwhile).
+    replacing: str = ""
+    replacing_since_s: float | None = None
+    replacement_pid: int | None = None
 
 
 class Freshness(Struct, omit_defaults=False):

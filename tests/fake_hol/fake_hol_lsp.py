@@ -23,6 +23,8 @@ comes from marker words in the tactic text:
 Fault and resource modes (environment):
 
     FAKE_HOL_STARTUP_MS      delay before answering initialize
+    FAKE_HOL_START_GATE=path answer initialize only once path exists (up to 60 s)
+    FAKE_HOL_COMPILE_GATE=path  elaborate each declaration only once path exists (ditto)
     FAKE_HOL_CRASH_AFTER=N   die (status 134, "Fatal: fake crash") after N messages
     FAKE_HOL_CRASH_ON=M      die when method M arrives
     FAKE_HOL_HANG_ON=M       stop answering anything once method M arrives

@@ -305,7 +305,7 @@ class Compiler:
             doc.compile_diags = diags
         pct, first = 0, True
         for i in todo:
-            if doc.cancel_pass.wait(self.s.settings.decl_ms / 1000):
+            if doc.cancel_pass.wait(self.s.settings.decl_ms / 1000) or not self._gate_open(doc):
                 return self._interrupted(doc, token, i)
             with self.s.lock:
                 if doc.closed:
@@ -319,6 +319,16 @@ class Compiler:
                 first = False
                 pct = self._report(token, pct, d.end, len(script.text))
         self._finish(doc, script, version, resume, fast, token, first)
+
+    def _gate_open(self, doc):
+        """False if an edit cancelled the pass while FAKE_HOL_COMPILE_GATE was shut (at most a minute)."""
+        gate = self.s.settings.compile_gate
+        for _ in range(3000):
+            if not gate or os.path.exists(gate):
+                return True
+            if doc.cancel_pass.wait(0.02):
+                return False
+        return True
 
     def _report(self, token, pct, done, total):
         now = 100 if total == 0 else min(100, done * 100 // total)

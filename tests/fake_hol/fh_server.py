@@ -22,6 +22,11 @@ class Settings:
         self.walk_ms = ms("FAKE_HOL_WALK_MS", 300)
         self.debounce_ms = ms("FAKE_HOL_DEBOUNCE_MS", 300)
         self.startup_ms = ms("FAKE_HOL_STARTUP_MS", 0)
+        # Answer initialize only once this file exists (at most a minute):
+        # a test holds a server's start for as long as it needs to look.
+        self.start_gate = env.get("FAKE_HOL_START_GATE", "")
+        # Likewise, elaborate each declaration only once this file exists.
+        self.compile_gate = env.get("FAKE_HOL_COMPILE_GATE", "")
         default_workers = min(os.cpu_count() or 1, 8)
         self.workers = int(env.get("FAKE_HOL_WORKERS", default_workers))
         # Judge an edit tactic-only from where it starts alone, as the server
@@ -115,6 +120,7 @@ class Server:
         self.hierarchical = bool(sym.get("hierarchicalDocumentSymbolSupport"))
         if self.settings.startup_ms:
             threading.Event().wait(self.settings.startup_ms / 1000)
+        self._wait_for_gate()
         self.reply(mid, {
             "capabilities": {"textDocumentSync": 2, "positionEncoding": self.enc,
                              "hoverProvider": True, "definitionProvider": True,
@@ -123,6 +129,14 @@ class Server:
             "serverInfo": {"name": "HOL4", "version": "fake", "builtFrom": "fake",
                            "sources": "fake", "holdir": self.holdir}})
         self.phase = "await_initialized"
+
+    def _wait_for_gate(self):
+        gate = self.settings.start_gate
+        pause = threading.Event()
+        for _ in range(3000):  # 60 s
+            if not gate or os.path.exists(gate):
+                return
+            pause.wait(0.02)
 
     def _initialized(self):
         self.phase = "running"

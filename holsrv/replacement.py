@@ -1,0 +1,392 @@
+"""Replacing, in the background, a HOL server whose ancestors were rebuilt.
+
+A server loads each ancestor theory once (PROTOCOL.md §1.3): after Holmake
+rebuilds one, only a new server sees the new build.  Starting that server
+the moment a call notices would make the agent wait on a cold start it did
+not ask for, so the old server keeps answering, every answer marked stale
+with the reason, while a successor starts beside it:
+
+    noticed   a call synced the file and an ancestor was built after the
+              server loaded it (`ancestors.Watch`)
+    starting  a second server for the file, if `max_servers` and the memory
+              budget hold both; otherwise the answer says why and advises
+              restart, as before
+    catching  it opens the file as it is on disk (each edit reaching the old
+    up        server is forwarded to it too), compiles it, and checks the
+              proofs the old one had finished
+    switched  the pool's map points at it; the old server is stopped once no
+              call waits on it any more
+
+A successor that fails, or has not caught up within `replace_timeout_s`, is
+stopped, and the answers go back to advising restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from holsrv import ancestors, files, textinfo
+from holsrv.errors import HolsrvError
+from holsrv.rpc import messages as m
+from holsrv.session import Session
+
+if TYPE_CHECKING:
+    from holsrv.pool import Lease, Pool
+
+log = logging.getLogger(__name__)
+
+
+class _CannotTakeOver(Exception):
+    """A successor that must not take over (its compile could not load the ancestors)."""
+
+
+@dataclass
+class Replacement:
+    """A successor being brought up for `old`, whose ancestors `rebuilt` changed."""
+
+    old: Session
+    new: Session
+    rebuilt: list[str]
+    since: float
+    built: dict[str, float]  # the ancestors' build times when it started
+    task: asyncio.Task | None = field(default=None, repr=False)
+
+    def reason(self) -> str:
+        return (
+            f"STALE: ancestor {', '.join(self.rebuilt)} was rebuilt after this HOL server (pid {self.old.pid}) "
+            f"loaded it, so its answers use the old build; a fresh server (pid {self.new.pid or 'starting'}) is "
+            "catching up in the background and takes over by itself once it has. Nothing to do: ask again later."
+        )
+
+
+@dataclass
+class _Refusal:
+    """Why the server with id `server` is not being replaced."""
+
+    server: int
+    why: str
+    # The builds a successor failed on: not tried again until they change.
+    # None: no room, or the build still being written: tried on every call.
+    built: dict[str, float] | None = None
+    waiting: bool = False  # the build is still being written: it starts by itself
+
+
+# Holmake writes a theory's files one after another, and a build of several
+# theories takes a while: a successor started in the middle would load half
+# of it.  It starts once the ancestors' files have been left alone this long.
+BUILD_QUIET_S = 1.0
+
+
+def caught_up(old: Session, new: Session) -> bool:
+    """`new` has compiled its text (or is blocked) and checked every proof of it that `old` had finished checking."""
+    if new.data is None or new.phase == "compiling":
+        return False
+    if new.phase == "blocked":  # it checks nothing until its ancestors load: see `_catch_up`
+        return True
+    finished = {name for name, entry in old.file.proofs.items() if entry.status != "checking"}
+    wanted = finished.intersection(name for name, _ in textinfo.of(new.file.text).named)
+    return all(name in new.file.proofs and new.file.proofs[name].status != "checking" for name in wanted)
+
+
+class Replacer:
+    """The pool's background replacements, and the servers they leave running
+    beside its map: successors not yet switched to, and replaced ones still
+    answering a call."""
+
+    def __init__(self, pool: Pool) -> None:
+        self.pool = pool
+        self.running: dict[Path, Replacement] = {}
+        self.retiring: dict[Session, str] = {}  # replaced server -> what answers from it say
+        # Why a server is not being replaced (no room, its successor failed),
+        # by file, with the id of the server it is about.
+        self._refused: dict[Path, _Refusal] = {}
+        # inotify on the ancestors' directories, read when the loop says it
+        # is readable: a rebuild starts a replacement with no call and no
+        # polling.  None: not set up yet, or no inotify (calls still notice).
+        self._watch: ancestors.Watcher | None = None
+        self._settle: asyncio.TimerHandle | None = None
+
+    def sessions(self) -> list[Session]:
+        return [*(r.new for r in self.running.values()), *self.retiring]
+
+    # -- what a call sees ------------------------------------------------------
+
+    async def synced(self, session: Session, script: files.Script) -> None:
+        """A call has synced `script` to `session`: note what the server has
+        loaded, start its replacement if an ancestor was rebuilt since, and give
+        a successor under way the same text."""
+        rep = self.running.get(session.path)
+        if rep is not None and rep.old is session:
+            await self._forward(rep, script)
+            return
+        if self.pool.sessions.get(session.path) is session:  # not a successor, nor a replaced one
+            self._consider(session)
+
+    def _consider(self, session: Session) -> None:
+        """Start `session`'s replacement if an ancestor was rebuilt since it loaded them, and there is room."""
+        path = session.path
+        built = ancestors.built_times(session.file.text, path.parent)
+        self._watch_dirs(path.parent)
+        if session.phase == "completed":
+            session.ancestors.loaded(built)  # a pass got past preload: these are what it has
+        rebuilt = session.ancestors.rebuilt(built)
+        refused = self._refused.get(path)
+        if not rebuilt or path in self.running:
+            if not rebuilt:
+                self._refused.pop(path, None)
+            return
+        if refused is not None and refused.server == session.id and refused.built == built:
+            return  # a successor failed on these very builds: the agent has been told to restart
+        newest = max(built.get(name.removesuffix("Theory"), 0.0) for name in rebuilt)
+        if time.time() - newest < BUILD_QUIET_S:  # wall clock: file times are
+            self._refused[path] = _Refusal(session.id, "the build is still being written", waiting=True)
+            self._recheck_in(BUILD_QUIET_S)
+            return
+        why = self._no_room(session)
+        if why:
+            self._refused[path] = _Refusal(session.id, why)
+            return
+        self._start(session, rebuilt, built)
+
+    def stale_reasons(self, path: Path, session: Session | None = None) -> list[str]:
+        """Why answers from `session` (default: the file's current server) may be
+        stale because of rebuilt ancestors; [] when they are not."""
+        session = session or self.pool.sessions.get(path)
+        if session is None:
+            return []
+        if session in self.retiring:
+            return [self.retiring[session]]
+        rep = self.running.get(path)
+        if rep is not None and rep.old is session:
+            return [rep.reason()]
+        if session.data is None or (rep is not None and rep.new is session):
+            return []
+        rebuilt = session.ancestors.rebuilt(ancestors.built_times(session.file.text, path.parent))
+        if not rebuilt:
+            return []
+        refused = self._refused.get(path)
+        if refused is not None and refused.server != session.id:
+            refused = None
+        said = (f"{', '.join(rebuilt)} changed after this HOL server loaded it; HOL never reloads a theory, "
+                "so these answers use the old one.")
+        if refused is not None and refused.waiting:
+            return [f"STALE: {said} A fresh server starts in the background once the build has been left alone "
+                    f"for {BUILD_QUIET_S:.0f}s; ask again shortly."]
+        why = f" It is not replaced in the background: {refused.why}." if refused is not None else ""
+        return [f"REBUILT: {said}{why} Call restart to use the new build."]
+
+    def status(self, session: Session, row: m.SessionStatus, now: float) -> m.SessionStatus:
+        """`row` with the replacement of `session`, if one is under way."""
+        rep = self.running.get(session.path)
+        if rep is None or rep.old is not session:
+            return row
+        return msgspec.structs.replace(
+            row,
+            replacing=f"ancestor {', '.join(rep.rebuilt)} rebuilt; the new server is "
+            + ("starting" if rep.new.starting else "catching up"),
+            replacing_since_s=round(now - rep.since, 1),
+            replacement_pid=rep.new.pid,
+        )
+
+    # -- starting and giving up ----------------------------------------------
+
+    def _no_room(self, old: Session) -> str:
+        """Why a second server for `old`'s file cannot run beside it ("" if it can)."""
+        settings, name = self.pool.settings, old.path.name
+        if settings.replace_timeout_s <= 0:
+            return "no room: background replacement is off (HOLSRV_REPLACE_TIMEOUT_S=0)"
+        if self.pool.closing:
+            return "no room: the daemon is shutting down"
+        live = self.pool.live()
+        if len(live) + 1 > settings.max_servers:
+            return (f"no room: a second server for {name} beside the old one would pass the limit of "
+                    f"{settings.max_servers} HOL servers (HOLSRV_MAX_SERVERS)")
+        budget = settings.memory_budget_mb
+        held = sum(self.pool.reserved_mb(s) for s in live)
+        need = self.pool._cap_mb(old.max_heap_mb)
+        if budget > 0 and held + need > budget:
+            return (f"no room: a second server for {name} needs {need} MB (its heap cap) while the old one "
+                    f"answers, but {held:.0f} MB of the memory budget of {budget} MB are held "
+                    "(HOLSRV_MEMORY_BUDGET_MB)")
+        return ""
+
+    def _start(self, old: Session, rebuilt: list[str], built: dict[str, float]) -> None:
+        new = self.pool._new_session(old.path, old.max_heap_mb, old.hol_cmd)
+        # It loads these builds or newer ones: a later rebuild is one it missed.
+        new.ancestors.loaded(built)
+        rep = self.running[old.path] = Replacement(old, new, rebuilt, self.pool.clock(), built)
+        self._refused.pop(old.path, None)
+        log.info("replacing %s (pid %s) in the background: %s rebuilt", old.path, old.pid, ", ".join(rebuilt))
+        new.start_task = asyncio.create_task(self.pool._start(new), name=f"start-{old.path.name}")
+        new.start_task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        rep.task = asyncio.create_task(self._run(rep), name=f"replace-{old.path.name}")
+
+    async def _run(self, rep: Replacement) -> None:
+        timeout = self.pool.settings.replace_timeout_s
+        try:
+            async with asyncio.timeout(timeout):
+                assert rep.new.start_task is not None
+                await asyncio.shield(rep.new.start_task)  # raises if the start failed
+                await self._catch_up(rep)
+        except TimeoutError:
+            await self._give_up(rep, f"it had not caught up after {timeout:.0f}s (HOLSRV_REPLACE_TIMEOUT_S)")
+        except (HolsrvError, OSError, _CannotTakeOver) as err:
+            await self._give_up(rep, str(err))
+        except Exception:  # the top of a task: log it, leave the old server answering
+            log.exception("replacing %s failed", rep.old.path)
+            await self._give_up(rep, "an internal error (see the daemon's log)")
+        else:
+            self._switch(rep)
+
+    async def _catch_up(self, rep: Replacement) -> None:
+        """Until `rep.new` has caught up on the text that is on disk now."""
+        new = rep.new
+        while True:
+            # The newest text wins: edits made while it started or compiled.
+            script = files.read(str(new.path))
+            await textinfo.prepare(script.text)
+            await new.sync(script.data, script.text)
+            if not await new.wait_until(lambda: caught_up(rep.old, new), self.pool.settings.replace_timeout_s):
+                raise TimeoutError
+            if new.phase == "blocked" and rep.old.phase != "blocked":
+                # Loading a half-written build fails: never trade a working server for that.
+                blocked = new.file.blocked or {}
+                raise _CannotTakeOver(
+                    f"it could not load its ancestors ({blocked.get('message', 'blocked')}); "
+                    "is Holmake still running?"
+                )
+            if files.read(str(new.path)).data == new.data:
+                return
+
+    async def _forward(self, rep: Replacement, script: files.Script) -> None:
+        """Give the successor the text a call just gave the old server (once it has opened the file)."""
+        if rep.new.alive and rep.new.data is not None and rep.new.data != script.data:
+            try:
+                await rep.new.sync(script.data, script.text)
+            except HolsrvError as err:  # its own task reports the failure
+                log.info("could not forward the new text of %s to its successor: %s", rep.new.path, err)
+
+    async def _give_up(self, rep: Replacement, why: str) -> None:
+        path = rep.old.path
+        if self.running.get(path) is rep:
+            del self.running[path]
+        if self.pool.sessions.get(path) is rep.new:  # promoted: it is the file's server now
+            log.warning("the successor of %s (pid %s) did not catch up: %s", path, rep.new.pid, why)
+            return
+        log.warning("not replacing %s (pid %s): %s", path, rep.old.pid, why)
+        self._refused[path] = _Refusal(rep.old.id, f"a fresh server was tried and failed: {why}", rep.built)
+        await self.pool.stop_session(rep.new, "its replacement was given up")
+
+    async def drop(self, path: Path, reason: str) -> None:
+        """Stop the replacement of `path`'s server, if one is under way (the server itself is being stopped)."""
+        rep = self.running.pop(path, None)
+        if rep is not None:
+            if rep.task is not None:
+                rep.task.cancel()
+            await self.pool.stop_session(rep.new, reason)
+
+    # -- switching over ----------------------------------------------------
+
+    def _switch(self, rep: Replacement) -> None:
+        path = rep.old.path
+        if self.running.get(path) is rep:
+            del self.running[path]
+        if self.pool.sessions.get(path) is rep.new:  # promoted already (its predecessor ended)
+            return
+        if self.pool.sessions.get(path) is not rep.old or not rep.new.alive:
+            # Stopped, restarted or dead meanwhile: someone else decided.
+            self._stop_later(rep.new, "its predecessor was replaced otherwise")
+            return
+        self.pool.sessions[path] = rep.new  # in place: it keeps the file's LRU position
+        rep.new.clients |= rep.old.clients
+        rep.new.last_used = rep.old.last_used
+        self.retiring[rep.old] = (
+            f"STALE: this answer is from the HOL server for {path.name} that was replaced because ancestor "
+            f"{', '.join(rep.rebuilt)} was rebuilt (pid {rep.old.pid} → {rep.new.pid}); ask again for the new "
+            "one's answer."
+        )
+        self.pool._write_record()
+        log.info("replaced %s: pid %s → %s (%s rebuilt), after %.1fs", path, rep.old.pid, rep.new.pid,
+                 ", ".join(rep.rebuilt), self.pool.clock() - rep.since)
+        self.released(rep.old)
+
+    def released(self, session: Session) -> None:
+        """A call let go of `session`: a replaced server is stopped once none holds it."""
+        if session in self.retiring and session.waiting == 0:
+            del self.retiring[session]
+            self._stop_later(session, "replaced by a server with the rebuilt ancestors")
+
+    def _stop_later(self, session: Session, reason: str) -> None:
+        # As an eviction: counted as gone at once, stopped outside the caller.
+        session.mark_stopping(reason)
+        task = asyncio.create_task(self.pool.stop_session(session, reason), name=f"retire-{session.path.name}")
+        self.pool._stopping[task] = session
+        task.add_done_callback(lambda t: self.pool._stopping.pop(t, None))
+
+    def promote(self, path: Path) -> Lease | None:
+        """The file's server is gone: its successor, if one has started, takes over at once."""
+        from holsrv.pool import Lease
+
+        rep = self.running.get(path)
+        if rep is None or not rep.new.alive or rep.new.starting:
+            return None
+        # Its task carries on catching up, and then finds it already in place.
+        del self.running[path]
+        self.pool.sessions[path] = rep.new
+        self.pool._write_record()
+        why = rep.old.exit_reason if rep.old.dead else (rep.old.stop_reason or "it was stopped")
+        note = (f"the previous HOL server ended ({why}); the one started because ancestor "
+                f"{', '.join(rep.rebuilt)} was rebuilt answers now, and may still be catching up")
+        return Lease(rep.new, "warm", note)
+
+    # -- noticing a rebuild with no call ------------------------------------
+
+    def _watch_dirs(self, script_dir: Path) -> None:
+        if self._watch is None:
+            self._watch = ancestors.Watcher.create()
+            if self._watch is None:
+                return
+            asyncio.get_running_loop().add_reader(self._watch.fd, self._readable)
+        for place in ancestors.shared.places(script_dir):
+            self._watch.watch(place)
+
+    def _readable(self) -> None:
+        assert self._watch is not None
+        if self._watch.changed() != set():  # a change, or an overflow (anything may have changed)
+            self._recheck_in(BUILD_QUIET_S)  # once the build has gone quiet
+
+    def _recheck_in(self, delay: float) -> None:
+        if self._settle is not None:
+            self._settle.cancel()
+        self._settle = asyncio.get_running_loop().call_later(delay, self._recheck)
+
+    def _recheck(self) -> None:
+        self._settle = None
+        for session in list(self.pool.sessions.values()):
+            if session.alive and not session.starting and session.data is not None:
+                try:
+                    self._consider(session)
+                except Exception:  # a loop callback: log it, the next call notices again
+                    log.exception("checking the ancestors of %s failed", session.path)
+
+    async def close(self) -> None:
+        if self._settle is not None:
+            self._settle.cancel()
+        if self._watch is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is already closed
+                asyncio.get_running_loop().remove_reader(self._watch.fd)
+            self._watch.close()
+            self._watch = None
+        for rep in self.running.values():
+            if rep.task is not None:
+                rep.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*(r.task for r in self.running.values() if r.task), return_exceptions=True)
