@@ -20,7 +20,10 @@ import msgspec
 
 # 2: position requests name their column `column` (was `col`), goalState's is
 # optional, lookups take a `wait`, progress frames, `stop`.
-PROTOCOL_VERSION = 2
+# 3: search, holmake, try, goalDiff and logs; `expect_hash` on file requests
+# (a daemon that ignored it would answer about a text the caller did not
+# expect without saying so); `freshness` on file replies.
+PROTOCOL_VERSION = 3
 # The daemon lists at most this many completion items and counts the rest in
 # `CompletionResult.total`, so a short prefix cannot flood a model's context.
 MAX_COMPLETIONS = 50
