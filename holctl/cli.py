@@ -221,6 +221,14 @@ def with_lookup_wait(fn):
     return fn
 
 
+def with_paging(fn):
+    """--limit and --page, for the answers that come a page at a time."""
+    fn = click.option("--page", type=click.IntRange(min=1), default=1, show_default=True,
+                      help="Which page (1-based).")(fn)
+    return click.option("--limit", type=click.IntRange(min=1, max=200), default=20, show_default=True,
+                        help="Matches per page.")(fn)
+
+
 def lookup_wait(wait: float | None, no_wait: bool) -> float | None:
     """The lookup's `wait` from --wait / --no-wait; None leaves the daemon's default."""
     if no_wait and wait is not None:
@@ -331,8 +339,7 @@ def document_symbol(target: Target, file: str, wait: float | None, no_wait: bool
 @cli.command("workspaceSymbol", epilog=EXIT_CODES)
 @file_argument
 @click.argument("query")
-@click.option("--limit", type=click.IntRange(min=1, max=200), default=20, show_default=True, help="Matches per page.")
-@click.option("--page", type=click.IntRange(min=1), default=1, show_default=True, help="Which page (1-based).")
+@with_paging
 @with_lookup_wait
 @json_option
 @click.pass_obj
@@ -471,8 +478,7 @@ def shutdown(target: Target, as_json: bool) -> None:
 @cli.command("search", epilog=EXIT_CODES)
 @file_argument
 @click.argument("query")
-@click.option("--limit", type=click.IntRange(min=1, max=200), default=20, show_default=True, help="Matches per page.")
-@click.option("--page", type=click.IntRange(min=1), default=1, show_default=True, help="Which page (1-based).")
+@with_paging
 @with_lookup_wait
 @json_option
 @click.pass_obj
