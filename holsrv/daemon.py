@@ -606,7 +606,7 @@ class Daemon:
             case m.Holmake():
                 return await holmake.holmake(ctx, request, client, report)
             case m.Status():
-                return self.status()
+                return await self.status()
             case m.Shutdown():
                 self.stopping.set()
                 return m.ShutdownResult(f"holsrv (pid {os.getpid()}) is stopping its HOL servers and exiting")
@@ -619,7 +619,9 @@ class Daemon:
             case _:
                 assert_never(request)
 
-    def status(self) -> m.StatusResult:
+    async def status(self) -> m.StatusResult:
+        for session in list(self.pool.sessions.values()):
+            await session.refresh_tally()
         now = self.pool.clock()
         return m.StatusResult(
             daemon_version=__version__,

@@ -23,30 +23,30 @@ from holsrv.settings import Settings
 
 
 def probably_looping(file: FileState, entry: ProofEntry, now: float, settings: Settings) -> bool:
-    return file.checking_for(entry, now) > _looping_threshold(file, settings)
+    return file.checking_for(entry, now) > looping_threshold(file, settings)
 
 
 def far_slower(file: FileState, entry: ProofEntry, now: float, settings: Settings) -> bool:
     """Checking far longer than every proof of the file that has finished."""
-    return file.checking_for(entry, now) > _slow_threshold(file, settings)
+    return file.checking_for(entry, now) > slow_threshold(file, settings)
 
 
 def suspicious(file: FileState, entry: ProofEntry, now: float, settings: Settings) -> bool:
     """Far slower than the rest, or probably looping: waiting on it is unlikely to pay."""
-    return file.checking_for(entry, now) > min(_slow_threshold(file, settings), _looping_threshold(file, settings))
+    return file.checking_for(entry, now) > min(slow_threshold(file, settings), looping_threshold(file, settings))
 
 
 def looping_from(file: FileState, entry: ProofEntry, now: float, settings: Settings) -> float:
     """When `entry`, still checking, will count as probably looping (clock time)."""
-    return now - file.checking_for(entry, now) + _looping_threshold(file, settings)
+    return now - file.checking_for(entry, now) + looping_threshold(file, settings)
 
 
 def slow_from(file: FileState, entry: ProofEntry, now: float, settings: Settings) -> float:
     """When `entry`, still checking, will count as far slower than the rest (clock time; inf: never)."""
-    return now - file.checking_for(entry, now) + _slow_threshold(file, settings)
+    return now - file.checking_for(entry, now) + slow_threshold(file, settings)
 
 
-def _looping_threshold(file: FileState, settings: Settings) -> float:
+def looping_threshold(file: FileState, settings: Settings) -> float:
     """Seconds of checking after which a proof is probably looping."""
     if file.slowest_s <= 0:
         return settings.looping_after_s
@@ -54,7 +54,7 @@ def _looping_threshold(file: FileState, settings: Settings) -> float:
     return min(settings.looping_after_s, relative)
 
 
-def _slow_threshold(file: FileState, settings: Settings) -> float:
+def slow_threshold(file: FileState, settings: Settings) -> float:
     """Seconds of checking after which a proof is far slower than every finished one."""
     if file.finished == 0:
         return math.inf  # nothing to compare with

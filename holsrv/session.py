@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from pathlib import Path
 
-from holsrv import ancestors, tally
+from holsrv import ancestors, tally, textinfo
 from holsrv.errors import ServerDied, ServerStopped, ServerTimeout
 from holsrv.filestate import FileState
 from holsrv.lsp import hol, replies
@@ -71,6 +71,7 @@ class Session:
         # Errors of failed goal-state walks: HOL publishes each as a diagnostic
         # of the file until a clean walk or an edit (PROTOCOL.md §0, §11).
         self.walk_errors: deque[str] = deque(maxlen=64)
+        self._tally_memo: tuple[tuple[int, int], m.Tally] | None = None
         self.clients: set[str] = set()
         self._changed = asyncio.Event()
         self._text = TextSync(self.file, self.notify, self.wait_until, clock, settings.spill_wait_s)
@@ -174,13 +175,19 @@ class Session:
         )
 
     def _pool_tally(self) -> m.Tally:
-        # The pool's word changes only with a notification or a new text:
-        # status costs one tally per change, not one per call and session.
+        # The tally `refresh_tally` made last (status refreshes it first): the
+        # pool's word changes only with a notification or a new text, so status
+        # costs one tally per change, not one per call and session.
+        if self._tally_memo is None:
+            self._tally_memo = ((self.file.events, self.file.version), tally.of_pool(self.file))
+        return self._tally_memo[1]
+
+    async def refresh_tally(self) -> None:
+        """Bring the pool's tally up to date, in slices: for a file of 30,000 proofs it
+        takes tens of milliseconds, which other clients must not wait for."""
         key = (self.file.events, self.file.version)
-        memo: tuple[tuple[int, int], m.Tally] | None = getattr(self, "_tally_memo", None)
-        if memo is None or memo[0] != key:
-            memo = self._tally_memo = (key, tally.of_pool(self.file))
-        return memo[1]
+        if self._tally_memo is None or self._tally_memo[0] != key:
+            self._tally_memo = (key, await textinfo.sliced(tally.pool_steps(self.file)))
 
     def tail(self, lines: int = 30) -> str:
         return self.proc.tail(lines)

@@ -8,11 +8,15 @@ cheated (dropped unchecked, PROTOCOL.md §10.3).  Answers call the last one
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 
-from holsrv import textinfo
+from holsrv import script, textinfo
 from holsrv.filestate import FileState, ProofEntry
 from holsrv.rpc import messages as m
+
+# Entries looked at per step of `visible_steps`: about a millisecond each.
+ENTRIES_PER_STEP = 2048
 
 
 def visible_proofs(file: FileState, text: str) -> list[ProofEntry]:
@@ -21,9 +25,22 @@ def visible_proofs(file: FileState, text: str) -> list[ProofEntry]:
     The census prunes deletions only after the next pass; until then an
     entry for a deleted theorem would look outstanding forever.
     """
+    return script.run(visible_steps(file, text))
+
+
+def visible_steps(file: FileState, text: str, ordered: bool = True) -> script.Steps[list[ProofEntry]]:
+    """`visible_proofs` in steps (a script of 30,000 proofs takes tens of milliseconds);
+    by line when `ordered`.  The entries are those of the file when the first step runs."""
     info = textinfo.of(text)  # computed once per text
-    visible = [e for e in file.proofs.values() if info.mentions(e.name.split("#")[0].split("[")[0])]
-    return sorted(visible, key=lambda e: e.line0)
+    entries = list(file.proofs.values())
+    visible: list[ProofEntry] = []
+    for start in range(0, len(entries), ENTRIES_PER_STEP):
+        visible += [e for e in entries[start:start + ENTRIES_PER_STEP]
+                    if info.mentions(e.name.split("#")[0].split("[")[0])]
+        yield
+    if ordered:
+        visible.sort(key=lambda e: e.line0)
+    return visible
 
 
 def answer_status(pool_status: str) -> str:
@@ -34,16 +51,22 @@ def answer_status(pool_status: str) -> str:
 def tally_of(statuses: Iterable[str]) -> m.Tally:
     """Counts of answer statuses; `unreported` counts as unchecked."""
     tally = m.Tally()
-    for status in statuses:
+    for status, count in Counter(statuses).items():  # one pass in C, then a handful of buckets
         bucket = "unchecked" if status == "unreported" else status
         if bucket in m.Tally.__struct_fields__:
-            setattr(tally, bucket, getattr(tally, bucket) + 1)
+            setattr(tally, bucket, getattr(tally, bucket) + count)
     return tally
 
 
 def of_pool(file: FileState) -> m.Tally:
     """The tally from the pool's word alone (for status: no scan for cheats or parse errors)."""
-    return tally_of(answer_status(e.status) for e in visible_proofs(file, file.text))
+    return script.run(pool_steps(file))
+
+
+def pool_steps(file: FileState) -> script.Steps[m.Tally]:
+    """`of_pool` in steps."""
+    visible = yield from visible_steps(file, file.text, ordered=False)
+    return tally_of(answer_status(e.status) for e in visible)
 
 
 def open_suspensions(file: FileState, proofs: list[ProofEntry]) -> list[str]:

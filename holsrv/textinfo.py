@@ -19,9 +19,12 @@ import functools
 import re
 import threading
 from collections import OrderedDict
+from typing import TypeVar
 
 from holsrv import ancestors, script
 from holsrv.positions import LineIndex, Text
+
+T = TypeVar("T")
 
 # Identifiers, as the tally matches theorem names against what the text still says.
 _WORD = re.compile(r"[A-Za-z0-9_']+")
@@ -127,13 +130,7 @@ class TextCache:
         return await asyncio.shield(pending)
 
     async def _sliced(self, text: str) -> TextInfo:
-        steps = TextInfo.steps(text)
-        while True:
-            try:
-                next(steps)
-            except StopIteration as done:
-                return self._keep(done.value)
-            await asyncio.sleep(0)  # let the loop serve others
+        return self._keep(await sliced(TextInfo.steps(text)))
 
     def _keep(self, info: TextInfo) -> TextInfo:
         with self._lock:
@@ -145,6 +142,18 @@ class TextCache:
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)
             return info
+
+
+async def sliced(steps: script.Steps[T]) -> T:
+    """Take `steps` to the end with the event loop free between them: the way
+    work proportional to a script's size runs on the loop without holding up
+    other clients."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+        await asyncio.sleep(0)  # let the loop serve others
 
 
 # A memo of a pure function, shared as `functools.lru_cache` would be: it

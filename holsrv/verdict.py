@@ -11,12 +11,18 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from holsrv import looping, proofs, tally
+from holsrv import looping, proofs, script, tally
 from holsrv.filestate import FileState, ProofEntry
 from holsrv.lsp import hol, replies
 from holsrv.rpc import messages as m
 from holsrv.rpc.words import duration, plural, size
 from holsrv.settings import Settings
+
+# Proofs listed per step of `build_steps`: about a millisecond each.
+PROOFS_PER_STEP = 1024
+# Proofs still checking that `outstanding` names one by one (the proofs list
+# has them all): a file being checked may have thousands.
+MAX_OUTSTANDING_PROOFS = 20
 
 
 def build(
@@ -33,19 +39,49 @@ def build(
 ) -> m.DiagnosticsResult:
     """The answer for `text`; `walk_errors` are the messages of failed goal-state
     walks, which HOL adds to the file's diagnostics but are not about the text."""
+    return script.run(build_steps(
+        file, text, content_hash, encoding, now, settings, server, footprint_mb, waited_s, walk_errors,
+    ))
+
+
+def build_steps(
+    file: FileState,
+    text: str,
+    content_hash: str,
+    encoding: str,
+    now: float,
+    settings: Settings,
+    server: m.ServerNote,
+    footprint_mb: float | None,
+    waited_s: float,
+    walk_errors: Iterable[str] = (),
+) -> script.Steps[m.DiagnosticsResult]:
+    """`build` in steps of about a millisecond: a file of 30,000 proofs takes some 60 ms,
+    which the event loop must not spend in one go while other clients wait.
+
+    A notification may arrive between steps; each proof is listed as it was
+    when its step ran, and the tally is that of the proofs listed.
+    """
     complete = file.settled(now, quiet_for(file, settings))
     # While blocked (or before the server has the file) nothing of the current
     # text was checked: verdicts about an earlier text would mislead.
     unknown = file.phase == "blocked" or file.version == 0
-    entries = [] if unknown else tally.visible_proofs(file, text)
+    entries = [] if unknown else (yield from tally.visible_steps(file, text))
     diagnostics = proofs.diagnostics(file, encoding, set(walk_errors))
     omitted = max(0, len(diagnostics) - proofs.MAX_DIAGNOSTICS)
     diagnostics = diagnostics[:proofs.MAX_DIAGNOSTICS]
     blocks = proofs.Blocks(text)
     proofs.note_failures(blocks, diagnostics, complete)
-    listed = [proofs.proof(file, e, now, blocks, diagnostics) for e in entries]
+    listed = []
+    for start in range(0, len(entries), PROOFS_PER_STEP):
+        yield
+        listed += [proofs.proof(file, e, now, blocks, diagnostics) for e in entries[start:start + PROOFS_PER_STEP]]
+    yield
     listed += _unreported(file, blocks, diagnostics)
     listed.sort(key=lambda p: p.line)
+    yield
+    warnings = (yield from _slow_warnings(file, entries, now, settings, footprint_mb)) + _large(footprint_mb, settings)
+    yield
     result = m.DiagnosticsResult(
         file=replies.path_of(file.uri),
         content_hash=content_hash,
@@ -59,12 +95,14 @@ def build(
         server=server,
         blocked=m.Blocked(**file.blocked) if file.phase == "blocked" and file.blocked else None,
         diagnostics_omitted=omitted,
-        warnings=_slow_warnings(file, entries, now, settings, footprint_mb) + _large(footprint_mb, settings),
+        warnings=warnings,
     )
     if not complete:
         result.outstanding = _outstanding(file, entries, now, settings)
+    yield
     only_slow = complete_but_slow(file, now, settings)
     opened = tally.open_suspensions(file, entries)
+    yield
     result.verdict, result.headline = _verdict(result, waited_s, opened, only_slow, file)
     return result
 
@@ -121,26 +159,41 @@ def complete_but_slow(file: FileState, now: float, settings: Settings) -> bool:
 
 def _slow_warnings(
     file: FileState, proofs: list[ProofEntry], now: float, settings: Settings, footprint_mb: float | None
-) -> list[str]:
+) -> script.Steps[list[str]]:
+    """PROBABLY LOOPING and SLOW warnings for the proofs still checking, in steps (a file
+    being checked may have thousands), at most MAX_OUTSTANDING_PROOFS of them named."""
     footprint = size(footprint_mb) if footprint_mb is not None else "unknown"
-    warnings = []
-    for e in proofs:
-        if e.status != "checking":
-            continue
-        took = duration(file.checking_for(e, now))
-        if looping.probably_looping(file, e, now, settings):
-            warnings.append(
-                f"PROBABLY LOOPING: proof {e.name} (line {e.line0 + 1}) has been checking for {took}; "
-                f"server footprint {footprint}. Edit that proof (or replace it with cheat for now): restarting "
-                "the server would only run the same loop again. Nothing was cancelled."
-            )
-        elif looping.far_slower(file, e, now, settings):
-            warnings.append(
-                f"SLOW: proof {e.name} (line {e.line0 + 1}) has been checking for {took}, far longer than "
-                f"the slowest of the {file.finished} finished proofs ({duration(file.slowest_s)}); it may "
-                "be looping. Edit that proof (or replace it with cheat for now) to move on: restarting "
-                "would run it again. Nothing was cancelled."
-            )
+    # The thresholds are the file's, not the proof's: once per answer.
+    looping_after, slow_after = looping.looping_threshold(file, settings), looping.slow_threshold(file, settings)
+    warnings: list[str] = []
+    more = 0
+    for start in range(0, len(proofs), PROOFS_PER_STEP):
+        yield
+        for e in proofs[start:start + PROOFS_PER_STEP]:
+            if e.status != "checking":
+                continue
+            took_s = file.checking_for(e, now)
+            if took_s <= min(looping_after, slow_after):
+                continue
+            if len(warnings) == MAX_OUTSTANDING_PROOFS:
+                more += 1
+                continue
+            took = duration(took_s)
+            if took_s > looping_after:
+                warnings.append(
+                    f"PROBABLY LOOPING: proof {e.name} (line {e.line0 + 1}) has been checking for {took}; "
+                    f"server footprint {footprint}. Edit that proof (or replace it with cheat for now): "
+                    "restarting the server would only run the same loop again. Nothing was cancelled."
+                )
+            else:
+                warnings.append(
+                    f"SLOW: proof {e.name} (line {e.line0 + 1}) has been checking for {took}, far longer than "
+                    f"the slowest of the {file.finished} finished proofs ({duration(file.slowest_s)}); it may "
+                    "be looping. Edit that proof (or replace it with cheat for now) to move on: restarting "
+                    "would run it again. Nothing was cancelled."
+                )
+    if more:
+        warnings.append(f"… and {plural(more, 'more proof')} as slow (see outstanding and the proofs list)")
     return warnings
 
 
@@ -156,12 +209,14 @@ def _outstanding(file: FileState, proofs: list[ProofEntry], now: float, settings
     elif file.phase == "compiling":
         items.append(f"the compile of the current text (version {file.version}) has not finished")
     slowest = f"; the slowest finished proof took {duration(file.slowest_s)}" if file.slowest_s else ""
-    for entry in proofs:
-        if entry.status == "checking":
-            items.append(
-                f"proof {entry.name} (line {entry.line0 + 1}) checking for "
-                f"{duration(file.checking_for(entry, now))}{slowest}"
-            )
+    checking = [entry for entry in proofs if entry.status == "checking"]
+    for entry in checking[:MAX_OUTSTANDING_PROOFS]:
+        items.append(
+            f"proof {entry.name} (line {entry.line0 + 1}) checking for "
+            f"{duration(file.checking_for(entry, now))}{slowest}"
+        )
+    if len(checking) > MAX_OUTSTANDING_PROOFS:
+        items.append(f"and {plural(len(checking) - MAX_OUTSTANDING_PROOFS, 'more proof')} checking")
     if not items:
         items.append("the server is still reporting; it should settle within a second or two")
     return items

@@ -175,7 +175,9 @@ LONG = Load(clients=100, requests=50, scripts=4, pipelined=5_000)
 
 
 def test_many_clients_with_hostile_ones_lose_cross_and_duplicate_no_reply(daemon_factory, write_script):
-    daemon = daemon_factory(send_timeout_s=1.0, frame_timeout_s=1.0, max_servers=4)
+    # Every client here is a thread of this one process (agents would be
+    # processes of their own), so the per-process idle bound is lifted.
+    daemon = daemon_factory(send_timeout_s=1.0, frame_timeout_s=1.0, max_servers=4, max_idle_per_peer=1000)
     report = run_load(daemon, write_script, FAST)
     assert report.problems == [], report.problems[:10]
     assert report.answered == FAST.clients * FAST.requests + FAST.pipelined
@@ -185,8 +187,9 @@ def test_many_clients_with_hostile_ones_lose_cross_and_duplicate_no_reply(daemon
 def test_stress_100_clients_by_50_requests_with_hostile_ones_stay_correct_and_fast(
     short_tmp, write_script, monkeypatch
 ):
+    # MAX_IDLE_PER_PEER: the 100 clients are threads of this one process.
     limits = {"SEND_TIMEOUT_S": "5", "FRAME_TIMEOUT_S": "2", "MAX_SERVERS": "4", "QUIET_S": "0.3",
-              "MAX_HEAP_MB": "1024"}
+              "MAX_HEAP_MB": "1024", "MAX_IDLE_PER_PEER": "1000"}
     for name, value in limits.items():
         monkeypatch.setenv(f"HOLSRV_{name}", value)
     # The daemon in its own process, so the 100 client threads here do not share its GIL.

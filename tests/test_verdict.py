@@ -143,3 +143,31 @@ def test_parse_recoveries_turn_an_otherwise_proved_file_into_errors(message):
     result = answer(file, SCRIPT)
     assert result.verdict == "ERRORS" and result.headline == "ERRORS: 1 parse error"
     assert [(p.name, p.status) for p in result.proofs] == [("good", "proved"), ("bad", "parse_error")]
+
+
+def test_a_file_of_thousands_of_proofs_is_answered_in_bounded_steps_with_the_same_answer():
+    count = 10_000
+    text = "Theory big\n\n" + "".join(f"Theorem t{i}:\n  T\nProof\n  simp[]\nQED\n\n" for i in range(count))
+    file = FileState(URI)
+    file.sent(1, text, 0.0)
+    states = [{"name": f"t{i}", "status": "checking" if i % 2 else "proved", "pos": {"line": 2 + 6 * i}}
+              for i in range(count)]
+    file.apply("$/proofStates", {"uri": URI, "states": states}, 1.0)
+    file.apply("$/compileCompleted", {"uri": URI, "version": 1}, 1.0)
+    steps = verdict.build_steps(file, text, "hash", "utf-8", 500.0, SETTINGS, SERVER, None, 1.0)
+    taken = 0
+    while True:
+        try:
+            next(steps)
+            taken += 1
+        except StopIteration as done:
+            sliced = done.value
+            break
+    # The event loop gets a turn every thousand proofs or so, listing them and judging their times.
+    assert taken >= 3 * (count // 1024)
+    assert sliced == answer(file, text, now=500.0)
+    assert sliced.tally.checking == count // 2 and len(sliced.proofs) == count
+    # Thousands checking for 499 s: named up to a bound, the rest counted.
+    assert len(sliced.outstanding) == verdict.MAX_OUTSTANDING_PROOFS + 1
+    assert sliced.outstanding[-1] == f"and {count // 2 - verdict.MAX_OUTSTANDING_PROOFS} more proofs checking"
+    assert sliced.warnings[-1].startswith(f"… and {count // 2 - verdict.MAX_OUTSTANDING_PROOFS} more proofs as slow")

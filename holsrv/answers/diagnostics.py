@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from holsrv import ancestors, looping, verdict
+from holsrv import ancestors, looping, textinfo, verdict
 from holsrv.answers.common import Context, Report, note, opened, replace, starting_message
 from holsrv.files import Script, content_hash
 from holsrv.lsp import hol
@@ -32,24 +32,31 @@ async def answer(ctx: Context, req: m.Diagnostics, client: str, report: Report |
             session.ancestors.loaded(ancestors.built_times(session.file.text, src.path.parent))
         # Again: a replacement may have started or finished while it settled.
         stale = ctx.pool.rebuilt_reasons(src.path, session)
-        result = _result(ctx, src, lease, stale, ctx.clock() - started)
+        result = await _result(ctx, src, lease, stale, ctx.clock() - started)
         session.last_verdict = result.verdict
         if result.complete:
             ctx.cache.put(session.cache_key("diagnostics", result.content_hash, tuple(stale)), result)
         return result
 
 
-def _result(ctx: Context, src: Script, lease: Lease, stale: list[str], waited_s: float) -> m.DiagnosticsResult:
+async def _result(ctx: Context, src: Script, lease: Lease, stale: list[str], waited_s: float) -> m.DiagnosticsResult:
     session = lease.session
     text, content = src.text, src.hash
     if session.data is not None and session.data != src.data:
         # Another call synced a newer text meanwhile: what HOL said is about
         # that text, so the answer must say so.
         text, content = session.file.text, content_hash(session.data)
-    result = verdict.build(
+    data = session.data
+    # In slices: a file of tens of thousands of proofs must not hold up other clients.
+    result = await textinfo.sliced(verdict.build_steps(
         session.file, text, content, session.encoding, ctx.clock(), ctx.settings, note(lease),
         session.footprint, waited_s, session.walk_errors,
-    )
+    ))
+    if session.data != data:
+        result.warnings.append(
+            "The file changed on disk while this answer was made, so parts of it may be about the newer "
+            "text; ask again."
+        )
     result.warnings += [f"HOL says: {said}" for said in session.messages if not hol.is_not_compiling_notice(said)]
     result.warnings += stale  # rebuilt ancestors: replaced in the background, or restart
     if content != src.hash:
