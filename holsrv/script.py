@@ -230,7 +230,7 @@ def scan_steps(text: str) -> Steps[tuple[list[ProofBlock], list[Cheat]]]:
     yield
     blocks = yield from _blocks_steps(code, marks)
     yield
-    return blocks, _cheats(code, marks, blocks)
+    return blocks, (yield from _cheats(code, marks, blocks))
 
 
 def run(steps: Steps[T]) -> T:
@@ -328,12 +328,17 @@ def _blocks_steps(code: str, marks: _Marks) -> Steps[list[ProofBlock]]:
     return blocks
 
 
-def _cheats(code: str, marks: _Marks, blocks: list[ProofBlock]) -> list[Cheat]:
-    terms = _merged([(b.start, b.body_start) for b in blocks] + _term_regions(code, marks))
+def _cheats(code: str, marks: _Marks, blocks: list[ProofBlock]) -> Steps[list[Cheat]]:
+    regions = [(b.start, b.body_start) for b in blocks] + _term_regions(code, marks)
+    yield  # each phase is whole-text work: tens of milliseconds together on a 4 MB script
+    terms = _merged(regions)
+    yield
     term_starts = [start for start, _ in terms]
     block_starts = [b.start for b in blocks]
+    words = _cheat_words(code)
+    yield
     found = []
-    for at in _cheat_words(code):
+    for at in words:
         region = bisect.bisect_right(term_starts, at) - 1
         if region >= 0 and at < terms[region][1]:
             continue
