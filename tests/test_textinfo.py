@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import sys
 import uuid
 from pathlib import Path
@@ -118,3 +119,16 @@ def test_one_text_is_split_into_lines_once_for_every_answer(daemon, write_script
     daemon.call(m.Diagnostics(str(path), wait=0))
     # A 300 KB script takes milliseconds to split: once per text, never per answer.
     assert splits.count(True) == 1
+
+
+@pytest.mark.parametrize("chars, lines", [(1, 1), (3, 2), (7, 5), (256 * 1024, 8192)])
+def test_a_text_split_and_indexed_in_steps_is_split_and_indexed_as_in_one_go(monkeypatch, chars, lines):
+    monkeypatch.setattr(positions, "SPLIT_CHARS_PER_STEP", chars)
+    monkeypatch.setattr(positions, "STARTS_LINES_PER_STEP", lines)
+    rng = random.Random(chars)
+    texts = ["", "\n", "a", "a\n", "\n\n", "ab\ncd\n\nef", GOOD_SCRIPT]
+    texts += ["".join(rng.choice("ab\n∀") for _ in range(rng.randint(0, 400))) for _ in range(200)]
+    for text in texts:
+        split = script.run(positions.split_steps(text))
+        assert split == text.split("\n"), text
+        assert script.run(positions.starts_steps(split)) == positions.LineIndex(text)._starts, text
