@@ -124,8 +124,6 @@ class LspClient:
     async def request(self, method: str, params: dict | None, timeout: float):
         """Send a request and await its result; `$/cancelRequest` it on timeout, and
         when the caller is cancelled (its client went away)."""
-        if self.hung is not None:
-            raise ServerTimeout(self.hung_message("the HOL server"))
         request_id = self._next_id
         self._next_id += 1
         future = asyncio.get_running_loop().create_future()
