@@ -45,7 +45,7 @@ from harness import (
 from scanner_oracle import old_blank
 from scripts import generate
 
-from holsrv import files, script, textinfo
+from holsrv import files, script, stepping, textinfo
 from holsrv.rpc import framing
 from holsrv.rpc import messages as m
 
@@ -187,7 +187,7 @@ class Suite:
         self.add(Row(section, "the old comment/string scan (a character loop)", old, "s"))
         self.add(Row(section, "comment/string scan (compiled-regex tokenizer)", new, "s", old, "old scan",
                      "≤ 1/50 (≥ 50× faster)", new * 50 <= old))
-        facts = _best(lambda: script.run(textinfo.TextInfo.steps(text)), count)
+        facts = _best(lambda: stepping.run(textinfo.TextInfo.steps(text)), count)
         self.add(Row(section, "all its facts: blocks, pool names, cheats, lines, ancestors", facts, "s"))
         longest = max(_step_times(text))
         self.add(Row(section, "the longest step between two turns of the event loop", longest, "s", None, "",

@@ -6,6 +6,7 @@ writes it.
 
 from __future__ import annotations
 
+import codecs
 import errno
 import hashlib
 import os
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from holsrv import stepping
 from holsrv.errors import BadRequest, FileNotFound, NotAFile, NotUtf8, PermissionDenied
 
 MAX_SCRIPT_BYTES = 32 * 1024 * 1024
@@ -73,6 +75,24 @@ def resolve(file: str) -> Path:
 
 def read(file: str) -> Script:
     """Read and decode `file`; raise a coded error saying what to do otherwise."""
+    return stepping.run(read_steps(file))
+
+
+def read_steps(file: str, known: Script | None = None) -> stepping.Steps[Script]:
+    """`read` in steps: decoding and hashing a 4 MB script takes some 20 ms.
+    If the bytes are `known`'s, `known` itself (nothing decoded or hashed)."""
+    path, data = _read_bytes(file)
+    if known is not None and known.path == path and known.data == data:
+        return known
+    text = yield from _decoded(file, data)
+    digest = hashlib.sha256()
+    for start in range(0, len(data), stepping.CHARS_PER_STEP):
+        digest.update(memoryview(data)[start:start + stepping.CHARS_PER_STEP])
+        yield
+    return Script(path, data, text, digest.hexdigest()[:16])
+
+
+def _read_bytes(file: str) -> tuple[Path, bytes]:
     path = resolve(file)
     if path.suffix not in SCRIPT_SUFFIXES:
         raise BadRequest(
@@ -85,18 +105,32 @@ def read(file: str) -> Script:
         size = path.stat().st_size
         if size > MAX_SCRIPT_BYTES:
             raise BadRequest(f"{file} is {size} bytes; scripts over {MAX_SCRIPT_BYTES} bytes are refused")
-        data = path.read_bytes()
+        return path, path.read_bytes()
     except PermissionError:
         raise _denied(file) from None
+
+
+def _decoded(file: str, data: bytes) -> stepping.Steps[str]:
+    """`data` as UTF-8 text, in steps; NotUtf8 saying where it is not."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    pieces = []
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data.count(b"\n", 0, err.start) + 1
-        raise NotUtf8(
-            f"{file} is not valid UTF-8 (bad byte 0x{data[err.start]:02x} on line {line}). "
-            "HOL scripts must be UTF-8: re-save the file as UTF-8."
-        ) from None
-    return Script(path, data, text, content_hash(data))
+        for start in range(0, len(data), stepping.CHARS_PER_STEP):
+            end = start + stepping.CHARS_PER_STEP
+            pieces.append(decoder.decode(data[start:end], final=end >= len(data)))
+            yield
+        pieces.append(decoder.decode(b"", final=True))
+    except UnicodeDecodeError:
+        try:
+            data.decode("utf-8")  # raises again, with the offset in the whole file
+        except UnicodeDecodeError as err:
+            line = data.count(b"\n", 0, err.start) + 1
+            raise NotUtf8(
+                f"{file} is not valid UTF-8 (bad byte 0x{data[err.start]:02x} on line {line}). "
+                "HOL scripts must be UTF-8: re-save the file as UTF-8."
+            ) from None
+        raise
+    return "".join(pieces)
 
 
 def _stat(path: Path, file: str) -> os.stat_result:
@@ -178,20 +212,21 @@ class Reader:
 
     def read(self, file: str) -> Script:
         """The script at `file` as it is now; raises as `read` does."""
+        return stepping.run(self.read_steps(file))
+
+    def read_steps(self, file: str) -> stepping.Steps[Script]:
+        """`read` in steps (see `read_steps`)."""
         seen = self._seen.get(file)
         if seen is not None and seen.settled and _identity(file) == seen.identity:
             self._seen.move_to_end(file)
             return seen.script
-        return self._read_again(file, seen)
-
-    def _read_again(self, file: str, seen: _Seen | None) -> Script:
         now = self._clock_ns()
         # Taken before reading: a change during the read then shows next time.
         identity = _identity(file)
-        script = read(file)
+        # Touched, not changed (or read again while racily clean): the same
+        # objects, nothing decoded or hashed.
+        script = yield from read_steps(file, known=seen.script if seen is not None else None)
         self.reads += 1
-        if seen is not None and seen.script.data == script.data and seen.script.path == script.path:
-            script = seen.script  # touched, not changed: keep the same objects
         if identity is None:
             return script
         changed = max(identity[3], identity[4])

@@ -15,15 +15,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from holsrv import script
+import msgspec
+
+from holsrv import script, textinfo
 
 SETTLED = frozenset({"proved", "suspended"})
 WRONG = frozenset({"failed", "diverged"})
 OUTSTANDING = frozenset({"checking", "cheated"})
 
 
-@dataclass
-class ProofEntry:
+class ProofEntry(msgspec.Struct, gc=False):
+    """One proof as the pool last reported it.  Untracked by the cycle
+    collector (strings and numbers only): a file holds thousands."""
+
     name: str
     status: str
     line0: int  # LSP line of the declaration (0-based)
@@ -56,9 +60,10 @@ class FileState:
     # beginning, a block, or the batch of proofs an edit invalidated.
     attempts: int = 0
 
-    def sent(self, version: int, text: str, now: float) -> None:
-        """We sent `text` as `version` (didOpen or a full didChange)."""
-        self.restarts_from = _restarted_from(self.text, text) if self.version else 0
+    def sent(self, version: int, text: str, now: float, span: tuple[int, int, int] | None = None) -> None:
+        """We sent `text` as `version` (didOpen or a full didChange); `span`: the
+        edit's `script.edit_span` from the text before, if known."""
+        self.restarts_from = _restarted_from(self.text, text, span) if self.version else 0
         self.version, self.text = version, text
         self.phase = "compiling"
         self.last_edit = self.last_event = now
@@ -160,15 +165,15 @@ class FileState:
         return max(0.0, now - since)
 
 
-def _restarted_from(old: str, new: str) -> float:
+def _restarted_from(old: str, new: str, span: tuple[int, int, int] | None) -> float:
     """The first line whose proofs HOL re-checks after `old` becomes `new`.
 
     An edit confined to one proof body re-checks that proof only, and HOL
     announces it (cheated, then checking); any other edit re-checks every
     proof from the declaration it starts in.
     """
-    start, old_end, _ = script.edit_span(old, new)
-    if any(b.body_start <= start and old_end <= b.body_end for b in script.proof_blocks(old)):
+    start, old_end, _ = span or script.edit_span(old, new)
+    if any(b.body_start <= start and old_end <= b.body_end for b in textinfo.of(old).blocks_near(start)):
         return math.inf
     return old.count("\n", 0, start)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import logging
 import logging.handlers
 import os
@@ -88,6 +89,10 @@ async def _serve(settings: Settings, ready_fd: int | None, listener=None) -> Non
         await daemon.start()
     except OSError as err:  # an unsafe socket directory, a symlink at the lock file
         raise click.ClickException(str(err)) from None
+    # What is alive now (modules, classes, functions, settings) lives as long
+    # as the daemon: out of the cycle collector's generations, so its full
+    # collections, which pause the loop, walk only what the daemon made since.
+    gc.freeze()
     await daemon.run(ready=lambda: _ready(ready_fd, b"ready\n"))
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import psutil
 
-from holsrv import ancestors, builds, files, looping, process
+from holsrv import ancestors, builds, files, looping, process, stepping
 from holsrv.errors import DaemonStopping, HolsrvError, MemoryBudget, ServerBusy, ServerDied
 from holsrv.files import content_hash
 from holsrv.replacement import Replacer
@@ -151,8 +151,8 @@ class Pool:
         # Open the file at once, so it compiles even if the caller that started
         # this server gave up waiting; the next call finds it further along.
         try:
-            script = files.read(str(session.path))
-            await session.sync(script.data, script.text)
+            script = await stepping.sliced(files.read_steps(str(session.path)))
+            await session.sync(script.data, script.text, script.hash)
         except (HolsrvError, OSError) as err:
             # The start itself succeeded; the next call syncs (or reports) the file.
             log.info("not opening %s in its new server: %s", session.path, err)

@@ -9,7 +9,9 @@ a failure still sits on its theorem's name.
 
 from __future__ import annotations
 
-from holsrv import tally, textinfo
+import bisect
+
+from holsrv import stepping, tally, textinfo
 from holsrv.filestate import FileState, ProofEntry
 from holsrv.lsp import hol
 from holsrv.positions import Text
@@ -42,17 +44,8 @@ class Blocks:
         self.named = info.named
         self.lines = info.block_lines  # (first line, line of the body's start, last line), 1-based
         self.cheats = info.cheats
-
-    def owner(self, line: int) -> str | None:
-        """The proof a line belongs to; the earlier one where two meet (a missing QED)."""
-        return next((name for name, (first, _, last) in self.lines.items() if first <= line <= last), None)
-
-    def cheat_line(self, name: str) -> int | None:
-        """The line of the first cheat in `name`'s block, if any."""
-        if not self.cheats:
-            return None
-        first, _, last = self.lines.get(name, (0, 0, -1))
-        return next((line for c in self.cheats if first <= (line := self.index.line(c.offset)) <= last), None)
+        self.owner = info.owner  # the proof a line belongs to, by bisection
+        self.cheat_line = info.cheat_line  # the line of the first cheat in a proof's block
 
 
 def diagnostics(file: FileState, encoding: str, walk_errors: set[str]) -> list[m.Diagnostic]:
@@ -61,9 +54,23 @@ def diagnostics(file: FileState, encoding: str, walk_errors: set[str]) -> list[m
     A failed goal-state walk is the walk's news, not a problem of the text:
     it must not change the verdict or appear twice.
     """
+    return stepping.run(diagnostics_steps(file, encoding, walk_errors))
+
+
+def diagnostics_steps(file: FileState, encoding: str, walk_errors: set[str]) -> stepping.Steps[list[m.Diagnostic]]:
+    """`diagnostics` in steps: HOL may report thousands (a warning per theorem)."""
     lines = textinfo.of(file.text).lines  # split once per text, not per answer
-    kept = [d for d in file.diagnostics if str(d.get("message", "")).rstrip() not in walk_errors]
-    return sorted((_diagnostic(lines, d, encoding) for d in kept), key=lambda d: (d.range.line, d.range.col))
+    converted: list[m.Diagnostic] = []
+    for chunk in stepping.chunks(file.diagnostics):
+        converted += [_diagnostic(lines, d, encoding) for d in chunk
+                      if str(d.get("message", "")).rstrip() not in walk_errors]
+        yield
+    converted.sort(key=_position)  # HOL sends them in order, mostly: a pass or two in C
+    return converted
+
+
+def _position(diag: m.Diagnostic) -> tuple[int, int]:
+    return diag.range.line, diag.range.col
 
 
 def _diagnostic(text: Text, diag: dict, encoding: str) -> m.Diagnostic:
@@ -91,10 +98,19 @@ def note_failures(blocks: Blocks, diagnostics: list[m.Diagnostic], complete: boo
         )
 
 
-def proof(
-    file: FileState, entry: ProofEntry, now: float, blocks: Blocks, diagnostics: list[m.Diagnostic]
-) -> m.Proof:
-    """`entry` as the answer lists it."""
+def parse_errors(blocks: Blocks, diagnostics: list[m.Diagnostic]) -> dict[str, m.Diagnostic]:
+    """The first parse recovery in each proof that has one, by pool name: once
+    per answer, not once per proof."""
+    found: dict[str, m.Diagnostic] = {}
+    for diag in diagnostics:
+        owner = blocks.owner(diag.range.line) if diag.note == PARSE_NOTE else None
+        if owner is not None:
+            found.setdefault(owner, diag)
+    return found
+
+
+def proof(file: FileState, entry: ProofEntry, now: float, blocks: Blocks, parse: dict[str, m.Diagnostic]) -> m.Proof:
+    """`entry` as the answer lists it; `parse` from `parse_errors`."""
     detail = clip(hol.readable(entry.detail.strip()), MAX_MESSAGE_CHARS) if entry.detail else ""
     status = tally.answer_status(entry.status)
     if status == "unchecked":
@@ -103,7 +119,7 @@ def proof(
             "edit the proof or restart to check it"
         )
     elif status in _RAN:
-        status, detail = _overridden(entry.name, status, detail, blocks, diagnostics)
+        status, detail = _overridden(entry.name, status, detail, blocks, parse)
     listed = m.Proof(name=entry.name, line=entry.line0 + 1, status=status, detail=detail)
     if entry.status == "checking":
         listed.checking_s = round(file.checking_for(entry, now), 1)
@@ -111,11 +127,10 @@ def proof(
 
 
 def _overridden(
-    name: str, status: str, detail: str, blocks: Blocks, diagnostics: list[m.Diagnostic]
+    name: str, status: str, detail: str, blocks: Blocks, parse_errors: dict[str, m.Diagnostic]
 ) -> tuple[str, str]:
     """A proof HOL calls proved that Holmake would not accept: parse-recovered or cheated."""
-    parse = next((d for d in diagnostics if d.note == PARSE_NOTE and blocks.owner(d.range.line) == name), None) \
-        if diagnostics else None
+    parse = parse_errors.get(name)
     if parse is not None:
         return "parse_error", (
             f"HOL recovered from a parse error at line {parse.range.line} ({parse.message}) and checked the "
@@ -134,16 +149,28 @@ def unreported(known: dict, blocks: Blocks, diagnostics: list[m.Diagnostic], why
     without (an interrupted pass that never handed it over, a tactic that
     did not compile) was not checked, and must not vanish from the tally.
     """
+    return stepping.run(unreported_steps(known, blocks, diagnostics, why))
+
+
+def unreported_steps(
+    known: dict, blocks: Blocks, diagnostics: list[m.Diagnostic], why: str = ""
+) -> stepping.Steps[list[m.Proof]]:
+    """`unreported` in steps: before the server has the file, every proof is unreported."""
+    errors = sorted(d.range.line for d in diagnostics if d.severity == "error")
     missing = []
-    for name, _ in blocks.named:
-        if name not in known:
+    for chunk in stepping.chunks(blocks.named):
+        for name, _ in chunk:
+            if name in known:
+                continue
             first, _, last = blocks.lines[name]
-            errors = [d.range.line for d in diagnostics if d.severity == "error" and first <= d.range.line <= last]
+            at = bisect.bisect_left(errors, first)
+            error = errors[at] if at < len(errors) and errors[at] <= last else None
             reason = why or (
-                f"not checked: its proof does not compile (error at line {errors[0]})" if errors
+                f"not checked: its proof does not compile (error at line {error})" if error is not None
                 else "HOL never reported checking it; edit the file or restart its server to check it"
             )
             missing.append(m.Proof(name, first, "unreported", reason))
+        yield
     return missing
 
 
@@ -153,6 +180,6 @@ def theorem_status(file: FileState, text: str, encoding: str, name: str, now: fl
     entry = file.proofs.get(name)
     if entry is None:
         return f"{name}: {_HOVER_WORDS['unchecked']}" if name in blocks.lines else ""
-    listed = proof(file, entry, now, blocks, diagnostics(file, encoding, set()))
+    listed = proof(file, entry, now, blocks, parse_errors(blocks, diagnostics(file, encoding, set())))
     words = _HOVER_WORDS.get(listed.status)
     return f"{name}: {words}" if words else ""

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from holsrv import ancestors, files, textinfo
+from holsrv import ancestors, files, stepping, textinfo
 from holsrv.errors import HolsrvError
 from holsrv.rpc import messages as m
 from holsrv.session import Session
@@ -251,9 +251,9 @@ class Replacer:
         new = rep.new
         while True:
             # The newest text wins: edits made while it started or compiled.
-            script = files.read(str(new.path))
+            script = await stepping.sliced(files.read_steps(str(new.path)))
             await textinfo.prepare(script.text)
-            await new.sync(script.data, script.text)
+            await new.sync(script.data, script.text, script.hash)
             if not await new.wait_until(lambda: caught_up(rep.old, new), self.pool.settings.replace_timeout_s):
                 raise TimeoutError
             if new.phase == "blocked" and rep.old.phase != "blocked":
@@ -263,14 +263,14 @@ class Replacer:
                     f"it could not load its ancestors ({blocked.get('message', 'blocked')}); "
                     "is Holmake still running?"
                 )
-            if files.read(str(new.path)).data == new.data:
+            if (await stepping.sliced(files.read_steps(str(new.path)))).data == new.data:
                 return
 
     async def _forward(self, rep: Replacement, script: files.Script) -> None:
         """Give the successor the text a call just gave the old server (once it has opened the file)."""
         if rep.new.alive and rep.new.data is not None and rep.new.data != script.data:
             try:
-                await rep.new.sync(script.data, script.text)
+                await rep.new.sync(script.data, script.text, script.hash)
             except HolsrvError as err:  # its own task reports the failure
                 log.info("could not forward the new text of %s to its successor: %s", rep.new.path, err)
 

@@ -14,23 +14,17 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Generator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import msgspec
 
 from holsrv.positions import LineIndex  # noqa: F401  # re-exported: callers use script.LineIndex
+from holsrv.stepping import CHARS_PER_STEP, ITEMS_PER_STEP, Steps, chunks, run
 
 if TYPE_CHECKING:
     from holsrv.textinfo import TextInfo
 
-T = TypeVar("T")
-# A computation in steps: each `next` does a bounded slice of the work; the
-# generator's return value is the result.
-Steps = Generator[None, None, T]
-# Work per step, about a millisecond each on a 2020s machine.
-_REGIONS_PER_STEP = 1024  # pieces: two per region
-_WORDS_PER_STEP = 2048
-_BLOCKS_PER_STEP = 256
 
 # `cheat` is CHEAT_TAC; mk_thm makes a theorem without proof.  HOL's pool
 # reports proofs using any of them as proved.  Each counts as a whole word
@@ -56,8 +50,11 @@ _TERM_HEADS = frozenset({"Definition", "Inductive", "CoInductive"})
 _DATATYPE_COLON = re.compile(r"\s*:")
 
 
-@dataclass(frozen=True)
-class ProofBlock:
+# A script's facts are kept per text, one object per proof and cheat:
+# structs the cycle collector never tracks (they hold only strings and
+# ints), so a file of 30,000 proofs adds nothing to the daemon's full
+# collections, which otherwise grow to tens of milliseconds on the loop.
+class ProofBlock(msgspec.Struct, frozen=True, gc=False):
     """One `Theorem name: … Proof … QED` (or `Resume …: … QED`), as character offsets."""
 
     name: str
@@ -67,8 +64,7 @@ class ProofBlock:
     end: int  # just past `QED`
 
 
-@dataclass(frozen=True)
-class Cheat:
+class Cheat(msgspec.Struct, frozen=True, gc=False):
     theorem: str  # "" when not inside a theorem
     offset: int
 
@@ -138,7 +134,7 @@ def blank_comments_and_strings(text: str) -> str:
     # Outside strings and quotations every `(*` opens a comment, so one left
     # over is a comment the pattern could not take whole (nested deeper, or
     # unclosed): read the text again, counting depth.
-    return blanked if "(*" not in blanked else run(_blank_steps(text))
+    return blanked if "(*" not in blanked else run(blank_steps(text))
 
 
 def _blanked(region: re.Match) -> str:
@@ -146,9 +142,10 @@ def _blanked(region: re.Match) -> str:
     return _blank(text) if "\n" in text else " " * len(text)
 
 
-def _blank_steps(text: str) -> Steps[str]:
-    """`blank_comments_and_strings` in steps, for `scan_steps`."""
+def blank_steps(text: str) -> Steps[str]:
+    """`blank_comments_and_strings` in steps."""
     pieces: list[str] = []
+    joined: list[str] = []  # the pieces so far, a step's worth at a time: one big join would be a long step
     append, count, copied = pieces.append, text.count, 0
     resume = True
     while resume:
@@ -163,12 +160,16 @@ def _blank_steps(text: str) -> Steps[str]:
             append(text[copied:start])
             append(_blank(text[start:end]) if count("\n", start, end) else " " * (end - start))
             copied = end
-            if len(pieces) % _REGIONS_PER_STEP == 0:
+            if len(pieces) >= ITEMS_PER_STEP:
+                joined.append("".join(pieces))
+                pieces.clear()
                 yield
             if resume:
                 break
     append(text[copied:])
-    return "".join(pieces)
+    joined.append("".join(pieces))
+    yield
+    return "".join(joined)
 
 
 def _blank(region: str) -> str:
@@ -223,33 +224,42 @@ def scan(text: str) -> tuple[list[ProofBlock], list[Cheat]]:
 
 def scan_steps(text: str) -> Steps[tuple[list[ProofBlock], list[Cheat]]]:
     """`scan` as steps: it yields after about a millisecond of work at most, so
-    an event loop can answer others between steps (see `textinfo.prepare`)."""
-    code = yield from _blank_steps(text)
-    yield
+    an event loop can answer others between steps (see `stepping`)."""
+    code = yield from blank_steps(text)
     marks = yield from _marks_steps(code)
-    yield
     blocks = yield from _blocks_steps(code, marks)
-    yield
     return blocks, (yield from _cheats(code, marks, blocks))
-
-
-def run(steps: Steps[T]) -> T:
-    """Take `steps` to the end at once; its result."""
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            return done.value
 
 
 def named_blocks(blocks: list[ProofBlock]) -> list[tuple[str, ProofBlock]]:
     """`blocks` with their pool names (see `pool_names`)."""
+    return run(named_steps(blocks))
+
+
+def named_steps(blocks: list[ProofBlock]) -> Steps[list[tuple[str, ProofBlock]]]:
+    """`named_blocks` in steps."""
     seen: dict[str, int] = {}
     named = []
-    for block in blocks:
-        count = seen[block.name] = seen.get(block.name, 0) + 1
-        named.append((block.name if count == 1 or "[" in block.name else f"{block.name}#{count}", block))
+    for chunk in chunks(blocks):
+        for block in chunk:
+            count = seen[block.name] = seen.get(block.name, 0) + 1
+            named.append((block.name if count == 1 or "[" in block.name else f"{block.name}#{count}", block))
+        yield
     return named
+
+
+_NON_WORD = re.compile(r"[^A-Za-z0-9_']")
+
+
+def spans(text: str, size: int = CHARS_PER_STEP) -> Iterator[tuple[int, int]]:
+    """(start, end) spans covering `text`, each about `size` characters and
+    ending between words, so a word pattern finds the same in each as in all."""
+    start = 0
+    while start < len(text):
+        cut = _NON_WORD.search(text, start + size)
+        end = len(text) if cut is None else cut.start()
+        yield start, end
+        start = end
 
 
 class _Marks:
@@ -288,7 +298,7 @@ def _marks_steps(code: str) -> Steps[_Marks]:
             marks.qeds.append(at)
         else:
             marks.term_ends.append(at)
-        if seen % _WORDS_PER_STEP == 0:
+        if seen % ITEMS_PER_STEP == 0:
             yield
     return marks
 
@@ -302,7 +312,7 @@ def _first(offsets: list[int], low: int, high: int) -> int | None:
 def _blocks_steps(code: str, marks: _Marks) -> Steps[list[ProofBlock]]:
     blocks = []
     for seen, (at, kind) in enumerate(marks.heads, 1):
-        if seen % _BLOCKS_PER_STEP == 0:
+        if seen % ITEMS_PER_STEP == 0:
             yield
         name_match = _HEAD_NAME.match(code, at + len(kind))
         if name_match is None:
@@ -329,27 +339,32 @@ def _blocks_steps(code: str, marks: _Marks) -> Steps[list[ProofBlock]]:
 
 
 def _cheats(code: str, marks: _Marks, blocks: list[ProofBlock]) -> Steps[list[Cheat]]:
-    regions = [(b.start, b.body_start) for b in blocks] + _term_regions(code, marks)
-    yield  # each phase is whole-text work: tens of milliseconds together on a 4 MB script
-    terms = _merged(regions)
-    yield
+    regions = []
+    for chunk in chunks(blocks):
+        regions += [(b.start, b.body_start) for b in chunk]
+        yield
+    regions += yield from _term_regions(code, marks)
+    terms = yield from _merged(regions)
     term_starts = [start for start, _ in terms]
-    block_starts = [b.start for b in blocks]
-    words = _cheat_words(code)
     yield
+    block_starts = [b.start for b in blocks]
+    yield
+    words = yield from _cheat_words(code)
     found = []
-    for at in words:
-        region = bisect.bisect_right(term_starts, at) - 1
-        if region >= 0 and at < terms[region][1]:
-            continue
-        # Blocks do not overlap: each ends before the next declaration.
-        block = bisect.bisect_right(block_starts, at) - 1
-        owner = blocks[block].name if block >= 0 and at < blocks[block].end else ""
-        found.append(Cheat(owner, at))
+    for some in chunks(words):
+        for at in some:
+            region = bisect.bisect_right(term_starts, at) - 1
+            if region >= 0 and at < terms[region][1]:
+                continue
+            # Blocks do not overlap: each ends before the next declaration.
+            block = bisect.bisect_right(block_starts, at) - 1
+            owner = blocks[block].name if block >= 0 and at < blocks[block].end else ""
+            found.append(Cheat(owner, at))
+        yield
     return found
 
 
-def _cheat_words(code: str) -> list[int]:
+def _cheat_words(code: str) -> Steps[list[int]]:
     """Offsets of the cheat words in `code`, in order (str.find beats a regex
     with lookarounds by an order of magnitude here)."""
     found = []
@@ -359,22 +374,33 @@ def _cheat_words(code: str) -> list[int]:
             end = at + len(word)
             if (at == 0 or code[at - 1] not in _NOT_BEFORE) and (end == len(code) or code[end] not in _NOT_AFTER):
                 found.append(at)
+                if len(found) % ITEMS_PER_STEP == 0:
+                    yield
             at = code.find(word, at + 1)
-    return sorted(found)
+    found.sort()
+    yield
+    return found
 
 
-def _merged(regions: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def _merged(regions: list[tuple[int, int]]) -> Steps[list[tuple[int, int]]]:
     """Half-open regions sorted and merged, so one bisection finds the one holding an offset."""
+    # Two runs already in order (blocks, then term regions): the sort merges them in one pass.
+    regions = sorted(regions)
+    yield
     merged: list[tuple[int, int]] = []
-    for start, end in sorted(r for r in regions if r[0] < r[1]):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-        else:
-            merged.append((start, end))
+    for chunk in chunks(regions):
+        for start, end in chunk:
+            if start >= end:
+                continue
+            if merged and start <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+            else:
+                merged.append((start, end))
+        yield
     return merged
 
 
-def _term_regions(code: str, marks: _Marks) -> list[tuple[int, int]]:
+def _term_regions(code: str, marks: _Marks) -> Steps[list[tuple[int, int]]]:
     """Definition-like bodies and the Theory line: where `cheat` is only a name.
 
     Each ends at its `End` or `Termination`, and never past the next
@@ -384,10 +410,12 @@ def _term_regions(code: str, marks: _Marks) -> list[tuple[int, int]]:
     for at in marks.theories:
         line_end = code.find("\n", at)
         regions.append((at, len(code) if line_end < 0 else line_end))
-    for at, keyword_end in marks.term_heads:
-        limit = marks.limit(at, len(code))
-        end = _first(marks.term_ends, keyword_end, limit)
-        regions.append((at, limit if end is None else end))
+    for chunk in chunks(marks.term_heads):
+        for at, keyword_end in chunk:
+            limit = marks.limit(at, len(code))
+            end = _first(marks.term_ends, keyword_end, limit)
+            regions.append((at, limit if end is None else end))
+        yield
     return regions
 
 
@@ -398,45 +426,67 @@ def line_col(text: str, offset: int) -> tuple[int, int]:
 
 def edit_span(old: str, new: str) -> tuple[int, int, int]:
     """(first differing offset, end of the changed region in old, end in new)."""
-    start = _common_prefix(old, new)
-    same_tail = _common_suffix(old, new, min(len(old), len(new)) - start)
+    return run(edit_span_steps(old, new))
+
+
+def edit_span_steps(old: str, new: str) -> Steps[tuple[int, int, int]]:
+    """`edit_span` in steps: comparing two 4 MB texts takes milliseconds."""
+    start = yield from _common_prefix(old, new)
+    same_tail = yield from _common_suffix(old, new, min(len(old), len(new)) - start)
     return start, len(old) - same_tail, len(new) - same_tail
 
 
-def _common_prefix(a: str, b: str) -> int:
-    """Length of the longest common prefix: bisection over slice comparisons,
-    which run in C (a character loop costs milliseconds per 100 KB)."""
-    low, high = 0, min(len(a), len(b))  # a[:low] == b[:low]; the answer is at most high
-    while low < high:
-        mid = (low + high + 1) // 2
-        if a[low:mid] == b[low:mid]:
-            low = mid
-        else:
-            high = mid - 1
-    return low
+def _common_prefix(a: str, b: str) -> Steps[int]:
+    """Length of the longest common prefix: a step's worth of characters
+    compared at a time, then bisection over slice comparisons in the first
+    slice that differs (comparisons run in C; a character loop costs
+    milliseconds per 100 KB)."""
+    at, limit = 0, min(len(a), len(b))
+    while at < limit:
+        end = min(at + CHARS_PER_STEP, limit)
+        x, y = a[at:end], b[at:end]
+        if x != y:
+            return at + _prefix_length(x, y)
+        at = end
+        yield
+    return limit
 
 
-def _common_suffix(a: str, b: str, limit: int) -> int:
+def _common_suffix(a: str, b: str, limit: int) -> Steps[int]:
     """Length of the longest common suffix, at most `limit`."""
-    low, high = 0, limit
+    at = 0  # a[len(a) - at:] == b[len(b) - at:]
+    while at < limit:
+        end = min(at + CHARS_PER_STEP, limit)
+        x, y = a[len(a) - end:len(a) - at], b[len(b) - end:len(b) - at]
+        if x != y:
+            return at + _prefix_length(x[::-1], y[::-1])
+        at = end
+        yield
+    return limit
+
+
+def _prefix_length(x: str, y: str) -> int:
+    """The longest common prefix of `x` and `y`, by bisection over slice comparisons."""
+    low, high = 0, min(len(x), len(y))  # x[:low] == y[:low]; the answer is at most high
     while low < high:
         mid = (low + high + 1) // 2
-        if a[len(a) - mid:len(a) - low] == b[len(b) - mid:len(b) - low]:
+        if x[low:mid] == y[low:mid]:
             low = mid
         else:
             high = mid - 1
     return low
 
 
-def spilling_proof(old: str, new: str) -> ProofBlock | None:
-    """The proof whose body an edit starts in and runs past the QED of, if any.
+def spilling_proof(old: str, new: str, span: tuple[int, int, int] | None = None) -> ProofBlock | None:
+    """The proof whose body an edit starts in and runs past the QED of, if any
+    (`span`: the edit's `edit_span`, if known).
 
     The HOL server decides from where an edit starts whether it is confined to
     one proof.  Such an edit would be taken as tactic-only, leaving the checks
     of the proofs it also changed running on stale text.
     """
-    start, old_end, _ = edit_span(old, new)
-    for block in _facts(old).blocks:
+    start, old_end, _ = span or edit_span(old, new)
+    for block in _facts(old).blocks_near(start):
         if block.body_start <= start < block.body_end:
             return block if old_end > block.body_end else None
     return None

@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from pathlib import Path
 
-from holsrv import ancestors, tally, textinfo
+from holsrv import ancestors, stepping, tally
 from holsrv.errors import ServerDied, ServerStopped, ServerTimeout
 from holsrv.filestate import FileState
 from holsrv.lsp import hol, replies
@@ -187,7 +187,7 @@ class Session:
         takes tens of milliseconds, which other clients must not wait for."""
         key = (self.file.events, self.file.version)
         if self._tally_memo is None or self._tally_memo[0] != key:
-            self._tally_memo = (key, await textinfo.sliced(tally.pool_steps(self.file)))
+            self._tally_memo = (key, await stepping.sliced(tally.pool_steps(self.file)))
 
     def tail(self, lines: int = 30) -> str:
         return self.proc.tail(lines)
@@ -384,10 +384,16 @@ class Session:
         """The bytes the server last got from us (None before the file is opened)."""
         return self._text.data
 
-    async def sync(self, data: bytes, text: str) -> None:
-        """Make the server's copy equal `text`: didOpen first, then full-text didChange."""
+    @property
+    def content_hash(self) -> str:
+        """The content hash of `data`."""
+        return self._text.digest
+
+    async def sync(self, data: bytes, text: str, digest: str = "") -> None:
+        """Make the server's copy equal `text`: didOpen first, then full-text didChange.
+        `digest`: `data`'s content hash, if the caller has it."""
         self.check_alive()
-        await self._text.sync(data, text)
+        await self._text.sync(data, text, digest)
 
     async def _resync(self) -> None:
         if self.alive:

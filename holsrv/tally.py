@@ -11,12 +11,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from holsrv import script, textinfo
+from holsrv import stepping, textinfo
 from holsrv.filestate import FileState, ProofEntry
 from holsrv.rpc import messages as m
-
-# Entries looked at per step of `visible_steps`: about a millisecond each.
-ENTRIES_PER_STEP = 2048
 
 
 def visible_proofs(file: FileState, text: str) -> list[ProofEntry]:
@@ -25,18 +22,22 @@ def visible_proofs(file: FileState, text: str) -> list[ProofEntry]:
     The census prunes deletions only after the next pass; until then an
     entry for a deleted theorem would look outstanding forever.
     """
-    return script.run(visible_steps(file, text))
+    return stepping.run(visible_steps(file, text))
 
 
-def visible_steps(file: FileState, text: str, ordered: bool = True) -> script.Steps[list[ProofEntry]]:
+def visible_steps(file: FileState, text: str, ordered: bool = True) -> stepping.Steps[list[ProofEntry]]:
     """`visible_proofs` in steps (a script of 30,000 proofs takes tens of milliseconds);
     by line when `ordered`.  The entries are those of the file when the first step runs."""
     info = textinfo.of(text)  # computed once per text
     entries = list(file.proofs.values())
     visible: list[ProofEntry] = []
-    for start in range(0, len(entries), ENTRIES_PER_STEP):
-        visible += [e for e in entries[start:start + ENTRIES_PER_STEP]
-                    if info.mentions(e.name.split("#")[0].split("[")[0])]
+    for chunk in stepping.chunks(entries):
+        for entry in chunk:
+            name = entry.name.split("#")[0].split("[")[0]
+            # A theorem's own block names it; any other name is looked up in
+            # the text's word set, built (in steps) the first time one comes.
+            if name in info.block_names or name in (yield from info.words_steps()):
+                visible.append(entry)
         yield
     if ordered:
         visible.sort(key=lambda e: e.line0)
@@ -60,10 +61,10 @@ def tally_of(statuses: Iterable[str]) -> m.Tally:
 
 def of_pool(file: FileState) -> m.Tally:
     """The tally from the pool's word alone (for status: no scan for cheats or parse errors)."""
-    return script.run(pool_steps(file))
+    return stepping.run(pool_steps(file))
 
 
-def pool_steps(file: FileState) -> script.Steps[m.Tally]:
+def pool_steps(file: FileState) -> stepping.Steps[m.Tally]:
     """`of_pool` in steps."""
     visible = yield from visible_steps(file, file.text, ordered=False)
     return tally_of(answer_status(e.status) for e in visible)

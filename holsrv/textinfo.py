@@ -15,13 +15,13 @@ becomes a dozen steps of about a millisecond each.
 from __future__ import annotations
 
 import asyncio
-import functools
+import bisect
 import re
 import threading
 from collections import OrderedDict
 from typing import TypeVar
 
-from holsrv import ancestors, positions, script
+from holsrv import ancestors, positions, script, stepping
 from holsrv.positions import LineIndex, Text
 
 T = TypeVar("T")
@@ -38,57 +38,103 @@ SLICE_FROM_CHARS = 32 * 1024
 class TextInfo:
     """The facts of one text.  Offsets are characters of the text.
 
-    Blocks, pool names, cheats and ancestors come from one scan; the line
-    index and the word set are computed when first asked for.
+    Made by `steps`: blocks, pool names, cheats and ancestors from one scan,
+    then the lines, the line index and each block's lines.  The word set is
+    computed when first needed (`words_steps`).
     """
 
-    def __init__(self, text: str, blocks: list[script.ProofBlock], cheats: list[script.Cheat]) -> None:
-        self.text = text
-        self.blocks: tuple[script.ProofBlock, ...] = tuple(blocks)
-        self.named: tuple[tuple[str, script.ProofBlock], ...] = tuple(script.named_blocks(blocks))
-        self.cheats: tuple[script.Cheat, ...] = tuple(cheats)
-        self.ancestors: tuple[str, ...] = tuple(ancestors.ancestors(text))
-        self._block_names = frozenset(b.name.split("[", 1)[0] for b in blocks)
+    text: str
+    blocks: tuple[script.ProofBlock, ...]
+    named: tuple[tuple[str, script.ProofBlock], ...]
+    cheats: tuple[script.Cheat, ...]
+    ancestors: tuple[str, ...]
+    lines: Text  # the text split into lines, for converting positions (every answer needs it)
+    index: LineIndex
+    # Each pool name's (first line, line of the body's start, last line), 1-based.
+    block_lines: dict[str, tuple[int, int, int]]
+    block_names: frozenset[str]  # the theorems' names, without `#n` or `[label]`
+    _spans: list[tuple[int, int, int]]  # `block_lines` of each named block, in order
+    _firsts: list[int]  # their first lines, for bisection
+    _starts: list[int]  # each block's first character, for bisection
+    _cheat_lines: dict[str, int]  # each pool name's first cheat line
+    _words: frozenset[str] | None
 
     @classmethod
-    def steps(cls, text: str) -> script.Steps[TextInfo]:
-        """The facts of `text`, computed in steps of about a millisecond."""
+    def steps(cls, text: str) -> stepping.Steps[TextInfo]:
+        """The facts of `text`, computed in steps of well under a millisecond."""
+        info = cls()
+        info.text = text
         blocks, cheats = yield from script.scan_steps(text)
-        info = cls(text, blocks, cheats)
+        info.blocks, info.cheats = tuple(blocks), tuple(cheats)
+        info._starts = [b.start for b in blocks]
+        info.named = tuple((yield from script.named_steps(blocks)))
+        names: set[str] = set()
+        for chunk in stepping.chunks(blocks):
+            names.update(b.name.split("[", 1)[0] for b in chunk)
+            yield
+        info.block_names = frozenset(names)
+        info.ancestors = tuple(ancestors.ancestors(text))  # reads the head only
         yield
         # The split and the line starts of a 4 MB script take some 15 and 30 ms: in steps too.
         split = yield from positions.split_steps(text)
         info.lines = Text(text, split)
         info.index = LineIndex(text, (yield from positions.starts_steps(split)))
+        line = info.index.line
+        spans: list[tuple[int, int, int]] = []  # each named block's lines, in the text's order
+        for named in stepping.chunks(info.named):
+            spans += [(line(b.start), line(b.body_start), line(b.end)) for _, b in named]
+            yield
+        info.block_lines = dict(zip((name for name, _ in info.named), spans, strict=True))
+        info._spans = spans
+        info._firsts = [first for first, _, _ in spans]
         yield
-        info.block_lines  # noqa: B018  # with the line index: in a step of its own, not in an answer
+        info._cheat_lines = {}
+        for some in stepping.chunks(cheats):
+            for cheat in some:
+                at = info.index.line(cheat.offset)
+                for name in info._owners(at):
+                    info._cheat_lines.setdefault(name, at)
+            yield
+        info._words = None
         return info
 
-    @functools.cached_property
-    def index(self) -> LineIndex:
-        return LineIndex(self.text)
+    def blocks_near(self, offset: int) -> tuple[script.ProofBlock, ...]:
+        """The blocks that may hold `offset`, by bisection: the last to start at
+        or before it, and the one before, which may end just there."""
+        found = bisect.bisect_right(self._starts, offset)
+        return self.blocks[max(0, found - 2):found]
 
-    @functools.cached_property
-    def lines(self) -> Text:
-        """The text split into lines, for converting positions (every answer needs it)."""
-        return Text(self.text)
+    def owner(self, line: int) -> str | None:
+        """The proof `line` belongs to; the earlier one where two meet (a missing QED)."""
+        return next(iter(self._owners(line)), None)
 
-    @functools.cached_property
-    def block_lines(self) -> dict[str, tuple[int, int, int]]:
-        """Each pool name's (first line, line of the body's start, last line), 1-based."""
-        line = self.index.line
-        return {name: (line(b.start), line(b.body_start), line(b.end)) for name, b in self.named}
+    def _owners(self, line: int) -> list[str]:
+        """The proofs whose lines hold `line`, in order: at most two, which
+        meet there (a block ends where the next declaration starts, and each
+        declaration starts a line of its own)."""
+        found = bisect.bisect_right(self._firsts, line)
+        return [self.named[i][0] for i in range(max(0, found - 2), found) if line <= self._spans[i][2]]
 
-    @functools.cached_property
-    def words(self) -> frozenset[str]:
-        """Identifiers outside comments, strings and quotations."""
-        return frozenset(_WORD.findall(script.blank_comments_and_strings(self.text)))
+    def cheat_line(self, name: str) -> int | None:
+        """The line of the first cheat in `name`'s block, if any."""
+        return self._cheat_lines.get(name)
+
+    def words_steps(self) -> stepping.Steps[frozenset[str]]:
+        """Identifiers outside comments, strings and quotations, in steps; kept."""
+        if self._words is None:
+            code = yield from script.blank_steps(self.text)
+            words: set[str] = set()
+            for start, end in script.spans(code, stepping.CHARS_PER_STEP):
+                words.update(_WORD.findall(code, start, end))
+                yield
+            self._words = frozenset(words)
+        return self._words
 
     def mentions(self, name: str) -> bool:
         """Whether identifier `name` appears in the text's code (not only in comments)."""
         # A block's name is such a word, and almost every name asked about is
         # one: the word set is built only for the others.
-        return name in self._block_names or name in self.words
+        return name in self.block_names or name in stepping.run(self.words_steps())
 
 
 class TextCache:
@@ -115,7 +161,7 @@ class TextCache:
             if info is not None:
                 self._entries.move_to_end(text)
                 return info
-        return self._keep(script.run(TextInfo.steps(text)))
+        return self._keep(stepping.run(TextInfo.steps(text)))
 
     async def prepare(self, text: str) -> TextInfo:
         """The facts of `text`; a new large text is computed in slices, with the
@@ -131,7 +177,7 @@ class TextCache:
         return await asyncio.shield(pending)
 
     async def _sliced(self, text: str) -> TextInfo:
-        return self._keep(await sliced(TextInfo.steps(text)))
+        return self._keep(await stepping.sliced(TextInfo.steps(text)))
 
     def _keep(self, info: TextInfo) -> TextInfo:
         with self._lock:
@@ -143,18 +189,6 @@ class TextCache:
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)
             return info
-
-
-async def sliced(steps: script.Steps[T]) -> T:
-    """Take `steps` to the end with the event loop free between them: the way
-    work proportional to a script's size runs on the loop without holding up
-    other clients."""
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            return done.value
-        await asyncio.sleep(0)  # let the loop serve others
 
 
 # A memo of a pure function, shared as `functools.lru_cache` would be: it

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from holsrv import script
+from holsrv import files, script, stepping, textinfo
 from holsrv.filestate import FileState
 
 log = logging.getLogger(__name__)
@@ -27,25 +27,39 @@ class TextSync:
     ) -> None:
         self.file = file
         self.data: bytes | None = None  # the bytes the server last got from us
+        self._digest = ""  # their content hash, when the caller knew it
         self._notify = notify
         self._wait_until = wait_until
         self._clock = clock
         self._spill_wait_s = spill_wait_s
         self._lock = asyncio.Lock()
 
-    async def sync(self, data: bytes, text: str) -> None:
-        """Make the server's copy equal `text` (`data` decoded)."""
+    @property
+    def digest(self) -> str:
+        """The content hash of `data` (what answers about the server's text name)."""
+        if not self._digest and self.data is not None:
+            self._digest = files.content_hash(self.data)  # a trial's text: small
+        return self._digest
+
+    async def sync(self, data: bytes, text: str, digest: str = "") -> None:
+        """Make the server's copy equal `text` (`data` decoded, whose content
+        hash is `digest` if the caller has it)."""
         async with self._lock:
             if data == self.data:
                 return
+            # Both texts' facts are at hand before the sync reads them: a large
+            # text computed here would be computed in one go, holding the loop.
+            await textinfo.prepare(text)
+            await textinfo.prepare(self.file.text)
             if self.data is None:
                 await self._send_open(text)
             else:
-                spill = script.spilling_proof(self.file.text, text)
+                span = await stepping.sliced(script.edit_span_steps(self.file.text, text))
+                spill = script.spilling_proof(self.file.text, text, span)
                 if spill is not None:
                     await self._send_statement_edit(text, spill)
                 await self._send_change(text)
-            self.data = data
+            self.data, self._digest = data, digest
 
     async def resync(self) -> None:
         """Send the whole text again (after HOL reported a desync, PROTOCOL.md §13)."""
@@ -81,7 +95,8 @@ class TextSync:
 
     async def _send_change(self, text: str) -> None:
         version = self.file.version + 1
-        self.file.sent(version, text, self._clock())
+        span = await stepping.sliced(script.edit_span_steps(self.file.text, text))
+        self.file.sent(version, text, self._clock(), span)
         await self._notify(
             "textDocument/didChange",
             {"textDocument": {"uri": self.file.uri, "version": version}, "contentChanges": [{"text": text}]},

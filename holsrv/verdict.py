@@ -8,21 +8,23 @@ only by HOL's error recovery, and "could not check" is never "no errors".
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import re
 from collections.abc import Iterable
 
-from holsrv import looping, proofs, script, tally
+from holsrv import looping, proofs, stepping, tally
 from holsrv.filestate import FileState, ProofEntry
 from holsrv.lsp import hol, replies
 from holsrv.rpc import messages as m
 from holsrv.rpc.words import duration, plural, size
 from holsrv.settings import Settings
 
-# Proofs listed per step of `build_steps`: about a millisecond each.
-PROOFS_PER_STEP = 1024
 # Proofs still checking that `outstanding` names one by one (the proofs list
 # has them all): a file being checked may have thousands.
 MAX_OUTSTANDING_PROOFS = 20
+# Proofs a headline names (the proofs list has them all).
+MAX_NAMED_PROOFS = 20
 
 
 def build_steps(
@@ -36,7 +38,7 @@ def build_steps(
     footprint_mb: float | None,
     waited_s: float,
     walk_errors: Iterable[str] = (),
-) -> script.Steps[m.DiagnosticsResult]:
+) -> stepping.Steps[m.DiagnosticsResult]:
     """The answer for `text`, in steps of about a millisecond (`script.run` takes them at
     once; `textinfo.sliced` with the loop free between them): a file of 30,000 proofs
     takes some 60 ms, which the event loop must not spend in one go while other
@@ -51,31 +53,35 @@ def build_steps(
     # text was checked: verdicts about an earlier text would mislead.
     unknown = file.phase == "blocked" or file.version == 0
     entries = [] if unknown else (yield from tally.visible_steps(file, text))
-    diagnostics = proofs.diagnostics(file, encoding, set(walk_errors))
+    diagnostics = yield from proofs.diagnostics_steps(file, encoding, set(walk_errors))
     omitted = max(0, len(diagnostics) - proofs.MAX_DIAGNOSTICS)
     diagnostics = diagnostics[:proofs.MAX_DIAGNOSTICS]
     blocks = proofs.Blocks(text)
     proofs.note_failures(blocks, diagnostics, complete)
+    parse = proofs.parse_errors(blocks, diagnostics)
     listed = []
-    for start in range(0, len(entries), PROOFS_PER_STEP):
+    for chunk in stepping.chunks(entries):
+        listed += [proofs.proof(file, e, now, blocks, parse) for e in chunk]
         yield
-        listed += [proofs.proof(file, e, now, blocks, diagnostics) for e in entries[start:start + PROOFS_PER_STEP]]
+    listed += yield from _unreported(file, blocks, diagnostics)
+    listed.sort(key=_line)  # two runs in order, the pool's and the unreported: one merge
     yield
-    listed += _unreported(file, blocks, diagnostics)
-    listed.sort(key=lambda p: p.line)
-    yield
+    cheats = []
+    for some in stepping.chunks(blocks.cheats):
+        cheats += [_cheat(blocks, c) for c in some]
+        yield
     warnings = (yield from _slow_warnings(file, entries, now, settings, footprint_mb)) + _large(footprint_mb, settings)
-    yield
+    statuses = yield from _by_status(listed)
     result = m.DiagnosticsResult(
         file=replies.path_of(file.uri),
         content_hash=content_hash,
         verdict="",
         headline="",
         complete=complete,
-        tally=tally.tally_of(p.status for p in listed),
+        tally=tally.tally_of(statuses.elements()),
         proofs=listed,
         diagnostics=diagnostics,
-        cheats=[_cheat(blocks, c) for c in blocks.cheats],
+        cheats=cheats,
         server=server,
         blocked=m.Blocked(**file.blocked) if file.phase == "blocked" and file.blocked else None,
         diagnostics_omitted=omitted,
@@ -87,18 +93,54 @@ def build_steps(
     only_slow = complete_but_slow(file, now, settings)
     opened = tally.open_suspensions(file, entries)
     yield
-    result.verdict, result.headline = _verdict(result, waited_s, opened, only_slow, file)
+    result.verdict, result.headline = _verdict(result, statuses, waited_s, opened, only_slow, file)
     return result
 
 
-def _unreported(file: FileState, blocks: proofs.Blocks, diagnostics: list[m.Diagnostic]) -> list[m.Proof]:
+def _line(proof: m.Proof) -> int:
+    return proof.line
+
+
+class _Statuses(dict[str, list[tuple[int, str]]]):
+    """The listed proofs' lines and names by status, in the list's order."""
+
+    def elements(self) -> Iterable[str]:
+        """Each proof's status, as `tally_of` counts them."""
+        for status, proofs_ in self.items():
+            yield from itertools.repeat(status, len(proofs_))
+
+    def names(self, *statuses: str) -> list[str]:
+        """The names of the proofs with any of `statuses`, by line."""
+        return [name for _, name in heapq.merge(*(self.get(status, []) for status in statuses))]
+
+
+def _by_status(listed: list[m.Proof]) -> stepping.Steps[_Statuses]:
+    statuses = _Statuses()
+    for chunk in stepping.chunks(listed):
+        for p in chunk:
+            statuses.setdefault(p.status, []).append((p.line, p.name))
+        yield
+    return statuses
+
+
+def _named(names: list[str]) -> str:
+    """`names` for a headline: the first MAX_NAMED_PROOFS, then how many more."""
+    shown = ", ".join(names[:MAX_NAMED_PROOFS])
+    return shown if len(names) <= MAX_NAMED_PROOFS else f"{shown} and {len(names) - MAX_NAMED_PROOFS} more"
+
+
+def _unreported(
+    file: FileState, blocks: proofs.Blocks, diagnostics: list[m.Diagnostic]
+) -> stepping.Steps[list[m.Proof]]:
     if file.phase == "blocked":
-        return proofs.unreported({}, blocks, diagnostics, "not checked: the file is blocked")
-    if file.version == 0:
-        return proofs.unreported({}, blocks, diagnostics, "not checked yet: the HOL server is starting")
-    if file.phase == "completed":
-        return proofs.unreported(file.proofs, blocks, diagnostics)
-    return []
+        why = "not checked: the file is blocked"
+    elif file.version == 0:
+        why = "not checked yet: the HOL server is starting"
+    elif file.phase == "completed":
+        return (yield from proofs.unreported_steps(file.proofs, blocks, diagnostics))
+    else:
+        return []
+    return (yield from proofs.unreported_steps({}, blocks, diagnostics, why))
 
 
 def _cheat(blocks: proofs.Blocks, cheat) -> m.CheatUse:
@@ -143,7 +185,7 @@ def complete_but_slow(file: FileState, now: float, settings: Settings) -> bool:
 
 def _slow_warnings(
     file: FileState, proofs: list[ProofEntry], now: float, settings: Settings, footprint_mb: float | None
-) -> script.Steps[list[str]]:
+) -> stepping.Steps[list[str]]:
     """PROBABLY LOOPING and SLOW warnings for the proofs still checking, in steps (a file
     being checked may have thousands), at most MAX_OUTSTANDING_PROOFS of them named."""
     footprint = size(footprint_mb) if footprint_mb is not None else "unknown"
@@ -151,9 +193,9 @@ def _slow_warnings(
     looping_after, slow_after = looping.looping_threshold(file, settings), looping.slow_threshold(file, settings)
     warnings: list[str] = []
     more = 0
-    for start in range(0, len(proofs), PROOFS_PER_STEP):
+    for chunk in stepping.chunks(proofs):
         yield
-        for e in proofs[start:start + PROOFS_PER_STEP]:
+        for e in chunk:
             if e.status != "checking":
                 continue
             took_s = file.checking_for(e, now)
@@ -207,7 +249,8 @@ def _outstanding(file: FileState, proofs: list[ProofEntry], now: float, settings
 
 
 def _verdict(
-    r: m.DiagnosticsResult, waited_s: float, open_suspensions: list[str], only_slow: bool, file: FileState
+    r: m.DiagnosticsResult, statuses: _Statuses, waited_s: float, open_suspensions: list[str], only_slow: bool,
+    file: FileState,
 ) -> tuple[str, str]:
     t = r.tally
     errors = [d for d in r.diagnostics if d.severity == "error"]
@@ -218,27 +261,27 @@ def _verdict(
             f"{'it' if len(missing) == 1 else 'them'} (Holmake), then call retryCompile."
         )
     if not r.complete:
-        return "INCOMPLETE", _incomplete(r, waited_s, only_slow, file)
-    wrong = [p.name for p in r.proofs if p.status in ("failed", "diverged")]
+        return "INCOMPLETE", _incomplete(r, statuses, waited_s, only_slow, file)
+    wrong = statuses.names("failed", "diverged")
     if wrong:
         others = [e for e in errors if not hol.is_proof_diagnostic(e.message)]
         also = f", and {_error_count(others)}" if others else ""
-        return "FAILED", f"FAILED: {len(wrong)} of {t.total} proofs failed ({', '.join(wrong)}){also}"
+        return "FAILED", f"FAILED: {len(wrong)} of {t.total} proofs failed ({_named(wrong)}){also}"
     if errors:
         return "ERRORS", f"ERRORS: {_error_count(errors)}"
     if r.cheats:
         owners = sorted({c.theorem or "top level" for c in r.cheats})
         verb = "uses" if len(owners) == 1 else "use"
-        return "CHEATS", f"CHEATS: {plural(len(owners), 'proof')} {verb} cheat ({', '.join(owners)})"
+        return "CHEATS", f"CHEATS: {plural(len(owners), 'proof')} {verb} cheat ({_named(owners)})"
     if open_suspensions:
         return "SUSPENDED", (
-            f"SUSPENDED: {', '.join(open_suspensions)} left subgoals suspended with no proved "
+            f"SUSPENDED: {_named(open_suspensions)} left subgoals suspended with no proved "
             "Resume block for them"
         )
-    unchecked = [p.name for p in r.proofs if p.status in ("unchecked", "unreported")]
+    unchecked = statuses.names("unchecked", "unreported")
     if unchecked:
         return "UNCHECKED", (
-            f"UNCHECKED: {plural(len(unchecked), 'proof')} not checked by HOL ({', '.join(unchecked)}); "
+            f"UNCHECKED: {plural(len(unchecked), 'proof')} not checked by HOL ({_named(unchecked)}); "
             "see each one's reason below"
         )
     if t.total == 0:
@@ -249,13 +292,13 @@ def _verdict(
     return "OK", f"OK: all {plural(t.total, 'proof')} {done}, no errors{extra}"
 
 
-def _incomplete(r: m.DiagnosticsResult, waited_s: float, only_slow: bool, file: FileState) -> str:
+def _incomplete(r: m.DiagnosticsResult, statuses: _Statuses, waited_s: float, only_slow: bool, file: FileState) -> str:
     t = r.tally
-    failed = [p.name for p in r.proofs if p.status in ("failed", "diverged")]
-    failures = f" Already failed: {', '.join(failed)}." if failed else ""
+    failed = statuses.names("failed", "diverged")
+    failures = f" Already failed: {_named(failed)}." if failed else ""
     if only_slow:
         slow = [p for p in r.proofs if p.status == "checking"]
-        names = ", ".join(f"{p.name} (line {p.line}, {duration(p.checking_s or 0.0)})" for p in slow)
+        names = _named([f"{p.name} (line {p.line}, {duration(p.checking_s or 0.0)})" for p in slow])
         than = f" (the slowest of the others took {duration(file.slowest_s)})" if file.finished else ""
         return (
             f"INCOMPLETE: everything else is done, but {names} {'is' if len(slow) == 1 else 'are'} still "

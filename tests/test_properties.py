@@ -320,3 +320,38 @@ def _check_tally(file: FileState, model: dict[str, str], now: float) -> None:
     assert counts.total == len(model)
     assert counts.unchecked == sum(status == "cheated" for status in model.values())
     assert counts.checking == sum(status == "checking" for status in model.values())
+
+
+# -- where an edit falls among the proofs ----------------------------------------
+
+_DECL = st.sampled_from([
+    "Theorem a:\n  T\nProof\n  simp[]\nQED\n",
+    "Theorem b:\n  T\nProof\n  simp[] >> fs[]\n",  # no QED: ends where the next declaration starts
+    "Resume b[l]:\n  simp[]\nQED\n",
+    "Definition f_def:\n  f x = x\nEnd\n",
+    "val _ = ();\n",
+    "\n",
+])
+
+
+@st.composite
+def _edited(draw) -> tuple[str, str]:
+    old = "Theory t\n\n" + "".join(draw(st.lists(_DECL, max_size=12)))
+    start = draw(st.integers(0, len(old)))
+    end = draw(st.integers(start, min(len(old), start + 40)))
+    return old, old[:start] + draw(st.sampled_from(["", "x", "\n", "QED\n", "Proof\n"])) + old[end:]
+
+
+@PROPERTY
+@given(_edited())
+def test_an_edits_proof_is_the_one_a_walk_over_every_block_finds(edit):
+    old, new = edit
+    start, old_end, _ = script.edit_span(old, new)
+    blocks = script.proof_blocks(old)
+    spill = next((b if old_end > b.body_end else None for b in blocks if b.body_start <= start < b.body_end), None)
+    assert script.spilling_proof(old, new) == spill
+    confined = any(b.body_start <= start and old_end <= b.body_end for b in blocks)
+    file = FileState("file:///p/tScript.sml")
+    file.sent(1, old, 0.0)
+    file.sent(2, new, 0.0)
+    assert file.restarts_from == (float("inf") if confined else old.count("\n", 0, start))

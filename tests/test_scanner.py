@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from scanner_oracle import old_blank, old_cheats, old_edit_span, old_pool_names, old_proof_blocks
 
-from holsrv import script
+from holsrv import script, stepping
 
 TESTS = Path(__file__).parent
 sys.path.insert(0, str(TESTS.parent / "bench"))
@@ -98,14 +98,14 @@ def test_the_plain_patterns_for_a_python_whose_re_mishandles_possessive_repeats_
     monkeypatch.setattr(script, "_REGION_OR_OPENER", plain_or_opener)
     for text in _all_texts()[chunk::4]:
         assert script.blank_comments_and_strings(text) == old_blank(text), text
-        assert script.run(script._blank_steps(text)) == old_blank(text), text
+        assert stepping.run(script.blank_steps(text)) == old_blank(text), text
 
 
 @pytest.mark.parametrize("chunk", range(4))
 def test_blanking_in_steps_equals_the_character_by_character_reading(chunk):
     # The daemon's sliced path: a regex loop with a depth count, not one substitution.
     for text in _all_texts()[chunk::4]:
-        assert script.run(script._blank_steps(text)) == old_blank(text), text
+        assert stepping.run(script.blank_steps(text)) == old_blank(text), text
 
 
 def test_comments_nested_deeper_than_the_pattern_goes_are_still_counted():
@@ -129,7 +129,9 @@ def test_cached_answers_equal_fresh_ones():
         assert [name for name, _ in script.pool_names(text)] == [name for name, _ in old_pool_names(text)]
 
 
-def test_edit_span_equals_the_old_character_loop():
+@pytest.mark.parametrize("step", [1, 2, 5, 1 << 18])
+def test_edit_span_equals_the_old_character_loop(monkeypatch, step):
+    monkeypatch.setattr(script, "CHARS_PER_STEP", step)  # compared a step's worth at a time
     rng = random.Random(3)
     for _ in range(3000):
         old = _random_text(rng, rng.randrange(0, 40))

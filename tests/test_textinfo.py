@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from holsrv import positions, script, textinfo
+from holsrv import positions, script, stepping, textinfo
 from holsrv.rpc import messages as m
 
 from conftest import GOOD_SCRIPT
@@ -129,6 +129,70 @@ def test_a_text_split_and_indexed_in_steps_is_split_and_indexed_as_in_one_go(mon
     texts = ["", "\n", "a", "a\n", "\n\n", "ab\ncd\n\nef", GOOD_SCRIPT]
     texts += ["".join(rng.choice("ab\n∀") for _ in range(rng.randint(0, 400))) for _ in range(200)]
     for text in texts:
-        split = script.run(positions.split_steps(text))
+        split = stepping.run(positions.split_steps(text))
         assert split == text.split("\n"), text
-        assert script.run(positions.starts_steps(split)) == positions.LineIndex(text)._starts, text
+        assert stepping.run(positions.starts_steps(split)) == positions.LineIndex(text)._starts, text
+
+
+# Blocks that meet on a line (a missing QED), a rebound name, Resume labels,
+# cheats on a shared line, in a comment, in a statement and outside theorems.
+_ODD = """Theory odd
+Ancestors arithmetic
+
+Theorem a:
+  T
+Proof
+  cheat
+Theorem b:
+  T
+Proof
+  simp[] >> cheat
+QED
+
+Theorem a:
+  (* cheat *) T
+Proof
+  simp[]
+QED
+
+val _ = cheat;
+
+Theorem s:
+  T /\\ T
+Proof
+  conj_tac >- suspend "l" >> simp[]
+QED
+
+Resume s[l]:
+  cheat
+QED
+"""
+
+
+@pytest.mark.parametrize("text", [_ODD, BIG, _ODD * 3])
+def test_a_lines_owner_and_a_proofs_first_cheat_are_what_a_walk_over_the_blocks_finds(text):
+    info = textinfo.TextCache().of(text)
+    line = info.index.line
+    spans = [(name, line(b.start), line(b.end)) for name, b in info.named]  # in order; a name may recur
+
+    def walk_owner(at: int) -> str | None:
+        return next((name for name, first, last in spans if first <= at <= last), None)
+
+    def walk_cheat(name: str) -> int | None:
+        cheats = [line(c.offset) for c in info.cheats]
+        return min((at for n, first, last in spans if n == name for at in cheats if first <= at <= last), default=None)
+
+    for at in range(0, text.count("\n") + 3):
+        assert info.owner(at) == walk_owner(at), at
+    for name in [*info.block_lines, "nothing"]:
+        assert info.cheat_line(name) == walk_cheat(name), name
+    if text is _ODD:
+        assert info.owner(7) == "a" and info.cheat_line("a") == 7 and info.cheat_line("b") == 11
+        assert info.cheat_line("a#2") is None and info.cheat_line("s[l]") is not None
+
+
+def test_the_word_set_is_built_in_steps_and_only_when_a_name_is_not_a_theorems():
+    info = textinfo.TextCache().of(_ODD)
+    assert info.mentions("b") and info._words is None
+    assert info.mentions("conj_tac") and not info.mentions("cheat_in_comment")
+    assert info._words is not None

@@ -11,7 +11,7 @@ import os
 import pytest
 from fake_hol import transcript_replay as tr
 
-from holsrv import script, verdict
+from holsrv import stepping, verdict
 from holsrv.filestate import FileState
 from holsrv.rpc import messages as m
 from holsrv.settings import Settings
@@ -22,7 +22,7 @@ URI = "file:///p/demoScript.sml"
 
 
 def answer(file: FileState, text: str, now: float = 100.0, walk_errors=()) -> m.DiagnosticsResult:
-    return script.run(verdict.build_steps(file, text, "hash", "utf-8", now, SETTINGS, SERVER, None, 1.0, walk_errors))
+    return stepping.run(verdict.build_steps(file, text, "hash", "utf-8", now, SETTINGS, SERVER, None, 1.0, walk_errors))
 
 
 def replayed(name: str) -> tuple[FileState, str]:

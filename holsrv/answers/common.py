@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from holsrv import files, textinfo
+from holsrv import files, stepping, textinfo
 from holsrv.cache import AnswerCache
 from holsrv.errors import BadRequest, HolsrvError, Starting
 from holsrv.pool import Lease, Pool
@@ -62,7 +62,7 @@ async def opened(
                     script = await read(ctx, file)  # the start took a while: the newest text wins
                 # Shielded: a caller that hangs up mid-sync (its call is then
                 # cancelled) must not leave the server's text half-recorded.
-                await asyncio.shield(session.sync(script.data, script.text))
+                await asyncio.shield(session.sync(script.data, script.text, script.hash))
                 await ctx.pool.synced(session, script)  # a rebuilt ancestor starts its replacement
             elif not tolerate_start:
                 raise Starting(starting_message(session, ctx.clock()))
@@ -72,7 +72,7 @@ async def opened(
 async def read(ctx: Context, file: str) -> files.Script:
     """The file as it is now, its text's facts computed (a new large text in
     slices, so the loop answers others meanwhile)."""
-    script = ctx.scripts.read(file)
+    script = await stepping.sliced(ctx.scripts.read_steps(file))
     await textinfo.prepare(script.text)
     return script
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from holsrv import files
+from holsrv import files, stepping
 from holsrv.ancestors import ancestors
 from holsrv.answers import evalcode
 from holsrv.answers.common import Context, blocked_message, compiled, note, opened
@@ -79,7 +79,7 @@ async def restart(ctx: Context, req: m.Restart, client: str) -> m.RestartResult:
     if req.max_heap_mb is not None and req.max_heap_mb < 0:
         raise BadRequest("max_heap_mb must be 0 (no cap) or a positive number of MB")
     try:
-        src = files.read(req.file)
+        src = await stepping.sliced(files.read_steps(req.file))
     except FileNotFound:
         return await _stop_orphan(ctx, req.file)
     old_pid = await ctx.pool.restart(src.path, req.max_heap_mb)

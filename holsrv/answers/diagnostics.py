@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from holsrv import ancestors, looping, textinfo, verdict
+from holsrv import ancestors, looping, stepping, verdict
 from holsrv.answers.common import Context, Report, note, opened, replace, starting_message
 from holsrv.files import Script, content_hash
 from holsrv.lsp import hol
@@ -48,7 +48,7 @@ async def _result(ctx: Context, src: Script, lease: Lease, stale: list[str], wai
         text, content = session.file.text, content_hash(session.data)
     data = session.data
     # In slices: a file of tens of thousands of proofs must not hold up other clients.
-    result = await textinfo.sliced(verdict.build_steps(
+    result = await stepping.sliced(verdict.build_steps(
         session.file, text, content, session.encoding, ctx.clock(), ctx.settings, note(lease),
         session.footprint, waited_s, session.walk_errors,
     ))

@@ -12,7 +12,7 @@ import os
 import re
 from pathlib import Path
 
-from holsrv import builds, files
+from holsrv import builds, files, stepping
 from holsrv.answers.common import Context, Report
 from holsrv.errors import BadRequest, DaemonStopping
 from holsrv.rpc import messages as m
@@ -39,7 +39,7 @@ def command(ctx: Context, req: m.Holmake) -> list[str]:
 
 
 async def holmake(ctx: Context, req: m.Holmake, client: str, report: Report | None = None) -> m.HolmakeResult:
-    path = files.read(req.file).path  # a bad file fails here, before anything runs
+    path = (await stepping.sliced(files.read_steps(req.file))).path  # a bad file fails here, before anything runs
     argv = command(ctx, req)
     if ctx.pool.closing:
         raise DaemonStopping("the daemon is shutting down, so it starts no Holmake; call again in a few seconds")

@@ -105,7 +105,7 @@ async def _held(ctx: Context, file: str, client: str, wait: float) -> AsyncItera
             raise Starting(starting_message(session, ctx.clock()))
         async with session.trials.exclusive(ctx.settings.trial_wait_s, src.path.name):
             src = await read(ctx, file)  # the newest text, now that no one else syncs
-            await session.sync(src.data, src.text)
+            await session.sync(src.data, src.text, src.hash)
             yield src, lease
 
 
@@ -196,7 +196,7 @@ def _judged(
     if entry is not None and session.phase != "compiling":
         blocks = proofs.Blocks(trial)
         diags = proofs.diagnostics(session.file, session.encoding, set(session.walk_errors))
-        out.proof = proofs.proof(session.file, entry, session.clock(), blocks, diags)
+        out.proof = proofs.proof(session.file, entry, session.clock(), blocks, proofs.parse_errors(blocks, diags))
     if session.phase == "blocked":
         return replace(out, state="failed", message=blocked_message(session))
     status = out.proof.status if out.proof is not None else "checking"
@@ -238,7 +238,7 @@ async def _restore(ctx: Context, session: Session, file: str) -> Script:
     """
     now = await read(ctx, file)
     session.trials.doing("restoring the file's text")
-    await session.sync(now.data, now.text)
+    await session.sync(now.data, now.text, now.hash)
     await session.wait_until(lambda: session.phase != "compiling", ctx.settings.lookup_wait_s)
     return now
 

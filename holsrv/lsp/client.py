@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from holsrv import stepping
 from holsrv.errors import FrameError, LspError, ServerDied, ServerTimeout
 from holsrv.lsp import framing
 
@@ -109,16 +110,18 @@ class LspClient:
                 future.set_exception(reason)
         self._pending.clear()
 
-    def _send(self, message: dict) -> None:
+    def _send(self, message: dict | list[bytes]) -> None:
+        """Write one message (or its frame, already encoded) whole."""
         if self._closed is not None:
             raise self._closed
         if self._writer.is_closing():
             raise ServerDied("the HOL server's input is closed")
-        self._writer.write(framing.encode(message))
+        self._writer.writelines([framing.encode(message)] if isinstance(message, dict) else message)
 
     async def notify(self, method: str, params: dict | None, timeout: float) -> None:
-        """Send a notification; a server that will not take it within `timeout` is stuck."""
-        self._send({"jsonrpc": "2.0", "method": method, "params": params})
+        """Send a notification; a server that will not take it within `timeout` is stuck.
+        A script's text (didOpen, didChange) is encoded in slices, the loop free between them."""
+        self._send(await stepping.sliced(framing.encode_steps({"jsonrpc": "2.0", "method": method, "params": params})))
         await self._drain(timeout)
 
     async def request(self, method: str, params: dict | None, timeout: float):

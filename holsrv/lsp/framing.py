@@ -8,17 +8,56 @@ ignore other headers, but bound the header block and the body size.
 from __future__ import annotations
 
 import asyncio
-import json
+import uuid
 
+import msgspec
+
+from holsrv import stepping
 from holsrv.errors import FrameError
 
 MAX_HEADER_BYTES = 8192
 MAX_BODY_BYTES = 64 * 1024 * 1024
 
 
+_encoder = msgspec.json.Encoder()
+# Stands in for a large string while the rest of a message is encoded: no
+# text a client or a script holds contains it.
+_PLACEHOLDER = f"\0holsrv-{uuid.uuid4().hex}-%d\0"
+
+
 def encode(message: dict) -> bytes:
-    body = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+    return b"".join(stepping.run(encode_steps(message)))
+
+
+def encode_steps(message: dict) -> stepping.Steps[list[bytes]]:
+    """`message` framed, as pieces to write in order, in steps: a string longer
+    than a step (a script's text in didOpen or didChange) is escaped a slice
+    per step, which for a 4 MB script would otherwise take some 20 ms at once."""
+    large: list[str] = []
+    skeleton = _encoder.encode(_set_aside(message, large))
+    pieces = []
+    for number, text in enumerate(large):
+        before, skeleton = skeleton.split(_encoder.encode(_PLACEHOLDER % number), 1)
+        pieces += [before, b'"']
+        for start in range(0, len(text), stepping.CHARS_PER_STEP):
+            # Escaping is per character: a slice escapes as its part of the whole.
+            pieces.append(_encoder.encode(text[start:start + stepping.CHARS_PER_STEP])[1:-1])
+            yield
+        pieces.append(b'"')
+    pieces.append(skeleton)
+    return [b"Content-Length: %d\r\n\r\n" % sum(map(len, pieces)), *pieces]
+
+
+def _set_aside(value, large: list[str]):
+    """`value` with each string longer than a step replaced by a placeholder, kept in `large`."""
+    if isinstance(value, str) and len(value) > stepping.CHARS_PER_STEP:
+        large.append(value)
+        return _PLACEHOLDER % (len(large) - 1)
+    if isinstance(value, dict):
+        return {key: _set_aside(item, large) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_set_aside(item, large) for item in value]
+    return value
 
 
 async def read_message(reader: asyncio.StreamReader) -> dict | None:
@@ -30,14 +69,22 @@ async def read_message(reader: asyncio.StreamReader) -> dict | None:
         body = await reader.readexactly(length)
     except asyncio.IncompleteReadError:
         raise FrameError("HOL server closed its output inside a message") from None
-    try:
-        # HOL may emit invalid UTF-8 as-is (PROTOCOL.md §2): never fail on it.
-        message = json.loads(body.decode("utf-8", errors="replace"))
-    except json.JSONDecodeError as err:
-        raise FrameError(f"HOL server sent a body that is not JSON: {err}") from None
+    message = decode(body)
     if not isinstance(message, dict):
         raise FrameError("HOL server sent a JSON message that is not an object")
     return message
+
+
+def decode(body: bytes):
+    """One message's JSON body."""
+    try:
+        return msgspec.json.decode(body)
+    except msgspec.DecodeError as err:
+        # HOL may emit invalid UTF-8 as-is (PROTOCOL.md §2): never fail on it.
+        try:
+            return msgspec.json.decode(body.decode("utf-8", errors="replace"))
+        except msgspec.DecodeError:
+            raise FrameError(f"HOL server sent a body that is not JSON: {err}") from None
 
 
 async def _read_header(reader: asyncio.StreamReader) -> int | None:

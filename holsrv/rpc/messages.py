@@ -262,7 +262,9 @@ Request = Union[
 # -- pieces of replies ------------------------------------------------------
 
 
-class Range(Struct):
+# gc=False: structs of strings and numbers only, which a diagnostics answer
+# holds by the thousand; the cycle collector need not walk them.
+class Range(Struct, gc=False):
     line: int
     col: int
     end_line: int
@@ -282,7 +284,7 @@ class ServerNote(Struct):
     stderr_tail: str = ""
 
 
-class Diagnostic(Struct):
+class Diagnostic(Struct, gc=False):
     range: Range
     severity: str  # "error" | "warning" | "info"
     message: str
@@ -292,7 +294,7 @@ class Diagnostic(Struct):
     note: str = ""
 
 
-class Proof(Struct):
+class Proof(Struct, gc=False):
     name: str
     line: int
     # proved, checking, failed, suspended, diverged (the pool's verdicts);
