@@ -8,57 +8,81 @@ the HOL server does.
 
 from __future__ import annotations
 
+import array
 import bisect
 import itertools
 import re
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
+from typing import overload
 
+from holsrv import stepping
 from holsrv.errors import PositionOutOfRange
 from holsrv.rpc import messages as m
 
 _IDENT = re.compile(r"[A-Za-z0-9_']+")
 
 
-# Steps of `split_steps` and `starts_steps`: about a millisecond each.
+# Characters split per step of `starts_steps`: well under a millisecond.
 SPLIT_CHARS_PER_STEP = 256 * 1024
-STARTS_LINES_PER_STEP = 8192
 
 
-def split_steps(text: str) -> Generator[None, None, list[str]]:
-    """`text.split("\n")`, in steps: a 4 MB script takes some 15 ms in one go."""
-    lines: list[str] = []
+def starts_steps(text: str) -> Generator[None, None, array.array[int]]:
+    """Where each line of `text` starts (in characters), in steps: a 4 MB
+    script has 200,000 lines and takes some 40 ms in one go.
+
+    An array of machine integers, which the cycle collector never tracks:
+    kept as long as the text, a list (or the lines themselves, as strings)
+    would be walked by every full collection, pausing the event loop.
+    """
+    starts = array.array("q", [0])
     pos = 0
-    while pos + SPLIT_CHARS_PER_STEP < len(text):
+    while pos < len(text):
         end = text.find("\n", pos + SPLIT_CHARS_PER_STEP)
-        if end < 0:
-            break
-        lines += text[pos:end].split("\n")
-        pos = end + 1
-        yield
-    lines += text[pos:].split("\n")
-    return lines
-
-
-def starts_steps(lines: list[str]) -> Generator[None, None, list[int]]:
-    """Where each line starts (in characters), in steps: see `LineIndex`."""
-    starts = [0]
-    last = len(lines) - 1  # the last line ends the text: nothing starts after it
-    for at in range(0, last, STARTS_LINES_PER_STEP):
-        chunk = lines[at:min(at + STARTS_LINES_PER_STEP, last)]
-        summed = itertools.accumulate(map((1).__add__, map(len, chunk)), initial=starts[-1])
-        next(summed)  # the chunk's `initial`: already there
-        starts += summed
+        end = len(text) if end < 0 else end + 1  # a step's lines, each whole with its newline
+        lines = text[pos:end].split("\n")
+        # Each line's start is the previous one's plus its length and newline,
+        # summed in C: a character loop costs 20 ms on a 300 KB script.
+        summed = itertools.accumulate(map((1).__add__, map(len, lines[:-1])), initial=starts[-1])
+        next(summed)  # the step's first start: already there
+        starts.extend(summed)
+        pos = end
         yield
     return starts
+
+
+class Lines(Sequence[str]):
+    """A text's lines (split on "\n"), each cut from the text when asked."""
+
+    def __init__(self, text: str, starts: Sequence[int]) -> None:
+        self._text = text
+        self._starts = starts
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self._starts)
+        if not 0 <= index < len(self._starts):
+            raise IndexError("line index out of range")
+        end = self._starts[index + 1] - 1 if index + 1 < len(self._starts) else len(self._text)
+        return self._text[self._starts[index]:end]
 
 
 class Text:
     """A file's text split into lines, with conversions in both directions."""
 
-    def __init__(self, text: str, lines: list[str] | None = None) -> None:
-        """`lines`: `text` already split (by `split_steps`)."""
+    def __init__(self, text: str, starts: Sequence[int] | None = None) -> None:
+        """`starts`: the lines' starts already computed (by `starts_steps`)."""
         self.text = text
-        self.lines = text.split("\n") if lines is None else lines
+        self.lines: Sequence[str] = text.split("\n") if starts is None else Lines(text, starts)
 
     def to_lsp(self, line: int, col: int, encoding: str) -> dict:
         """1-based (line, col) in code points → an LSP Position dict."""
@@ -115,13 +139,9 @@ def chars_for_units(line: str, count: int, encoding: str) -> int:
 class LineIndex:
     """Offsets (in characters) to 1-based lines and columns, in O(log n) each."""
 
-    def __init__(self, text: str, starts: list[int] | None = None) -> None:
+    def __init__(self, text: str, starts: Sequence[int] | None = None) -> None:
         """`starts`: the lines' starts already computed (by `starts_steps`)."""
-        # Each line's start is the previous one's plus its length and newline,
-        # summed in C: a character loop costs 20 ms on a 300 KB script.
-        if starts is None:
-            starts = list(itertools.accumulate(map((1).__add__, map(len, text.split("\n")[:-1])), initial=0))
-        self._starts = starts
+        self._starts = stepping.run(starts_steps(text)) if starts is None else starts
 
     def line(self, offset: int) -> int:
         return bisect.bisect_right(self._starts, offset)

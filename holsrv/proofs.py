@@ -41,7 +41,7 @@ class Blocks:
     def __init__(self, text: str) -> None:
         info = textinfo.of(text)  # computed once per text
         self.index = info.index
-        self.named = info.named
+        self.names = info.names
         self.lines = info.block_lines  # (first line, line of the body's start, last line), 1-based
         self.cheats = info.cheats
         self.owner = info.owner  # the proof a line belongs to, by bisection
@@ -158,8 +158,8 @@ def unreported_steps(
     """`unreported` in steps: before the server has the file, every proof is unreported."""
     errors = sorted(d.range.line for d in diagnostics if d.severity == "error")
     missing = []
-    for chunk in stepping.chunks(blocks.named):
-        for name, _ in chunk:
+    for chunk in stepping.chunks(blocks.names):
+        for name in chunk:
             if name in known:
                 continue
             first, _, last = blocks.lines[name]

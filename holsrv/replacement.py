@@ -92,7 +92,7 @@ def caught_up(old: Session, new: Session) -> bool:
     if new.phase == "blocked":  # it checks nothing until its ancestors load: see `_catch_up`
         return True
     finished = {name for name, entry in old.file.proofs.items() if entry.status != "checking"}
-    wanted = finished.intersection(name for name, _ in textinfo.of(new.file.text).named)
+    wanted = finished.intersection(textinfo.of(new.file.text).names)
     return all(name in new.file.proofs and new.file.proofs[name].status != "checking" for name in wanted)
 
 

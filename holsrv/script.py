@@ -233,19 +233,19 @@ def scan_steps(text: str) -> Steps[tuple[list[ProofBlock], list[Cheat]]]:
 
 def named_blocks(blocks: list[ProofBlock]) -> list[tuple[str, ProofBlock]]:
     """`blocks` with their pool names (see `pool_names`)."""
-    return run(named_steps(blocks))
+    return list(zip(run(names_steps(blocks)), blocks, strict=True))
 
 
-def named_steps(blocks: list[ProofBlock]) -> Steps[list[tuple[str, ProofBlock]]]:
-    """`named_blocks` in steps."""
+def names_steps(blocks: list[ProofBlock]) -> Steps[list[str]]:
+    """The pool name of each of `blocks`, in steps."""
     seen: dict[str, int] = {}
-    named = []
+    names = []
     for chunk in chunks(blocks):
         for block in chunk:
             count = seen[block.name] = seen.get(block.name, 0) + 1
-            named.append((block.name if count == 1 or "[" in block.name else f"{block.name}#{count}", block))
+            names.append(block.name if count == 1 or "[" in block.name else f"{block.name}#{count}")
         yield
-    return named
+    return names
 
 
 _NON_WORD = re.compile(r"[^A-Za-z0-9_']")
@@ -366,17 +366,19 @@ def _cheats(code: str, marks: _Marks, blocks: list[ProofBlock]) -> Steps[list[Ch
 
 def _cheat_words(code: str) -> Steps[list[int]]:
     """Offsets of the cheat words in `code`, in order (str.find beats a regex
-    with lookarounds by an order of magnitude here)."""
+    with lookarounds by an order of magnitude here), a step's worth of
+    characters searched at a time."""
     found = []
     for word in _CHEAT_WORDS:
-        at = code.find(word)
-        while at >= 0:
-            end = at + len(word)
-            if (at == 0 or code[at - 1] not in _NOT_BEFORE) and (end == len(code) or code[end] not in _NOT_AFTER):
-                found.append(at)
-                if len(found) % ITEMS_PER_STEP == 0:
-                    yield
-            at = code.find(word, at + 1)
+        for start in range(0, len(code), CHARS_PER_STEP):
+            # A word starting in this step's characters, possibly ending past them.
+            at, stop = code.find(word, start, start + CHARS_PER_STEP + len(word) - 1), start + CHARS_PER_STEP
+            while 0 <= at < stop:
+                end = at + len(word)
+                if (at == 0 or code[at - 1] not in _NOT_BEFORE) and (end == len(code) or code[end] not in _NOT_AFTER):
+                    found.append(at)
+                at = code.find(word, at + 1, stop + len(word) - 1)
+            yield
     found.sort()
     yield
     return found

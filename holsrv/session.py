@@ -17,8 +17,9 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from pathlib import Path
+from typing import Any
 
 from holsrv import ancestors, stepping, tally
 from holsrv.errors import ServerDied, ServerStopped, ServerTimeout
@@ -223,7 +224,8 @@ class Session:
             stdout, stdin = await self.proc.spawn(self.command(), str(self.path.parent), env)
         except OSError:
             raise ServerDied(self.proc.exit_reason) from None
-        self.lsp = LspClient(stdout, stdin, self._notified, hung_after=self.settings.request_timeout_s)
+        self.lsp = LspClient(stdout, stdin, self._notified, hung_after=self.settings.request_timeout_s,
+                             typed_params=replies.TYPED_PARAMS)
         self._tasks = [asyncio.create_task(self._read(), name=f"lsp-{self.pid}")]
         try:
             if not self.alive:
@@ -322,7 +324,11 @@ class Session:
 
     # -- notifications and waiting -----------------------------------------
 
-    def _notified(self, method: str, params: dict) -> None:
+    def _notified(self, method: str, params: Any) -> Awaitable[None] | None:
+        """Fold a notification in; a large proof batch is folded in slices (awaited
+        by the reader before the next message)."""
+        if isinstance(params, replies.ProofStates) and len(params.states) > stepping.ITEMS_PER_STEP:
+            return self._fold(method, params)
         if method == "window/showMessage":
             # HOL's word to the user (a heap it could not load, a second
             # script): the agent is the user here, so it is kept for answers.
@@ -335,6 +341,11 @@ class Session:
             # if it does, resend the whole text (PROTOCOL.md §13).
             self._tasks.append(asyncio.create_task(self._resync(), name=f"resync-{self.pid}"))
         if self.file.apply(method, params, self.clock()):
+            self._wake()
+        return None
+
+    async def _fold(self, method: str, params: replies.ProofStates) -> None:
+        if await stepping.sliced(self.file.apply_steps(method, params, self.clock())):
             self._wake()
 
     def _wake(self) -> None:

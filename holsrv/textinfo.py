@@ -19,6 +19,7 @@ import bisect
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import TypeVar
 
 from holsrv import ancestors, positions, script, stepping
@@ -45,7 +46,7 @@ class TextInfo:
 
     text: str
     blocks: tuple[script.ProofBlock, ...]
-    named: tuple[tuple[str, script.ProofBlock], ...]
+    names: tuple[str, ...]  # each block's pool name (see `script.pool_names`), in the blocks' order
     cheats: tuple[script.Cheat, ...]
     ancestors: tuple[str, ...]
     lines: Text  # the text split into lines, for converting positions (every answer needs it)
@@ -67,7 +68,7 @@ class TextInfo:
         blocks, cheats = yield from script.scan_steps(text)
         info.blocks, info.cheats = tuple(blocks), tuple(cheats)
         info._starts = [b.start for b in blocks]
-        info.named = tuple((yield from script.named_steps(blocks)))
+        info.names = tuple((yield from script.names_steps(blocks)))
         names: set[str] = set()
         for chunk in stepping.chunks(blocks):
             names.update(b.name.split("[", 1)[0] for b in chunk)
@@ -75,16 +76,14 @@ class TextInfo:
         info.block_names = frozenset(names)
         info.ancestors = tuple(ancestors.ancestors(text))  # reads the head only
         yield
-        # The split and the line starts of a 4 MB script take some 15 and 30 ms: in steps too.
-        split = yield from positions.split_steps(text)
-        info.lines = Text(text, split)
-        info.index = LineIndex(text, (yield from positions.starts_steps(split)))
+        starts = yield from positions.starts_steps(text)
+        info.lines, info.index = Text(text, starts), LineIndex(text, starts)
         line = info.index.line
         spans: list[tuple[int, int, int]] = []  # each named block's lines, in the text's order
-        for named in stepping.chunks(info.named):
-            spans += [(line(b.start), line(b.body_start), line(b.end)) for _, b in named]
+        for these in stepping.chunks(info.blocks):
+            spans += [(line(b.start), line(b.body_start), line(b.end)) for b in these]
             yield
-        info.block_lines = dict(zip((name for name, _ in info.named), spans, strict=True))
+        info.block_lines = dict(zip(info.names, spans, strict=True))
         info._spans = spans
         info._firsts = [first for first, _, _ in spans]
         yield
@@ -97,6 +96,12 @@ class TextInfo:
             yield
         info._words = None
         return info
+
+    @property
+    def named(self) -> Iterator[tuple[str, script.ProofBlock]]:
+        """Each block with its pool name.  Made when asked: 30,000 pairs kept
+        would be 30,000 objects more for every full collection to walk."""
+        return zip(self.names, self.blocks, strict=True)
 
     def blocks_near(self, offset: int) -> tuple[script.ProofBlock, ...]:
         """The blocks that may hold `offset`, by bisection: the last to start at
@@ -113,7 +118,7 @@ class TextInfo:
         meet there (a block ends where the next declaration starts, and each
         declaration starts a line of its own)."""
         found = bisect.bisect_right(self._firsts, line)
-        return [self.named[i][0] for i in range(max(0, found - 2), found) if line <= self._spans[i][2]]
+        return [self.names[i] for i in range(max(0, found - 2), found) if line <= self._spans[i][2]]
 
     def cheat_line(self, name: str) -> int | None:
         """The line of the first cheat in `name`'s block, if any."""

@@ -50,10 +50,10 @@ class TextSync:
             # Both texts' facts are at hand before the sync reads them: a large
             # text computed here would be computed in one go, holding the loop.
             await textinfo.prepare(text)
-            await textinfo.prepare(self.file.text)
             if self.data is None:
                 await self._send_open(text)
             else:
+                await textinfo.prepare(self.file.text)
                 span = await stepping.sliced(script.edit_span_steps(self.file.text, text))
                 spill = script.spilling_proof(self.file.text, text, span)
                 if spill is not None:
@@ -95,6 +95,7 @@ class TextSync:
 
     async def _send_change(self, text: str) -> None:
         version = self.file.version + 1
+        await textinfo.prepare(self.file.text)  # `sent` reads its blocks (an interim text's, too)
         span = await stepping.sliced(script.edit_span_steps(self.file.text, text))
         self.file.sent(version, text, self._clock(), span)
         await self._notify(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import select
 import signal
@@ -299,3 +300,22 @@ def test_killing_holctl_mid_wait_leaves_the_daemon_and_its_hol_server_running(da
     assert again.server.pid == first.server.pid and again.server.start == "warm"
     assert pid_alive(first.server.pid)
 
+
+
+def test_a_file_of_thousands_of_proofs_is_checked_and_rechecked_after_an_edit_above_them_all(
+    daemon, write_script, monkeypatch, caplog
+):
+    # Batches of thousands of transitions are folded in slices, the text's
+    # facts computed in steps, its didOpen and didChange escaped in slices.
+    monkeypatch.setenv("FAKE_HOL_DECL_MS", "0")  # the fake's pace per declaration and proof
+    monkeypatch.setenv("FAKE_HOL_PROOF_MS", "0")
+    count = 2_000
+    text = "Theory many\n\n" + "".join(f"Theorem t{i}:\n  T\nProof\n  simp[]\nQED\n\n" for i in range(count))
+    path = write_script(text, name="manyScript.sml")
+    first = daemon.call(m.Diagnostics(str(path), wait=120), 150)
+    assert (first.verdict, first.tally.proved, len(first.proofs)) == ("OK", count, count), first.headline
+    path.write_text(text.replace("Theory many\n\n", "Theory many\n\nval _ = ();\n\n", 1))
+    again = daemon.call(m.Diagnostics(str(path), wait=120), 150)
+    assert (again.verdict, again.tally.proved, again.proofs[0].line) == ("OK", count, first.proofs[0].line + 2)
+    assert again.content_hash != first.content_hash
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], "a notification was not folded in"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -11,7 +12,9 @@ from hypothesis import strategies as st
 
 from holsrv import stepping
 from holsrv.errors import FrameError
-from holsrv.lsp import framing
+from holsrv.filestate import FileState
+from holsrv.lsp import framing, replies
+from holsrv.lsp.client import LspClient
 
 
 def expected(message: dict) -> bytes:
@@ -79,3 +82,46 @@ async def test_invalid_utf8_from_hol_is_read_with_replacement_characters_not_ref
 async def test_a_body_that_is_not_a_json_object_is_a_frame_error(body):
     with pytest.raises(FrameError):
         await _read(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+
+def _frame(message: dict) -> bytes:
+    return framing.encode(message)
+
+
+def test_a_proof_batch_is_decoded_into_structs_and_any_other_shape_stays_json():
+    states = [{"pos": {"line": 3, "character": 0}, "name": "add0", "status": "checking"},
+              {"pos": {"line": 9, "character": 0}, "name": "bad", "status": "failed", "detail": "Exception"}]
+    body = _frame({"jsonrpc": "2.0", "method": "$/proofStates", "params": {"uri": "file:///p", "states": states}})
+    message = framing.decode(body.split(b"\r\n\r\n", 1)[1], replies.TYPED_PARAMS)
+    params = message["params"]
+    assert isinstance(params, replies.ProofStates) and [s.name for s in params.states] == ["add0", "bad"]
+    assert (params.states[1].status, params.states[1].pos.line, params.states[1].detail) == ("failed", 9, "Exception")
+    odd = b'{"jsonrpc":"2.0","method":"$/proofStates","params":{"uri":"file:///p","states":[{"name":7}]}}'
+    assert framing.decode(odd, replies.TYPED_PARAMS)["params"] == {"uri": "file:///p", "states": [{"name": 7}]}
+    # Either form folds into the same tally.
+    typed, plain = FileState("file:///p"), FileState("file:///p")
+    typed.apply("$/proofStates", params, 1.0)
+    plain.apply("$/proofStates", {"uri": "file:///p", "states": states}, 1.0)
+    assert typed.proofs == plain.proofs and set(typed.proofs) == {"add0", "bad"}
+
+
+@pytest.mark.asyncio
+async def test_a_notification_folded_in_slices_is_done_before_the_next_message_is_read():
+    reader = asyncio.StreamReader()
+    for number in range(3):
+        reader.feed_data(_frame({"jsonrpc": "2.0", "method": "$/note", "params": {"n": number}}))
+    reader.feed_eof()
+    seen: list[str] = []
+
+    async def fold(number: int) -> None:
+        for step in range(3):
+            seen.append(f"{number}.{step}")
+            await asyncio.sleep(0)
+
+    def on_notify(method: str, params: dict):
+        seen.append(f"{params['n']} read")
+        return fold(params["n"]) if params["n"] == 1 else None
+
+    writer = mock.Mock()
+    await asyncio.wait_for(LspClient(reader, writer, on_notify).run(), 5)
+    assert seen == ["0 read", "1 read", "1.0", "1.1", "1.2", "2 read"]

@@ -114,8 +114,10 @@ def test_comments_nested_deeper_than_the_pattern_goes_are_still_counted():
         assert script.blank_comments_and_strings(text) == old_blank(text)
 
 
-@pytest.mark.parametrize("chunk", range(4))
-def test_proof_blocks_and_cheats_equal_the_old_reading(chunk):
+@pytest.mark.parametrize("chunk, step", [(0, 1), (1, 3), (2, 64), (3, 1 << 18)])
+def test_proof_blocks_and_cheats_equal_the_old_reading(chunk, step, monkeypatch):
+    monkeypatch.setattr(script, "CHARS_PER_STEP", step)  # cheats searched for a step's worth at a time
+    monkeypatch.setattr(script, "ITEMS_PER_STEP", max(1, step // 8))
     for text in _all_texts()[chunk::4]:
         blocks, cheats = script.scan(text)
         assert blocks == old_proof_blocks(text), text

@@ -121,17 +121,20 @@ def test_one_text_is_split_into_lines_once_for_every_answer(daemon, write_script
     assert splits.count(True) == 1
 
 
-@pytest.mark.parametrize("chars, lines", [(1, 1), (3, 2), (7, 5), (256 * 1024, 8192)])
-def test_a_text_split_and_indexed_in_steps_is_split_and_indexed_as_in_one_go(monkeypatch, chars, lines):
+@pytest.mark.parametrize("chars", [1, 2, 3, 7, 256 * 1024])
+def test_lines_found_in_steps_are_the_lines_a_split_gives(monkeypatch, chars):
     monkeypatch.setattr(positions, "SPLIT_CHARS_PER_STEP", chars)
-    monkeypatch.setattr(positions, "STARTS_LINES_PER_STEP", lines)
     rng = random.Random(chars)
     texts = ["", "\n", "a", "a\n", "\n\n", "ab\ncd\n\nef", GOOD_SCRIPT]
     texts += ["".join(rng.choice("ab\n∀") for _ in range(rng.randint(0, 400))) for _ in range(200)]
     for text in texts:
-        split = stepping.run(positions.split_steps(text))
-        assert split == text.split("\n"), text
-        assert stepping.run(positions.starts_steps(split)) == positions.LineIndex(text)._starts, text
+        starts = stepping.run(positions.starts_steps(text))
+        split = text.split("\n")
+        assert list(starts) == [sum(len(line) + 1 for line in split[:i]) for i in range(len(split))], text
+        lines = positions.Text(text, starts).lines
+        assert list(lines) == split and lines[-1] == split[-1] and list(lines[1:3]) == split[1:3], text
+        with pytest.raises(IndexError):
+            lines[len(split)]
 
 
 # Blocks that meet on a line (a missing QED), a rebound name, Resume labels,

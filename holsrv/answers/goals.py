@@ -10,6 +10,7 @@ at the end of the proof.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from holsrv import script, textinfo
@@ -102,7 +103,7 @@ async def _ask(ctx: Context, session: Session, position: dict, deadline: float) 
 # -- where to ask -----------------------------------------------------------
 
 
-def _where(text: str, lines: list[str], line: int, column: int | None) -> _Where:
+def _where(text: str, lines: Sequence[str], line: int, column: int | None) -> _Where:
     """The columns of `line` to ask about: `column` (moved to QED's first byte on
     the QED line), or with no column the line's first character and its end."""
     index = textinfo.of(text).index

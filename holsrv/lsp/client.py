@@ -11,8 +11,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from holsrv import stepping
 from holsrv.errors import FrameError, LspError, ServerDied, ServerTimeout
@@ -20,7 +21,9 @@ from holsrv.lsp import framing
 
 log = logging.getLogger(__name__)
 
-Notify = Callable[[str, dict], None]
+# A notification's handler; what it returns, if anything, is awaited before the
+# next message is read (a large notification folded in slices).
+Notify = Callable[[str, Any], Awaitable[None] | None]
 @dataclass(frozen=True)
 class Hung:
     """A request the server let time out without a word, and when it was sent (monotonic)."""
@@ -36,11 +39,13 @@ class LspClient:
 
     def __init__(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, on_notify: Notify,
-        hung_after: float = float("inf"),
+        hung_after: float = float("inf"), typed_params: Mapping[str, type] | None = None,
     ) -> None:
+        """`typed_params`: notifications whose params `on_notify` gets as structs (see `framing.decode`)."""
         self._reader = reader
         self._writer = writer
         self._on_notify = on_notify
+        self._typed = typed_params
         self._pending: dict[int, asyncio.Future] = {}
         self._next_id = 1
         self._closed: Exception | None = None
@@ -65,8 +70,13 @@ class LspClient:
         """Read messages until end of stream or a broken frame; then fail what is pending."""
         reason: Exception = ServerDied("the HOL server closed its output")
         try:
-            while (message := await framing.read_message(self._reader)) is not None:
-                self._dispatch(message)
+            while (message := await framing.read_message(self._reader, self._typed)) is not None:
+                folding = self._dispatch(message)
+                if folding is not None:  # a large notification, folded in slices: before the next message
+                    try:
+                        await folding
+                    except Exception:
+                        log.exception("notification handler failed on %s", message["method"])
         except FrameError as err:
             reason = ServerDied(f"the HOL server broke the protocol: {err}")
         except (ConnectionError, OSError) as err:
@@ -74,7 +84,8 @@ class LspClient:
         finally:
             self._fail_pending(reason)
 
-    def _dispatch(self, message: dict) -> None:
+    def _dispatch(self, message: dict) -> Awaitable[None] | None:
+        """Handle one message; what `on_notify` returned to be awaited, if anything."""
         self._heard = time.monotonic()
         self.hung = None
         if "method" in message:
@@ -85,14 +96,14 @@ class LspClient:
                     self._send({"jsonrpc": "2.0", "id": message["id"], "result": None})
             else:
                 try:
-                    self._on_notify(message["method"], message.get("params") or {})
+                    return self._on_notify(message["method"], message.get("params") or {})
                 except Exception:
                     log.exception("notification handler failed on %s", message["method"])
-            return
+            return None
         request_id = message.get("id")
         future = self._pending.pop(request_id, None) if isinstance(request_id, int) else None
         if future is None or future.done():
-            return  # the answer to a request we gave up on (or to none of ours)
+            return None  # the answer to a request we gave up on (or to none of ours)
         if "error" in message:
             err = message["error"] or {}
             code = err.get("code")
@@ -102,6 +113,7 @@ class LspClient:
             future.set_exception(LspError(str(err.get("message", "")), rpc_code=rpc_code))
         else:
             future.set_result(message.get("result"))
+        return None
 
     def _fail_pending(self, reason: Exception) -> None:
         self._closed = reason

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Mapping
+from typing import Any
 
 import msgspec
 
@@ -60,7 +62,7 @@ def _set_aside(value, large: list[str]):
     return value
 
 
-async def read_message(reader: asyncio.StreamReader) -> dict | None:
+async def read_message(reader: asyncio.StreamReader, typed: Mapping[str, type] | None = None) -> dict | None:
     """One JSON message, or None at a clean end of stream."""
     length = await _read_header(reader)
     if length is None:
@@ -69,22 +71,49 @@ async def read_message(reader: asyncio.StreamReader) -> dict | None:
         body = await reader.readexactly(length)
     except asyncio.IncompleteReadError:
         raise FrameError("HOL server closed its output inside a message") from None
-    message = decode(body)
+    message = decode(body, typed)
     if not isinstance(message, dict):
         raise FrameError("HOL server sent a JSON message that is not an object")
     return message
 
 
-def decode(body: bytes):
-    """One message's JSON body."""
+class _Message(msgspec.Struct):
+    """A message's envelope; `params` is decoded once its method is known."""
+
+    jsonrpc: str | msgspec.UnsetType = msgspec.UNSET
+    id: Any = msgspec.UNSET
+    method: str | msgspec.UnsetType = msgspec.UNSET
+    params: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    result: Any = msgspec.UNSET
+    error: Any = msgspec.UNSET
+
+
+_envelope = msgspec.json.Decoder(_Message)
+
+
+def decode(body: bytes, typed: Mapping[str, type] | None = None) -> dict:
+    """One message's JSON body, as a dict of the fields it has.  The params of
+    a method in `typed` are decoded as that type (a struct), others as JSON."""
     try:
-        return msgspec.json.decode(body)
+        return _decoded(body, typed or {})
     except msgspec.DecodeError as err:
         # HOL may emit invalid UTF-8 as-is (PROTOCOL.md §2): never fail on it.
         try:
-            return msgspec.json.decode(body.decode("utf-8", errors="replace"))
+            return _decoded(body.decode("utf-8", errors="replace").encode("utf-8"), typed or {})
         except msgspec.DecodeError:
-            raise FrameError(f"HOL server sent a body that is not JSON: {err}") from None
+            raise FrameError(f"HOL server sent a body that is not a JSON-RPC message: {err}") from None
+
+
+def _decoded(body: bytes, typed: Mapping[str, type]) -> dict:
+    envelope = _envelope.decode(body)
+    message = {f: v for f in _Message.__struct_fields__ if (v := getattr(envelope, f)) is not msgspec.UNSET}
+    if "params" in message:
+        raw, kind = message["params"], typed.get(message.get("method", ""))
+        try:
+            message["params"] = msgspec.json.decode(raw, type=kind) if kind else msgspec.json.decode(raw)
+        except msgspec.ValidationError:  # not the shape expected: as plain JSON, for the handler to judge
+            message["params"] = msgspec.json.decode(raw)
+    return message
 
 
 async def _read_header(reader: asyncio.StreamReader) -> int | None:
