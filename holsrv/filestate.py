@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from holsrv import script, stepping, textinfo
-from holsrv.lsp.replies import ProofState, ProofStates, StatePosition
+from holsrv.lsp.replies import ProofState, ProofStates, proof_state
 
 SETTLED = frozenset({"proved", "suspended"})
 WRONG = frozenset({"failed", "diverged"})
@@ -85,6 +85,8 @@ class FileState:
             return False
         if method == "$/proofStates":
             yield from self._proof_states(params, now)
+        elif method == "$/compileCompleted" and isinstance(params, dict):
+            yield from self._completed(params, now)
         else:
             handler = _HANDLERS.get(method)
             if handler is None:
@@ -111,15 +113,20 @@ class FileState:
         self.phase = "compiling"
         self.last_event = now
 
-    def _completed(self, params: dict, now: float) -> None:
+    def _completed(self, params: dict, now: float) -> stepping.Steps[None]:
         if params.get("version", self.version) >= self.version:
             self.phase = "completed"
             self.blocked = None
         declared = params.get("declared")
-        if declared is not None:
+        if declared is not None:  # the census: 30,000 names for the largest scripts
             keep = set(declared)
+            yield
             # Names are exactly as the pool gives them (`foo#2`, `thm[label]`).
-            self.proofs = {n: e for n, e in self.proofs.items() if n in keep}
+            kept: dict[str, ProofEntry] = {}
+            for some in stepping.chunks(list(self.proofs.items())):
+                kept.update((name, entry) for name, entry in some if name in keep)
+                yield
+            self.proofs = kept
 
     def _interrupted(self, params: dict, now: float) -> None:
         self.phase = "compiling"  # a newer pass is already scheduled
@@ -133,11 +140,15 @@ class FileState:
         self.diagnostics = list(params.get("diagnostics", []))
 
     def _proof_states(self, params: dict | ProofStates, now: float) -> stepping.Steps[None]:
-        states = params.states if isinstance(params, ProofStates) else [_state(s) for s in params.get("states", [])]
+        raw = params.states if isinstance(params, ProofStates) else params.get("states", [])
+        states: list[ProofState] = []
+        for some in stepping.chunks(raw):
+            states += [proof_state(state) for state in some]
+            yield
         if any(state.status == "cheated" for state in states):
             self.attempts += 1  # dropped at the start of an attempt
-        for some in stepping.chunks(states):
-            for state in some:
+        for these in stepping.chunks(states):
+            for state in these:
                 if state.name:  # unnamed proofs are not pool entries (§10.2)
                     self._transition(state, now)
             yield
@@ -180,15 +191,6 @@ class FileState:
         return max(0.0, now - since)
 
 
-def _state(state: dict) -> ProofState:
-    """A transition given as JSON (one not of the shape `ProofStates` decodes), read leniently."""
-    pos = state.get("pos") or {}
-    return ProofState(
-        name=str(state.get("name") or ""), status=str(state.get("status") or ""),
-        pos=StatePosition(line=int(pos.get("line") or 0)), detail=str(state.get("detail") or ""),
-    )
-
-
 def _restarted_from(old: str, new: str, span: tuple[int, int, int] | None) -> float:
     """The first line whose proofs HOL re-checks after `old` becomes `new`.
 
@@ -204,7 +206,6 @@ def _restarted_from(old: str, new: str, span: tuple[int, int, int] | None) -> fl
 
 _HANDLERS: dict[str, Callable[[FileState, Any, float], None]] = {
     "$/compileProgress": FileState._progress,
-    "$/compileCompleted": FileState._completed,
     "$/compileInterrupted": FileState._interrupted,
     "$/compileBlocked": FileState._blocked,
     "textDocument/publishDiagnostics": FileState._diagnostics,

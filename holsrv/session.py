@@ -327,7 +327,7 @@ class Session:
     def _notified(self, method: str, params: Any) -> Awaitable[None] | None:
         """Fold a notification in; a large proof batch is folded in slices (awaited
         by the reader before the next message)."""
-        if isinstance(params, replies.ProofStates) and len(params.states) > stepping.ITEMS_PER_STEP:
+        if _large(params):
             return self._fold(method, params)
         if method == "window/showMessage":
             # HOL's word to the user (a heap it could not load, a second
@@ -344,7 +344,7 @@ class Session:
             self._wake()
         return None
 
-    async def _fold(self, method: str, params: replies.ProofStates) -> None:
+    async def _fold(self, method: str, params: Any) -> None:
         if await stepping.sliced(self.file.apply_steps(method, params, self.clock())):
             self._wake()
 
@@ -450,3 +450,10 @@ class Session:
         if not await self.proc.wait_exit(1.0):  # a dying server is gone within this
             await self.proc.kill(str(err))
         self.check_alive()
+
+
+def _large(params: Any) -> bool:
+    """A notification to fold in slices: a proof batch or a census of thousands."""
+    if isinstance(params, replies.ProofStates):
+        return len(params.states) > stepping.ITEMS_PER_STEP
+    return isinstance(params, dict) and len(params.get("declared") or ()) > stepping.ITEMS_PER_STEP

@@ -492,7 +492,12 @@ def test_stress_a_huge_script_in_one_session_does_not_delay_another_clients_cach
     print(f"\ncached goalState beside a {huge.stat().st_size / 2**20:.1f} MB script, {len(loaded)} calls: "
           f"unloaded worst {max(unloaded) * 1000:.1f} ms, loaded median {statistics.median(loaded) * 1000:.1f} ms, "
           f"99th percentile {statistics.quantiles(loaded, n=100)[98] * 1000:.1f} ms, worst {max(loaded) * 1000:.1f} ms")
-    assert max(loaded) < max(0.05, 20 * max(unloaded)), "a huge script held the loop"
+    # On two cores shared with the fake HOL checking 30,000 proofs and the
+    # churning client, the 99th percentile is some 10-15 ms and the worst
+    # 25-55 ms; the text's computation in one go would hold the loop for
+    # 300-600 ms, and before its work was sliced the worst was 70-115 ms.
+    assert statistics.quantiles(loaded, n=100)[98] < max(0.03, 20 * max(unloaded)), "a huge script held the loop"
+    assert max(loaded) < max(0.1, 50 * max(unloaded)), "a huge script held the loop"
 
 
 class _Remote:

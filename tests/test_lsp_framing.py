@@ -88,19 +88,23 @@ def _frame(message: dict) -> bytes:
     return framing.encode(message)
 
 
-def test_a_proof_batch_is_decoded_into_structs_and_any_other_shape_stays_json():
+def test_a_proof_batch_is_decoded_a_state_at_a_time_and_any_other_shape_stays_json():
     states = [{"pos": {"line": 3, "character": 0}, "name": "add0", "status": "checking"},
               {"pos": {"line": 9, "character": 0}, "name": "bad", "status": "failed", "detail": "Exception"}]
     body = _frame({"jsonrpc": "2.0", "method": "$/proofStates", "params": {"uri": "file:///p", "states": states}})
-    message = framing.decode(body.split(b"\r\n\r\n", 1)[1], replies.TYPED_PARAMS)
-    params = message["params"]
-    assert isinstance(params, replies.ProofStates) and [s.name for s in params.states] == ["add0", "bad"]
-    assert (params.states[1].status, params.states[1].pos.line, params.states[1].detail) == ("failed", 9, "Exception")
-    odd = b'{"jsonrpc":"2.0","method":"$/proofStates","params":{"uri":"file:///p","states":[{"name":7}]}}'
-    assert framing.decode(odd, replies.TYPED_PARAMS)["params"] == {"uri": "file:///p", "states": [{"name": 7}]}
+    params = framing.decode(body.split(b"\r\n\r\n", 1)[1], replies.TYPED_PARAMS)["params"]
+    assert isinstance(params, replies.ProofStates) and params.uri == "file:///p"
+    decoded = [replies.proof_state(state) for state in params.states]  # as the fold does, a slice at a time
+    assert [(s.name, s.status, s.pos.line, s.detail) for s in decoded] == [
+        ("add0", "checking", 3, ""), ("bad", "failed", 9, "Exception")]
+    odd = b'{"jsonrpc":"2.0","method":"$/proofStates","params":{"uri":"file:///p","states":[{"name":7,"pos":1}, 3]}}'
+    params = framing.decode(odd, replies.TYPED_PARAMS)["params"]
+    assert [replies.proof_state(s) for s in params.states] == [replies.ProofState(name="7"), replies.ProofState()]
+    not_an_object = b'{"jsonrpc":"2.0","method":"$/proofStates","params":[1]}'
+    assert framing.decode(not_an_object, replies.TYPED_PARAMS)["params"] == [1]
     # Either form folds into the same tally.
     typed, plain = FileState("file:///p"), FileState("file:///p")
-    typed.apply("$/proofStates", params, 1.0)
+    typed.apply("$/proofStates", framing.decode(body.split(b"\r\n\r\n", 1)[1], replies.TYPED_PARAMS)["params"], 1.0)
     plain.apply("$/proofStates", {"uri": "file:///p", "states": states}, 1.0)
     assert typed.proofs == plain.proofs and set(typed.proofs) == {"add0", "bad"}
 
