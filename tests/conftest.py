@@ -227,6 +227,17 @@ def _start_in_thread(settings: Settings, loop_name: str) -> RunningDaemon:
     return RunningDaemon(settings.socket, settings, box["daemon"], box["loop"], thread)
 
 
+def stepped(steps):
+    """Take `steps` (see `holsrv.stepping`) to the end: (their result, how many steps yielded)."""
+    taken = 0
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value, taken
+        taken += 1
+
+
 def wait_until(predicate, timeout: float = 10.0, what: str = "condition") -> None:
     """Re-check `predicate` until it holds; fail after `timeout` seconds.
 

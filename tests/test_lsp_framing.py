@@ -16,6 +16,8 @@ from holsrv.filestate import FileState
 from holsrv.lsp import framing, replies
 from holsrv.lsp.client import LspClient
 
+from conftest import stepped
+
 
 def expected(message: dict) -> bytes:
     """The frame as the standard library writes it."""
@@ -37,15 +39,7 @@ def did_change(*texts: str) -> dict:
 ])
 def test_a_message_is_the_json_the_standard_library_writes_however_long_its_text(texts):
     message = did_change(*texts)
-    steps = framing.encode_steps(message)
-    taken = 0
-    while True:
-        try:
-            next(steps)
-            taken += 1
-        except StopIteration as done:
-            pieces = done.value
-            break
+    pieces, taken = stepped(framing.encode_steps(message))
     assert b"".join(pieces) == expected(message) == framing.encode(message)
     # A long text is escaped a slice per step, not in one go.
     assert taken == sum(-(-len(t) // stepping.CHARS_PER_STEP) for t in texts if len(t) > stepping.CHARS_PER_STEP)

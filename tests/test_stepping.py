@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 
 import pytest
@@ -35,42 +36,39 @@ def runs(log: list[str]) -> list[tuple[str, int]]:
     return [(name, len(list(group))) for name, group in itertools.groupby(log)]
 
 
-@pytest.mark.asyncio
-async def test_a_computation_takes_a_slice_of_steps_then_lets_the_loop_serve_others(monkeypatch):
+@contextlib.asynccontextmanager
+async def turns(monkeypatch):
+    """(the fake clock, a log of steps where "turn" marks each turn of the loop)."""
     clock = FakeClock()
     monkeypatch.setattr(stepping.time, "perf_counter", clock)
     monkeypatch.setattr(stepping, "SLICE_S", SLICE_S)
     log: list[str] = []
 
-    async def other() -> None:
+    async def mark() -> None:
         while True:
-            log.append("other")
+            log.append("turn")
             await asyncio.sleep(0)
 
-    ticker = asyncio.create_task(other())
+    ticker = asyncio.create_task(mark())
     await asyncio.sleep(0)
-    assert await stepping.sliced(counted(clock, "a", 40, log)) == "a"
-    ticker.cancel()
+    try:
+        yield clock, log
+    finally:
+        ticker.cancel()
+
+
+@pytest.mark.asyncio
+async def test_a_computation_takes_a_slice_of_steps_then_lets_the_loop_serve_others(monkeypatch):
+    async with turns(monkeypatch) as (clock, log):
+        assert await stepping.sliced(counted(clock, "a", 40, log)) == "a"
     slices = [n for name, n in runs(log) if name == "a"]
     assert slices == [8, 8, 8, 8, 8], runs(log)
 
 
 @pytest.mark.asyncio
 async def test_computations_at_once_share_one_slice_a_turn(monkeypatch):
-    clock = FakeClock()
-    monkeypatch.setattr(stepping.time, "perf_counter", clock)
-    monkeypatch.setattr(stepping, "SLICE_S", SLICE_S)
-    log: list[str] = []
-
-    async def turns() -> None:
-        while True:
-            log.append("turn")
-            await asyncio.sleep(0)
-
-    ticker = asyncio.create_task(turns())
-    await asyncio.sleep(0)
-    done = await asyncio.gather(*(stepping.sliced(counted(clock, name, 40, log)) for name in "abcd"))
-    ticker.cancel()
+    async with turns(monkeypatch) as (clock, log):
+        done = await asyncio.gather(*(stepping.sliced(counted(clock, name, 40, log)) for name in "abcd"))
     assert done == list("abcd") and stepping._running == 0
     per_turn = [len(turn.split()) for turn in " ".join(log).split("turn") if turn.strip()]
     # Once all four run, a turn of the loop holds one slice of work in all

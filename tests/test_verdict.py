@@ -16,6 +16,8 @@ from holsrv.filestate import FileState
 from holsrv.rpc import messages as m
 from holsrv.settings import Settings
 
+from conftest import stepped
+
 SETTINGS = Settings(quiet_s=0.3, quiet_clean_s=0.2)
 SERVER = m.ServerNote(pid=1)
 URI = "file:///p/demoScript.sml"
@@ -154,15 +156,7 @@ def test_a_file_of_thousands_of_proofs_is_answered_in_bounded_steps_with_the_sam
               for i in range(count)]
     file.apply("$/proofStates", {"uri": URI, "states": states}, 1.0)
     file.apply("$/compileCompleted", {"uri": URI, "version": 1}, 1.0)
-    steps = verdict.build_steps(file, text, "hash", "utf-8", 500.0, SETTINGS, SERVER, None, 1.0)
-    taken = 0
-    while True:
-        try:
-            next(steps)
-            taken += 1
-        except StopIteration as done:
-            sliced = done.value
-            break
+    sliced, taken = stepped(verdict.build_steps(file, text, "hash", "utf-8", 500.0, SETTINGS, SERVER, None, 1.0))
     # The event loop gets a turn every thousand proofs or so, listing them and judging their times.
     assert taken >= 3 * (count // 1024)
     assert sliced == answer(file, text, now=500.0)
