@@ -74,7 +74,7 @@ class TextInfo:
             names.update(b.name.split("[", 1)[0] for b in chunk)
             yield
         info.block_names = frozenset(names)
-        info.ancestors = tuple(ancestors.ancestors(text))  # reads the head only
+        info.ancestors = tuple(ancestors.ancestors(text))  # one search, and the head's `open`s
         yield
         starts = yield from positions.starts_steps(text)
         info.lines, info.index = Text(text, starts), LineIndex(text, starts)
