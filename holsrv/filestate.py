@@ -83,15 +83,12 @@ class FileState:
         as if HOL had sent it in parts."""
         if (params.uri if isinstance(params, ProofStates) else params.get("uri")) != self.uri:
             return False
-        if method == "$/proofStates":
-            yield from self._proof_states(params, now)
-        elif method == "$/compileCompleted" and isinstance(params, dict):
-            yield from self._completed(params, now)
-        else:
-            handler = _HANDLERS.get(method)
-            if handler is None:
-                return False
-            handler(self, params, now)
+        handler = _HANDLERS.get(method)
+        if handler is None:
+            return False
+        steps = handler(self, params, now)
+        if steps is not None:  # a handler of thousands of entries, in steps
+            yield from steps
         self.last_event = now
         self.events += 1
         return True
@@ -204,8 +201,10 @@ def _restarted_from(old: str, new: str, span: tuple[int, int, int] | None) -> fl
     return old.count("\n", 0, start)
 
 
-_HANDLERS: dict[str, Callable[[FileState, Any, float], None]] = {
+_HANDLERS: dict[str, Callable[[FileState, Any, float], stepping.Steps[None] | None]] = {
     "$/compileProgress": FileState._progress,
+    "$/compileCompleted": FileState._completed,
+    "$/proofStates": FileState._proof_states,
     "$/compileInterrupted": FileState._interrupted,
     "$/compileBlocked": FileState._blocked,
     "textDocument/publishDiagnostics": FileState._diagnostics,

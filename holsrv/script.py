@@ -231,11 +231,6 @@ def scan_steps(text: str) -> Steps[tuple[list[ProofBlock], list[Cheat]]]:
     return blocks, (yield from _cheats(code, marks, blocks))
 
 
-def named_blocks(blocks: list[ProofBlock]) -> list[tuple[str, ProofBlock]]:
-    """`blocks` with their pool names (see `pool_names`)."""
-    return list(zip(run(names_steps(blocks)), blocks, strict=True))
-
-
 def names_steps(blocks: list[ProofBlock]) -> Steps[list[str]]:
     """The pool name of each of `blocks`, in steps."""
     seen: dict[str, int] = {}

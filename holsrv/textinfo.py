@@ -20,12 +20,9 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
-from typing import TypeVar
 
 from holsrv import ancestors, positions, script, stepping
 from holsrv.positions import LineIndex, Text
-
-T = TypeVar("T")
 
 # Identifiers, as the tally matches theorem names against what the text still says.
 _WORD = re.compile(r"[A-Za-z0-9_']+")

@@ -9,6 +9,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from scanner_oracle import old_pool_names
 
 from holsrv import positions, script, stepping, textinfo
 from holsrv.rpc import messages as m
@@ -47,7 +48,7 @@ def test_the_facts_are_those_the_script_functions_give():
     info = textinfo.TextCache().of(BIG)
     blocks, cheats = script.scan(BIG)
     assert list(info.blocks) == blocks and list(info.cheats) == cheats
-    assert [name for name, _ in info.named] == [name for name, _ in script.named_blocks(blocks)]
+    assert [name for name, _ in info.named] == [name for name, _ in old_pool_names(BIG)]
     assert info.ancestors == ("arithmetic", "list")
     first, body, last = info.block_lines["thm_1"]
     lines = BIG.split("\n")
