@@ -1,0 +1,50 @@
+"""A child's footprint: itself and its descendants, resident plus swapped."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import psutil
+import pytest
+
+from holsrv import process
+from holsrv.process import ChildProcess
+
+# A parent holding ~40 MB that forks a child holding ~40 MB more, both alive
+# until their stdin closes.
+_FAMILY = """
+import os, sys
+held = bytearray(40 << 20); held[::4096] = b"x" * len(held[::4096])
+if os.fork() == 0:
+    more = bytearray(40 << 20); more[::4096] = b"y" * len(more[::4096])
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.asyncio
+async def test_the_footprint_counts_the_child_and_its_descendants_from_cheap_counters(tmp_path, monkeypatch):
+    child = ChildProcess("family", stderr_lines=10, stop_timeout_s=5)
+    stdout, stdin = await child.spawn([sys.executable, "-c", _FAMILY], str(tmp_path), dict(os.environ))
+    try:
+        assert (await stdout.readline()).startswith(b"ready")
+        await stdout.readline()  # both said so
+        family = [psutil.Process(child.pid), *psutil.Process(child.pid).children(recursive=True)]
+        assert len(family) == 2
+        expected = sum(p.memory_full_info().rss + p.memory_full_info().swap for p in family) / 2**20
+
+        def page_table_walk(self):
+            raise AssertionError("smaps_rollup: tens of ms for a large HOL heap, on the event loop")
+
+        monkeypatch.setattr(psutil.Process, "memory_full_info", page_table_walk)
+        footprint = child.footprint_mb()
+        assert footprint is not None and footprint > 80
+        assert abs(footprint - expected) < 8, (footprint, expected)  # the same counters, read a moment apart
+    finally:
+        stdin.close()
+        await child.stop()
+
+
+def test_swapped_bytes_are_the_kernels_counter_for_the_process():
+    assert process._swapped(os.getpid()) == psutil.Process().memory_full_info().swap
