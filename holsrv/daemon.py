@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import assert_never
 
-from holsrv import __version__
+from holsrv import __version__, stepping
 from holsrv.answers import common, control, diagnostics, goals, holmake, logs, lookups, search, trials
 from holsrv.answers.common import Context, Report
 from holsrv.cache import AnswerCache
@@ -650,11 +650,12 @@ class Daemon:
     async def _send(self, writer: asyncio.StreamWriter, reply: m.Reply) -> None:
         """Write one frame; `_Unresponsive` if the client does not take it within the send deadline."""
         try:
-            frame = framing.encode(reply)
+            # In slices: the proofs of a 30,000-proof answer take milliseconds to encode.
+            frame = await stepping.sliced(framing.encode_steps(reply, stepping.ITEMS_PER_STEP))
         except HolsrvError as err:  # too large, or text that is not UTF-8
             log.error("could not send a %s: %s", type(reply).__name__, err)
-            frame = framing.encode(m.ErrorReply("internal", f"the daemon could not send its reply: {err}"))
-        writer.write(frame)
+            frame = [framing.encode(m.ErrorReply("internal", f"the daemon could not send its reply: {err}"))]
+        writer.writelines(frame)
         try:
             async with asyncio.timeout(self.settings.send_timeout_s):
                 await writer.drain()

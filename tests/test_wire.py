@@ -22,7 +22,7 @@ from holsrv.errors import DaemonUnreachable, FrameError, ServerBusy
 from holsrv.rpc import aclient, client, framing
 from holsrv.rpc import messages as m
 
-from conftest import FAILING_SCRIPT
+from conftest import FAILING_SCRIPT, stepped
 
 # What the fake answers a request with: the frames to send, in order, or None
 # to close the connection without answering; an awaitable waits first.
@@ -435,3 +435,34 @@ def test_a_holmake_reply_is_awaited_as_long_as_the_daemon_lets_holmake_run():
     assert client.reply_timeout(m.Holmake("/f"), welcome) == 600.0 + client.REPLY_MARGIN_S
     older = m.Welcome(1, "v", 1)  # says nothing of its Holmake limit
     assert client.reply_timeout(m.Holmake("/f"), older) == client.FALLBACK_HOLMAKE_TIMEOUT_S + client.REPLY_MARGIN_S
+
+
+def _answer(proofs: int, checked: int = 0) -> m.DiagnosticsResult:
+    return m.DiagnosticsResult(
+        file="/p/bigScript.sml", content_hash="abc", verdict="OK", headline="OK: all proved", complete=True,
+        tally=m.Tally(proved=proofs), proofs=[m.Proof(f"t{i}", 3 + 6 * i, "proved", "∀ détail" * (i % 3))
+                                          for i in range(proofs)],
+        diagnostics=[m.Diagnostic(m.Range(1, 1, 1, 2), "warning", "w") for _ in range(checked)],
+        cheats=[], server=m.ServerNote(pid=1),
+    )
+
+
+@pytest.mark.parametrize("proofs, checked, per_step", [
+    (0, 0, 4), (3, 0, 4), (4, 0, 4), (5, 0, 4), (17, 20, 4), (70_000, 0, 512), (600, 600, 512),
+])
+def test_a_long_answer_encoded_a_part_per_step_is_the_frame_encoded_at_once(proofs, checked, per_step):
+    # Arrays of every msgpack header size: up to 15 items, up to 65,535, more.
+    reply = _answer(proofs, checked)
+    pieces, taken = stepped(framing.encode_steps(reply, per_step))
+    frame = b"".join(pieces)
+    assert frame == framing.encode(reply)
+    assert framing.decode(framing.reply_decoder, frame[4:]) == reply
+    long = [n for n in (proofs, checked) if n > per_step]
+    assert taken == sum(-(-n // per_step) for n in long)  # a step per part, none for a short answer
+
+
+def test_an_answer_too_large_for_a_frame_is_refused_in_steps_too():
+    reply = _answer(20_000)
+    reply.proofs = [m.Proof("t", 1, "failed", "x" * 1000)] * 20_000  # 20 MB of details
+    with pytest.raises(FrameError):
+        stepped(framing.encode_steps(reply, 512))
