@@ -254,7 +254,7 @@ def show(value: float | None, unit: str) -> str:
 
 
 def table(rows: list[Row]) -> str:
-    """The rows as one Markdown table (the README shows it as printed)."""
+    """The rows as one Markdown table (docs/performance.md shows it as printed)."""
     lines = ["| figure | value | baseline | ratio | goal | met |", "|---|---|---|---|---|---|"]
     section = None
     for row in rows:

@@ -27,9 +27,10 @@ Exit codes:
   2  bad command line
   3  bad input: missing file, not a file, not UTF-8, permission denied, position out of range,
      bad request
-  4  HOL problem: HOL not found, server died, servers busy, server timed out, HOL error,
-     memory budget
-  5  daemon unreachable, stopping or refusing this user; protocol mismatch or bad frame
+  4  HOL problem: HOL not found, server died or stopped, server starting, servers busy,
+     server timed out, HOL error, memory budget
+  5  daemon unreachable, stopping or refusing this user; protocol mismatch, bad frame or
+     connection closed
 """
 
 
@@ -247,7 +248,7 @@ def lookup_wait(wait: float | None, no_wait: bool) -> float | None:
 @click.option(
     "--progress/--no-progress",
     default=None,
-    help="Show what diagnostics and goalState wait for, on stderr. Default: when stderr is a terminal.",
+    help="Show what diagnostics, goalState, try and holmake wait for, on stderr. Default: when stderr is a terminal.",
 )
 @click.option(
     "--expect-hash",
@@ -417,7 +418,7 @@ def status(target: Target, as_json: bool) -> None:
 @cli.command("try", epilog=EXIT_CODES)
 @file_argument
 @click.argument("line", type=click.IntRange(min=1))
-@click.argument("candidates", nargs=-1, required=True)
+@click.argument("candidates", nargs=-1, required=True, metavar="[COLUMN] TACTIC...")
 @click.option("--timeout", type=Seconds(), default=None, help="Seconds each candidate may take (daemon default 30).")
 @wait_option
 @json_option
@@ -429,8 +430,8 @@ def try_(
     """Try each TACTIC in place of LINE's tactic, one after another: try FILE LINE [COLUMN] TACTIC...
 
     A whole number right after LINE is the COLUMN the replaced text starts
-    at; without it the line's whole tactic is replaced (its leading `>>`
-    kept). The file is not changed, only the HOL server's copy, which gets
+    at; without it the line's whole tactic is replaced (a leading or trailing
+    `>>` kept). The file is not changed, only the HOL server's copy, which gets
     the file's text back at the end. Prints, per candidate, the goals it
     leaves (or its error), its proof's status, its time and what changed.
     Put `--` before tactics that start with `-`.
@@ -446,7 +447,8 @@ def try_(
 
 @cli.command("goalDiff", epilog=EXIT_CODES)
 @file_argument
-@click.argument("positions", nargs=-1, required=True, type=click.IntRange(min=1))
+@click.argument("positions", nargs=-1, required=True, type=click.IntRange(min=1),
+                metavar="LINE1 [COL1] LINE2 [COL2]")
 @wait_option
 @json_option
 @click.pass_obj

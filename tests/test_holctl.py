@@ -74,7 +74,7 @@ def test_wait_and_no_wait_together_is_a_usage_error():
 
 
 def test_shell_completion_is_generated_by_click():
-    # README: `eval "$(_HOLCTL_COMPLETE=bash_source holctl)"`.
+    # docs/holctl.md, "Shell completion": `eval "$(_HOLCTL_COMPLETE=bash_source holctl)"`.
     result = CliRunner().invoke(cli, [], prog_name="holctl", env={"_HOLCTL_COMPLETE": "bash_source"})
     assert result.exit_code == 0 and "_holctl_completion" in result.output
 
