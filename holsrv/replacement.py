@@ -19,6 +19,10 @@ with the reason, while a successor starts beside it:
 
 A successor that fails, or has not caught up within `replace_timeout_s`, is
 stopped, and the answers go back to advising restart.
+
+A server whose compile *blocked* on a missing ancestor loaded nothing, so a
+build of that ancestor needs no successor: `unblocking` retries its compile
+on the same server (the watch here tells it when to look).
 """
 
 from __future__ import annotations

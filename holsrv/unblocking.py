@@ -67,6 +67,20 @@ class Unblocker:
             return
         self._start(session, built)
 
+    async def after_quiet(self, session: Session, deadline: float) -> None:
+        """`notice`, waiting (until `deadline` on the pool's clock) for a build written moments
+        ago to be left alone first: an answer then waits for the retry, not a stale BLOCKED."""
+        while (built := self._ready(session)) is not None:
+            if self.pool.builds.running_in(ancestors.include_dirs(session.path.parent)):
+                return  # the daemon's Holmake retries when it ends; the answer says it may be stale
+            left = BUILD_QUIET_S - (time.time() - max(built.values(), default=0.0))
+            if left <= 0:
+                self._start(session, built)
+                return
+            if self.pool.clock() + left > deadline:
+                return
+            await session.wait_change(left)  # the quiet period, or the server saying something
+
     async def after_build(self, wait: float) -> list[Session]:
         """A Holmake run ended: retry every blocked server it gave what it was missing, wait
         (up to `wait`) for HOL's answers, and return the servers that are no longer blocked."""

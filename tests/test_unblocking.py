@@ -118,10 +118,15 @@ def test_a_cached_blocked_answer_does_not_outlive_a_build(daemon, write_script):
 def test_a_blocked_answer_just_after_a_build_says_it_may_be_stale(daemon, write_script):
     top = blocked_project(daemon, write_script)
     build_outside(top.parent)
-    # At once: the build files are fresh, so the retry waits for the build to be left alone.
+    # At once, and no wait: the build files are fresh, so the retry waits for the build to be left alone.
     quick = daemon.call(m.Diagnostics(str(top), wait=0))
     assert quick.freshness is not None
     assert quick.verdict != "BLOCKED" or quick.freshness.may_be_stale, quick
     assert quick.verdict != "BLOCKED" or any("UNBLOCKING" in r for r in quick.freshness.reasons)
-    wait_until(lambda: daemon.call(m.Diagnostics(str(top), wait=DEADLINE_S)).verdict == "OK", DEADLINE_S,
-               "the retry once the build has been left alone")
+
+
+def test_diagnostics_just_after_a_build_waits_for_the_retry_instead_of_answering_blocked(daemon, write_script):
+    top = blocked_project(daemon, write_script)
+    build_outside(top.parent)
+    after = daemon.call(m.Diagnostics(str(top), wait=DEADLINE_S))  # within the build's quiet period
+    assert after.verdict == "OK", after.headline
