@@ -350,7 +350,8 @@ class Pool:
 
         The one place that knows every such reason: an ancestor rebuilt after
         the server loaded it (being replaced in the background, or, without
-        room for that, to restart), a Holmake running where its theories are built.
+        room for that, to restart), a build a blocked compile was missing whose
+        retry is pending (`unblocking`), a Holmake running where its theories are built.
         """
         reasons = self.rebuilt_reasons(path, session)
         current = session or self.sessions.get(path)
