@@ -422,6 +422,9 @@ def _holmake(reply: HolmakeResult) -> list[str]:
     lines = [("OK: " if reply.ok else "FAILED: ") + reply.message]
     if reply.failed:
         lines.append(f"failed: {reply.failed}")
+    if reply.cheated:
+        lines.append(f"cheated: {', '.join(reply.cheated)} (built, but a proof in each is a cheat)")
+    lines += [f"unblocked: {file}" for file in reply.unblocked]
     if reply.log_tail:
         lines += ["log tail:", *_indented(reply.log_tail)]
     return lines

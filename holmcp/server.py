@@ -267,8 +267,9 @@ class Tools:
         target: Annotated[str, Field(description="Holmake target, e.g. fooTheory.uo; omit for the default.")] = "",
     ) -> CallToolResult:
         """Run Holmake in the script's directory with the servers' HOL, to build the theories it
-        depends on. Returns success, or the failing theory with its log's tail. One run per directory:
-        a second call joins it. Then diagnostics.
+        depends on. Returns success (and theories built with a cheat), or the failing theory with its
+        log's tail, and the open files it unblocked (retried by itself). One run per directory: a
+        second call joins it. Then diagnostics.
         """
         return await self._ask(ctx, messages.Holmake(file=self._path(file), target=target, progress=True))
 

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import signal
 from collections import deque
 from collections.abc import Callable
@@ -26,6 +27,9 @@ log = logging.getLogger(__name__)
 MAX_LINE_CHARS = 2000  # of one output line kept
 # How long a killed Holmake's group gets between SIGTERM and SIGKILL.
 KILL_GRACE_S = 2.0
+# "fooTheory    (0s)   [1/2]     CHEATED": built, but with a cheated proof.
+_CHEATED = re.compile(r"^\s*(\S+?)(?:Theory)?\s.*\bCHEATED\s*$")
+_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # colours, when Holmake thinks it writes to a terminal
 
 
 @dataclass
@@ -47,6 +51,8 @@ class Build:
     started: float
     tail: deque[str]
     lines_seen: int = 0
+    # Theories it reported CHEATED, from every line (the tail may have lost them).
+    cheated: list[str] = field(default_factory=list)
     task: asyncio.Task[Outcome] | None = None
     pid: int | None = None
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -55,6 +61,9 @@ class Build:
         return self.tail[-1] if self.tail else ""
 
     def keep(self, line: str) -> None:
+        cheated = _CHEATED.match(_ESCAPE.sub("", line[:MAX_LINE_CHARS]))
+        if cheated and cheated.group(1) not in self.cheated:
+            self.cheated.append(cheated.group(1))
         self.tail.append(line[:MAX_LINE_CHARS])
         self.lines_seen += 1
         self._wake()

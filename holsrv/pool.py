@@ -31,6 +31,7 @@ from holsrv.rpc import messages as m
 from holsrv.rpc import paths
 from holsrv.session import Session
 from holsrv.settings import Settings
+from holsrv.unblocking import Unblocker
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,7 @@ class Pool:
         self.closing = False  # the daemon is shutting down: no new servers
         self.builds = builds.Builds(settings.holmake_timeout_s, settings.holmake_tail_lines, clock)
         self.replacer = Replacer(self)  # servers whose ancestors were rebuilt, replaced in the background
+        self.unblocker = Unblocker(self)  # blocked servers whose missing ancestors were built, retried
 
     # -- leases ----------------------------------------------------------------
 
@@ -331,8 +333,11 @@ class Pool:
     # -- rebuilt ancestors (see `replacement`) ---------------------------------
 
     async def synced(self, session: Session, script: files.Script) -> None:
-        """A call synced `script` to `session`: replace the server if its ancestors were rebuilt."""
+        """A call synced `script` to `session`: replace the server if its ancestors were rebuilt,
+        retry its compile if it was blocked on ancestors built since."""
         await self.replacer.synced(session, script)
+        if self.sessions.get(session.path) is session:
+            self.unblocker.notice(session)
 
     def rebuilt_reasons(self, path: Path, session: Session | None = None) -> list[str]:
         """The part of `stale_reasons` about rebuilt ancestors, which diagnostics also lists among
@@ -345,9 +350,13 @@ class Pool:
 
         The one place that knows every such reason: an ancestor rebuilt after
         the server loaded it (being replaced in the background, or, without
-        room for that, to restart), a Holmake running where its theories are built.
+        room for that, to restart), a build a blocked compile was missing whose
+        retry is pending (`unblocking`), a Holmake running where its theories are built.
         """
         reasons = self.rebuilt_reasons(path, session)
+        current = session or self.sessions.get(path)
+        if current is not None:
+            reasons += self.unblocker.reasons(current)
         if self.builds.running:  # the Holmakefile is read only while some Holmake runs
             for build in self.builds.running_in(ancestors.include_dirs(path.parent)):
                 reasons.append(

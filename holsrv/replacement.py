@@ -19,6 +19,10 @@ with the reason, while a successor starts beside it:
 
 A successor that fails, or has not caught up within `replace_timeout_s`, is
 stopped, and the answers go back to advising restart.
+
+A server whose compile *blocked* on a missing ancestor loaded nothing, so a
+build of that ancestor needs no successor: `unblocking` retries its compile
+on the same server (the watch here tells it when to look).
 """
 
 from __future__ import annotations
@@ -148,7 +152,7 @@ class Replacer:
         newest = max(built.get(name.removesuffix("Theory"), 0.0) for name in rebuilt)
         if time.time() - newest < BUILD_QUIET_S:  # wall clock: file times are
             self._refused[path] = _Refusal(session.id, "the build is still being written", waiting=True)
-            self._recheck_in(BUILD_QUIET_S)
+            self.recheck_in(BUILD_QUIET_S)
             return
         why = self._no_room(session)
         if why:
@@ -361,9 +365,10 @@ class Replacer:
     def _readable(self) -> None:
         assert self._watch is not None
         if self._watch.changed() != set():  # a change, or an overflow (anything may have changed)
-            self._recheck_in(BUILD_QUIET_S)  # once the build has gone quiet
+            self.recheck_in(BUILD_QUIET_S)  # once the build has gone quiet
 
-    def _recheck_in(self, delay: float) -> None:
+    def recheck_in(self, delay: float) -> None:
+        """Look at every server's ancestors again in `delay` seconds (one timer: a later call moves it)."""
         if self._settle is not None:
             self._settle.cancel()
         self._settle = asyncio.get_running_loop().call_later(delay, self._recheck)
@@ -374,6 +379,8 @@ class Replacer:
             if session.alive and not session.starting and session.data is not None:
                 try:
                     self._consider(session)
+                    # A blocked server loaded nothing: a build it waited for is retried, not replaced.
+                    self.pool.unblocker.notice(session)
                 except Exception:  # a loop callback: log it, the next call notices again
                     log.exception("checking the ancestors of %s failed", session.path)
 

@@ -412,12 +412,20 @@ class Session:
 
     async def retry_compile(self, wait: float) -> bool:
         """Ask HOL to retry a blocked compile; True once it answered with a new block or a pass."""
+        return await self.retried(self.retrying(), wait)
+
+    def retrying(self) -> int:
+        """Mark a retry of the blocked compile as under way (cached answers no longer hold,
+        the file counts as compiling) before it is sent; returns the mark for `retried`."""
         self._epoch += 1
-        attempts = self.file.attempts
         self.file.retried(self.clock())
+        return self.file.attempts
+
+    async def retried(self, mark: int, wait: float) -> bool:
+        """Send the retry marked by `retrying`; True once HOL answered with a new block or a pass."""
         await self.hol.retry_compile()
         # HOL answers a retry with a new block or a compile pass (§9.4).
-        return await self.wait_until(lambda: self.file.attempts != attempts, wait)
+        return await self.wait_until(lambda: self.file.attempts != mark, wait)
 
     # -- talking to HOL -------------------------------------------------------
 

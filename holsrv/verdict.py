@@ -258,7 +258,8 @@ def _verdict(
         missing = _missing_modules(r.blocked)
         return "BLOCKED", (
             f"BLOCKED: not compiling: cannot load {', '.join(missing)}. Build "
-            f"{'it' if len(missing) == 1 else 'them'} (Holmake), then call retryCompile."
+            f"{'it' if len(missing) == 1 else 'them'} (holmake): the daemon then retries this file's compile by "
+            "itself. Call retryCompile only if it stays BLOCKED after the build."
         )
     if not r.complete:
         return "INCOMPLETE", _incomplete(r, statuses, waited_s, only_slow, file)

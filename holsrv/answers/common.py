@@ -131,7 +131,7 @@ def blocked_message(session: Session) -> str:
     blocked = session.file.blocked or {}
     return (
         f"The file is blocked: {blocked.get('message', 'its dependencies could not be loaded')}. "
-        "Build what is missing (Holmake), then call retryCompile."
+        "Build what is missing (holmake): the daemon then retries the compile by itself."
     )
 
 

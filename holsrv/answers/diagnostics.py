@@ -19,6 +19,8 @@ async def answer(ctx: Context, req: m.Diagnostics, client: str, report: Report |
     deadline = started + max(0.0, req.wait)  # covers a server start too
     async with opened(ctx, req.file, client, req.wait, tolerate_start=True) as (src, lease):
         session = lease.session
+        if not session.starting:  # a build it was blocked on, just written: wait for the retry's answer
+            await ctx.pool.unblocker.after_quiet(session, deadline)
         stale = ctx.pool.rebuilt_reasons(src.path, session)
         key = session.cache_key("diagnostics", src.hash, tuple(stale))
         cached = ctx.cache.get(key)

@@ -3,7 +3,9 @@
 The run belongs to the pool's `Builds` (one per directory); this call
 follows it, relaying its last output line as progress, and reads the
 outcome: success, or the theory that failed with the tail of its log
-(Holmake keeps one per theory under `.hol/logs/`), else of its own output.
+(Holmake keeps one per theory under `.hol/logs/`), else of its own output;
+the theories it reported CHEATED; and the open files whose blocked compile
+it let go on (`unblocking`: the daemon retries them before answering).
 """
 
 from __future__ import annotations
@@ -57,7 +59,15 @@ async def holmake(ctx: Context, req: m.Holmake, client: str, report: Report | No
     if build.task.cancelled():
         raise DaemonStopping(f"Holmake in {build.directory} was killed: the daemon is shutting down. Call "
                              "holmake again once a daemon runs.")
-    return _result(path, build, build.task.result(), joined)
+    # Even a failed build may have built what a blocked file was missing.
+    unblocked = await ctx.pool.unblocker.after_build(ctx.settings.lookup_wait_s)
+    result = _result(path, build, build.task.result(), joined)
+    result.unblocked = sorted(str(s.path) for s in unblocked)
+    if unblocked:
+        names = ", ".join(sorted(s.path.name for s in unblocked))
+        result.message += (f" It built what {names} had been blocked on, so the daemon asked HOL to compile "
+                           f"{'it' if len(unblocked) == 1 else 'them'} again: no retryCompile needed.")
+    return result
 
 
 def _result(path: Path, build: builds.Build, outcome: builds.Outcome, joined: bool) -> m.HolmakeResult:
@@ -67,9 +77,13 @@ def _result(path: Path, build: builds.Build, outcome: builds.Outcome, joined: bo
                            elapsed_s=round(outcome.elapsed_s, 1), shared=joined)
     output = list(build.tail)
     shared = " (this call joined the Holmake another call had started there)" if joined else ""
+    base.cheated = list(build.cheated)
     if outcome.exit_code == 0:
         base.ok = True
         base.message = f"Holmake built {where} in {outcome.elapsed_s:.1f}s{shared}. Call diagnostics to re-check."
+        if build.cheated:
+            base.message += (f" CHEATED: {', '.join(build.cheated)} built with a cheated proof, so "
+                             f"{'it is' if len(build.cheated) == 1 else 'they are'} not proved.")
         return base
     failed = _failed_theory(output)
     base.failed = failed

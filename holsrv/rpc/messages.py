@@ -673,6 +673,10 @@ class HolmakeResult(ReplyBase, tag="holmake"):
     log_tail: str = ""
     elapsed_s: float = 0.0
     shared: bool = False  # this call joined a Holmake another call had started
+    # Theories Holmake reported CHEATED (built, but a proof in them is a cheat), by name as in `failed`.
+    cheated: list[str] = []
+    # Open files whose blocked compile this build let go on: the daemon retried them.
+    unblocked: list[str] = []
 # -- trials -------------------------------------------------------------------
 
 

@@ -931,11 +931,11 @@ TRANSCRIPTS = tr.find_transcripts()
 # severity, message).  Not utf16-negotiation: its malformed theorem name sets
 # off a cascade of SML compiler errors in the real server that the fake
 # reduces to two diagnostics.
-EXACT_DIAGNOSTICS = {"checkproofs-utf8-session", "blocked-then-retry", "parse-recovery"}
+EXACT_DIAGNOSTICS = {"checkproofs-utf8-session", "blocked-then-retry", "parse-recovery", "blocked-then-built"}
 
 
 @pytest.mark.parametrize("name", ["checkproofs-utf8-session", "utf16-negotiation", "blocked-then-retry",
-                                  "parse-recovery"])
+                                  "parse-recovery", "blocked-then-built"])
 def test_recorded_session_has_the_same_shape_against_the_fake(name, tmp_path):
     path = os.path.join(TRANSCRIPTS, name + ".jsonl")
     if not os.path.exists(path):

@@ -3,8 +3,15 @@ reduce both server sides to comparable sequences."""
 
 import json
 import os
+import subprocess
+import sys
 
 from .lsp_client import Client
+
+HOLMAKE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "Holmake")
+# A recording names the files of its directory but gives only the texts it
+# opened; the others get a small theory the fake Holmake can build.
+_PLACEHOLDER = "Theory {name}\n\nDefinition double_def:\n  double n = n + n\nEnd\n"
 
 _NOISE = {"$/compileProgress"}
 _VERDICTS = {"proved", "failed", "suspended", "diverged"}
@@ -38,33 +45,77 @@ def rewrite(obj, old_dir, new_dir):
 def replay(records, workdir, env=None):
     """Run the fake with the recorded argv; send each recorded client
     message once the fake has produced the anchors the real server had
-    produced before it.  Returns (expected, received) server messages."""
-    argv = next(r["msg"]["argv"] for r in records if r["dir"] == "meta" and "argv" in r["msg"])
+    produced before it.  A recording of several server runs starts a fake
+    for each, and a `ran Holmake` meta line runs the fake Holmake in the
+    directory at that point.  Returns (expected, received) server messages."""
     old_dir = recorded_dir(records)
-    client = Client(tuple(argv[1:]), cwd=workdir, env=env)
+    _write_files(records, workdir, old_dir)
+    client = None
     expected, received = [], []
     try:
-        segments = _segments(records)
-        for sent, answers in segments:
-            msg = rewrite(sent, old_dir, workdir)
-            client.send({k: v for k, v in msg.items() if k != "jsonrpc"})
-            expected += [rewrite(a, old_dir, workdir) for a in answers]
-            received += _await_anchors(client, _anchor_count(expected) - _anchor_count(received))
-        received += client.quiet_for(0.3)
-        client.proc.wait(5)
+        for kind, what, answers in _steps(records):
+            if kind == "server":
+                received += _end(client)
+                client = Client(tuple(what[1:]), cwd=workdir, env=env)
+            elif kind == "holmake":
+                _holmake(what[1:], workdir)
+            else:
+                msg = rewrite(what, old_dir, workdir)
+                client.send({k: v for k, v in msg.items() if k != "jsonrpc"})
+                expected += [rewrite(a, old_dir, workdir) for a in answers]
+                received += _await_anchors(client, _anchor_count(expected) - _anchor_count(received))
+        received += _end(client)
     finally:
-        client.close()
+        if client is not None:
+            client.close()
     return expected, received
 
 
-def _segments(records):
+def _end(client):
+    """What a server run sent after its last anchor, once it has exited."""
+    if client is None:
+        return []
+    rest = client.quiet_for(0.3)
+    client.proc.wait(5)
+    client.close()
+    return rest
+
+
+def _steps(records):
+    """("server", argv, []), ("holmake", argv, []) and ("send", message, its answers), in order."""
     out = []
     for r in records:
-        if r["dir"] == "C->S":
-            out.append((r["msg"], []))
-        elif r["dir"] == "S->C" and out:
-            out[-1][1].append(r["msg"])
+        msg = r["msg"]
+        if r["dir"] == "meta" and "argv" in msg and "event" not in msg:
+            out.append(("server", msg["argv"], []))
+        elif r["dir"] == "meta" and msg.get("event") == "ran Holmake":
+            out.append(("holmake", msg["argv"], []))
+        elif r["dir"] == "C->S":
+            out.append(("send", msg, []))
+        elif r["dir"] == "S->C" and out and out[-1][0] == "send":
+            out[-1][2].append(msg)
     return out
+
+
+def _write_files(records, workdir, old_dir):
+    """The files a meta line says the directory held: the text the recording
+    opened, else a placeholder theory."""
+    names = [n for r in records if r["dir"] == "meta" for n in r["msg"].get("files", ())]
+    opened = {}
+    for r in records:
+        if r["dir"] == "C->S" and r["msg"].get("method") == "textDocument/didOpen":
+            doc = r["msg"]["params"]["textDocument"]
+            opened.setdefault(doc["uri"].rsplit("/", 1)[-1], doc["text"])
+    for name in names:
+        text = opened.get(name, _PLACEHOLDER.format(name=name.removesuffix("Script.sml")))
+        with open(os.path.join(workdir, name), "w", encoding="utf-8") as f:
+            f.write(text.replace(old_dir, workdir))
+
+
+def _holmake(args, workdir):
+    """Run the fake Holmake where the recording ran the real one (bounded)."""
+    done = subprocess.run([sys.executable, HOLMAKE, *args], cwd=workdir, capture_output=True, timeout=60)
+    assert done.returncode == 0, (done.stdout + done.stderr).decode("utf-8", "replace")
 
 
 def _anchor_count(msgs):
