@@ -59,9 +59,11 @@ def build_steps(
     blocks = proofs.Blocks(text)
     proofs.note_failures(blocks, diagnostics, complete)
     parse = proofs.parse_errors(blocks, diagnostics)
+    # Only a completed compile has said all it will about each declaration.
+    errors = proofs.compile_errors(blocks, diagnostics) if file.phase == "completed" else {}
     listed = []
     for chunk in stepping.chunks(entries):
-        listed += [proofs.proof(file, e, now, blocks, parse) for e in chunk]
+        listed += [proofs.proof(file, e, now, blocks, parse, errors) for e in chunk]
         yield
     listed += yield from _unreported(file, blocks, diagnostics)
     listed.sort(key=_line)  # two runs in order, the pool's and the unreported: one merge
@@ -86,6 +88,7 @@ def build_steps(
         blocked=m.Blocked(**file.blocked) if file.phase == "blocked" and file.blocked else None,
         diagnostics_omitted=omitted,
         warnings=warnings,
+        note=_compiled_note(statuses),
     )
     if not complete:
         result.outstanding = _outstanding(file, entries, now, settings)
@@ -97,12 +100,22 @@ def build_steps(
     return result
 
 
+def _compiled_note(statuses: _Statuses) -> str:
+    """Said once, not per proof: which proofs the compile checked, and how."""
+    compiled = statuses.compiled
+    if not compiled:
+        return ""
+    return f"{plural(len(compiled), 'proof')} ({_named(compiled)}) {proofs.COMPILED_NOTE}."
+
+
 def _line(proof: m.Proof) -> int:
     return proof.line
 
 
 class _Statuses(dict[str, list[tuple[int, str]]]):
     """The listed proofs' lines and names by status, in the list's order."""
+
+    compiled: list[str]  # the proved ones the compile checked, not the pool
 
     def elements(self) -> Iterable[str]:
         """Each proof's status, as `tally_of` counts them."""
@@ -116,9 +129,12 @@ class _Statuses(dict[str, list[tuple[int, str]]]):
 
 def _by_status(listed: list[m.Proof]) -> stepping.Steps[_Statuses]:
     statuses = _Statuses()
+    statuses.compiled = []
     for chunk in stepping.chunks(listed):
         for p in chunk:
             statuses.setdefault(p.status, []).append((p.line, p.name))
+            if p.detail == proofs.COMPILED:
+                statuses.compiled.append(p.name)
         yield
     return statuses
 

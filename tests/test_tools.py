@@ -408,12 +408,14 @@ def _publishes(log) -> int:
     )
 
 
-def test_a_proof_hol_never_reported_counts_as_unchecked_not_as_fine(daemon, write_script):
+def test_a_proof_whose_body_does_not_compile_fails_with_the_compile_error(daemon, write_script):
     text = GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", "rpt strip_tac >> not_a_tactic")
     result = daemon.call(m.Diagnostics(str(write_script(text)), wait=20))
-    assert result.verdict == "ERRORS"
-    assert [(p.name, p.status) for p in result.proofs if p.status != "proved"] == [("conj_comm", "unreported")]
-    assert result.tally.unchecked == 1 and result.tally.proved == 1
+    assert result.verdict == "FAILED" and "conj_comm" in result.headline
+    [failed] = [p for p in result.proofs if p.status != "proved"]
+    assert (failed.name, failed.status) == ("conj_comm", "failed")
+    assert "does not compile: Value or constructor (not_a_tactic) has not been declared" in failed.detail
+    assert result.tally.failed == 1 and result.tally.proved == 1 and result.tally.unchecked == 0
 
 
 def test_a_proof_left_suspended_without_a_resume_is_not_ok(daemon, write_script):
