@@ -165,3 +165,27 @@ def test_a_file_of_thousands_of_proofs_is_answered_in_bounded_steps_with_the_sam
     assert len(sliced.outstanding) == verdict.MAX_OUTSTANDING_PROOFS + 1
     assert sliced.outstanding[-1] == f"and {count // 2 - verdict.MAX_OUTSTANDING_PROOFS} more proofs checking"
     assert sliced.warnings[-1].startswith(f"… and {count // 2 - verdict.MAX_OUTSTANDING_PROOFS} more proofs as slow")
+
+
+def test_recorded_theorems_that_do_not_compile_fail_with_their_compile_error_each_on_its_own_theorem():
+    # error-classes: on a fresh open the two unbound names and the two bad
+    # statements have no pool entry; a statement's error sits zero-width on the
+    # blank line above its `Theorem`.  Holmake fails the file.
+    file, text = replayed("error-classes")
+    result = answer(file, text)
+    statuses = {p.name: (p.status, p.detail) for p in result.proofs}
+    assert statuses["good_add0"] == ("proved", "")
+    compiled = {name: detail for name, (status, detail) in statuses.items()
+                if status == "failed" and detail.startswith("does not compile")}
+    assert compiled == {
+        "unknown_tactic": "does not compile: Value or constructor (no_such_tac) has not been declared (line 34); "
+                          "see diagnostics",
+        "unknown_theorem": "does not compile: Value or constructor (NO_SUCH_THM) has not been declared (line 43); "
+                           "see diagnostics",
+        "statement_type_error": "does not compile: Type error in function application. (line 45); see diagnostics",
+        "statement_parse_error": "does not compile: Don't expect to find a <end of input> in this position after "
+                                 "a ( (line 51); see diagnostics",
+    }
+    assert result.tally.failed == 11 and result.tally.proved == 1 and result.tally.unchecked == 0
+    assert result.verdict == "FAILED" and result.headline.startswith("FAILED: 11 of 12 proofs failed")
+    assert result.note == ""
