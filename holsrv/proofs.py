@@ -132,13 +132,13 @@ def parse_errors(blocks: Blocks, diagnostics: list[m.Diagnostic]) -> dict[str, m
 
 def proof(
     file: FileState, entry: ProofEntry, now: float, blocks: Blocks, parse: dict[str, m.Diagnostic],
-    compile_errors: dict[str, m.Diagnostic] | None = None,
+    errors: dict[str, m.Diagnostic] | None = None,
 ) -> m.Proof:
-    """`entry` as the answer lists it; `parse` from `parse_errors`; `compile_errors`
-    (from `compile_errors`, after a completed compile) fail a dropped proof that does not compile."""
+    """`entry` as the answer lists it; `parse` from `parse_errors`; `errors` (from
+    `compile_errors`, after a completed compile) fail a dropped proof that does not compile."""
     detail = clip(hol.readable(entry.detail.strip()), MAX_MESSAGE_CHARS) if entry.detail else ""
     status = tally.answer_status(entry.status)
-    error = compile_errors.get(entry.name) if compile_errors and status == "unchecked" else None
+    error = errors.get(entry.name) if errors and status == "unchecked" else None
     if error is not None:
         # After an edit a body that does not compile leaves its entry `cheated`
         # and never checked (transcript candidate-unbound-name).
@@ -172,38 +172,40 @@ def _overridden(
     return status, detail
 
 
-def unreported(known: dict, blocks: Blocks, diagnostics: list[m.Diagnostic], why: str = "") -> list[m.Proof]:
+def unreported(known: dict, blocks: Blocks, errors: dict[str, m.Diagnostic], why: str = "") -> list[m.Proof]:
     """Every proof in the text that is not in `known`.
 
     With `why` (nothing of the current text was checked) each is unreported
     for that reason.  Otherwise the compile completed, and HOL checked each
     one while compiling: inside `local … in … end` the compile proves it, and
     a declaration that does not compile never reaches the pool.  So each is
-    failed with its compile error, or proved (detail `COMPILED`).
+    failed with its compile error (`errors`, from `compile_errors` over every
+    diagnostic), or proved (detail `COMPILED`).
     """
-    return stepping.run(unreported_steps(known, blocks, diagnostics, why))
+    return stepping.run(unreported_steps(known, blocks, errors, why))
 
 
 def unreported_steps(
-    known: dict, blocks: Blocks, diagnostics: list[m.Diagnostic], why: str = ""
+    known: dict, blocks: Blocks, errors: dict[str, m.Diagnostic], why: str = ""
 ) -> stepping.Steps[list[m.Proof]]:
-    """`unreported` in steps: before the server has the file, every proof is unreported."""
-    errors = {} if why else compile_errors(blocks, diagnostics)
+    """`unreported` in steps (`errors` from `compile_errors`): before the server has
+    the file, every proof is unreported."""
     missing = []
     for chunk in stepping.chunks(blocks.names):
         for name in chunk:
             if name in known:
                 continue
-            first = blocks.lines[name][0]
-            error = errors.get(name)
-            if why:
-                missing.append(m.Proof(name, first, "unreported", why))
-            elif error is not None:
-                missing.append(m.Proof(name, first, "failed", does_not_compile(error)))
-            else:
-                missing.append(m.Proof(name, first, "proved", COMPILED))
+            missing.append(_without_entry(name, blocks.lines[name][0], errors.get(name), why))
         yield
     return missing
+
+
+def _without_entry(name: str, first: int, error: m.Diagnostic | None, why: str) -> m.Proof:
+    if why:
+        return m.Proof(name, first, "unreported", why)
+    if error is not None:
+        return m.Proof(name, first, "failed", does_not_compile(error))
+    return m.Proof(name, first, "proved", COMPILED)
 
 
 def compile_errors(blocks: Blocks, diagnostics: list[m.Diagnostic]) -> dict[str, m.Diagnostic]:
@@ -216,16 +218,24 @@ def compile_errors(blocks: Blocks, diagnostics: list[m.Diagnostic]) -> dict[str,
     declared there, else, inside a `local … end` but in no theorem, to all of
     that block's theorems: none of them is bound if the block does not compile.
     """
+    return stepping.run(compile_errors_steps(blocks, diagnostics))
+
+
+def compile_errors_steps(blocks: Blocks, diagnostics: list[m.Diagnostic]) -> stepping.Steps[dict[str, m.Diagnostic]]:
+    """`compile_errors` in steps: HOL may report thousands of diagnostics."""
     found: dict[str, m.Diagnostic] = {}
-    for diag in diagnostics:
-        if diag.severity != "error" or hol.is_proof_diagnostic(diag.message):
-            continue
-        for name in _error_owners(blocks, diag):
-            found.setdefault(name, diag)
+    for chunk in stepping.chunks(diagnostics):
+        for diag in chunk:
+            if diag.severity != "error" or hol.is_proof_diagnostic(diag.message):
+                continue
+            for name in error_owners(blocks, diag):
+                found.setdefault(name, diag)
+        yield
     return found
 
 
-def _error_owners(blocks: Blocks, diag: m.Diagnostic) -> list[str] | tuple[str, ...]:
+def error_owners(blocks: Blocks, diag: m.Diagnostic) -> list[str] | tuple[str, ...]:
+    """The theorems compile error `diag` is about (see `compile_errors`); none for top-level code."""
     named = _FAILED_TO_PROVE.search(diag.message + " ")
     if named is not None and named.group(1) in blocks.lines:
         return [named.group(1)]
@@ -258,6 +268,21 @@ def error_summary(message: str) -> str:
             if said:
                 return said[0]
     return first
+
+
+def status_of(file: FileState, blocks: Blocks, diagnostics_: list[m.Diagnostic], name: str, now: float) -> m.Proof | None:
+    """Proof `name` as the diagnostics answer lists it for the same text, or None
+    while nothing of the text was checked (blocked, starting, compiling, or not a proof)."""
+    if name not in blocks.lines or file.phase == "blocked" or file.version == 0:
+        return None
+    completed = file.phase == "completed"
+    errors = compile_errors(blocks, diagnostics_) if completed else {}
+    entry = file.proofs.get(name)
+    if entry is not None:
+        return proof(file, entry, now, blocks, parse_errors(blocks, diagnostics_), errors)
+    if not completed:
+        return None
+    return _without_entry(name, blocks.lines[name][0], errors.get(name), "")
 
 
 def theorem_status(file: FileState, text: str, encoding: str, name: str, now: float) -> str:

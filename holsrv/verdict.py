@@ -54,18 +54,19 @@ def build_steps(
     unknown = file.phase == "blocked" or file.version == 0
     entries = [] if unknown else (yield from tally.visible_steps(file, text))
     diagnostics = yield from proofs.diagnostics_steps(file, encoding, set(walk_errors))
+    blocks = proofs.Blocks(text)
+    # Only a completed compile has said all it will about each declaration; every
+    # error counts, listed or not.
+    errors = (yield from proofs.compile_errors_steps(blocks, diagnostics)) if file.phase == "completed" else {}
     omitted = max(0, len(diagnostics) - proofs.MAX_DIAGNOSTICS)
     diagnostics = diagnostics[:proofs.MAX_DIAGNOSTICS]
-    blocks = proofs.Blocks(text)
     proofs.note_failures(blocks, diagnostics, complete)
     parse = proofs.parse_errors(blocks, diagnostics)
-    # Only a completed compile has said all it will about each declaration.
-    errors = proofs.compile_errors(blocks, diagnostics) if file.phase == "completed" else {}
     listed = []
     for chunk in stepping.chunks(entries):
         listed += [proofs.proof(file, e, now, blocks, parse, errors) for e in chunk]
         yield
-    listed += yield from _unreported(file, blocks, diagnostics)
+    listed += yield from _unreported(file, blocks, errors)
     listed.sort(key=_line)  # two runs in order, the pool's and the unreported: one merge
     yield
     cheats = []
@@ -146,17 +147,17 @@ def _named(names: list[str]) -> str:
 
 
 def _unreported(
-    file: FileState, blocks: proofs.Blocks, diagnostics: list[m.Diagnostic]
+    file: FileState, blocks: proofs.Blocks, errors: dict[str, m.Diagnostic]
 ) -> stepping.Steps[list[m.Proof]]:
     if file.phase == "blocked":
         why = "not checked: the file is blocked"
     elif file.version == 0:
         why = "not checked yet: the HOL server is starting"
     elif file.phase == "completed":
-        return (yield from proofs.unreported_steps(file.proofs, blocks, diagnostics))
+        return (yield from proofs.unreported_steps(file.proofs, blocks, errors))
     else:
         return []
-    return (yield from proofs.unreported_steps({}, blocks, diagnostics, why))
+    return (yield from proofs.unreported_steps({}, blocks, {}, why))
 
 
 def _cheat(blocks: proofs.Blocks, cheat) -> m.CheatUse:
