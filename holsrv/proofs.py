@@ -247,7 +247,14 @@ def error_owners(blocks: Blocks, diag: m.Diagnostic) -> list[str] | tuple[str, .
     below = blocks.declared_below(line) if zero_width else None
     if below is not None:
         return [below]
-    return next((names for first, last, names in blocks.locals if first <= line <= last), ())
+    for first, last, names in blocks.locals:
+        if first <= line <= last or (zero_width and line < first and _blank_between(blocks, line, first)):
+            return names
+    return ()
+
+
+def _blank_between(blocks: Blocks, line: int, first: int) -> bool:
+    return not any(blocks.text_lines[between - 1].strip() for between in range(line + 1, first))
 
 
 def does_not_compile(error: m.Diagnostic) -> str:

@@ -11,7 +11,7 @@ import os
 import pytest
 from fake_hol import transcript_replay as tr
 
-from holsrv import stepping, verdict
+from holsrv import proofs, stepping, verdict
 from holsrv.filestate import FileState
 from holsrv.rpc import messages as m
 from holsrv.settings import Settings
@@ -189,3 +189,43 @@ def test_recorded_theorems_that_do_not_compile_fail_with_their_compile_error_eac
     assert result.tally.failed == 11 and result.tally.proved == 1 and result.tally.unchecked == 0
     assert result.verdict == "FAILED" and result.headline.startswith("FAILED: 11 of 12 proofs failed")
     assert result.note == ""
+
+
+LOCAL_TEXT = """\
+Theory t
+Ancestors arithmetic
+
+local
+Theorem helper:
+  T
+Proof
+  simp[]
+QED
+val x = 1;
+in
+Theorem inner:
+  T
+Proof
+  simp[]
+QED
+end
+"""
+
+
+def _error_at(line: int, col: int, end_line: int, end_col: int, message: str) -> m.Diagnostic:
+    return m.Diagnostic(m.Range(line, col, end_line, end_col), "error", message)
+
+
+@pytest.mark.parametrize(("diagnostic", "owners"), [
+    # HOL's words name the theorem, wherever it puts them.
+    (_error_at(4, 1, 4, 6, 'Failed to prove theorem "inner"\nException raised at …\n'), ["inner"]),
+    # Zero-width in the blank line above the block: the block did not compile.
+    (_error_at(3, 1, 3, 1, "Exception\n raised\n"), ["helper", "inner"]),
+    # Inside the block but in no theorem.
+    (_error_at(10, 9, 10, 10, "Value or constructor (y) has not been declared\n"), ["helper", "inner"]),
+    # Inside a theorem's own lines.
+    (_error_at(8, 3, 8, 9, "Value or constructor (simpx) has not been declared\n"), ["helper"]),
+])
+def test_a_compile_error_in_a_local_block_belongs_to_the_theorems_it_stops(diagnostic, owners):
+    blocks = proofs.Blocks(LOCAL_TEXT)
+    assert sorted(proofs.compile_errors(blocks, [diagnostic])) == owners
