@@ -8,6 +8,7 @@ server's single lock; sleeps happen outside it.
 
 import os
 import queue
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -400,6 +401,10 @@ class Compiler:
         # Parse recovery comes first: HOL parses a declaration before compiling it.
         out = [{"range": lines.range(a, b, enc), "severity": parse_severity(msg), "message": msg}
                for a, b, msg in d.parse_diags]
+        bad = statement_error(script, i)
+        if bad is not None:
+            at, message = bad
+            return out + [{"range": lines.range(at, at, enc), "severity": 1, "message": message}]
         if not d.body:
             return out
         st = fh_goals.plan(script.text, script.masked, d.body, _stmt(script, d) if d.in_local() else "")
@@ -448,8 +453,8 @@ class Compiler:
             if not d.is_proof() or d.in_local() or d.pool_name in doc.pool:
                 continue
             st = fh_goals.plan(script.text, script.masked, d.body or (d.end, d.end), _stmt(script, d))
-            if st.uncompilable:
-                continue
+            if st.uncompilable or statement_error(script, i) is not None:
+                continue  # no pool entry, not even `cheated` (transcript error-classes)
             if d.empty_tactic:
                 # The tactic expression raises as soon as it is evaluated.
                 st.steps.insert(0, ("raise", EMPTY_DETAIL, None))
@@ -610,6 +615,40 @@ class Compiler:
                 self.s.notify("$/proofStates", {"uri": doc.uri, "states": [e.wire() for e in entries]})
             if entries or had:
                 self.publish(doc, doc.version)
+
+
+# A statement that does not elaborate: HOL's compile-time report, as recorded
+# (error-classes), with the parts the fake cannot know left out.
+_STATEMENT_ERROR = ('Exception\n   HOL_ERR\n     (HOL_ERROR\n         {message =\n          "{why}",\n'
+                    '          origins =\n          [{origin_function = "store_thm_at", origin_structure = "Q", '
+                    'source_location = Loc_Unknown}]}) raised\n')
+_NOT_A_NUMBER = re.compile(r"[+*-]\s*[TF]\b|\b[TF]\s*[+*-]")
+
+
+def statement_error(script, i):
+    """(offset, message) when theorem i's statement does not elaborate, else None.
+
+    The fake knows two kinds: brackets that do not balance (a parse error) and
+    `T`/`F` as an operand of `+`, `*` or `-` (a type error).  HOL reports either
+    zero-width at the start of the gap before the declaration: the line after
+    the previous declaration ends (transcript error-classes)."""
+    d = script.decls[i]
+    if d.kind != "theorem" or not d.stmt:
+        return None
+    stmt = script.masked[d.stmt[0]:d.stmt[1]]
+    if stmt.count("(") != stmt.count(")"):
+        why = ("Don't expect to find a <end of input> in this position after a (\\n"
+               "in compiler-generated text and at frag 0 row 0 col 1.\\n")
+    elif _NOT_A_NUMBER.search(stmt):
+        why = "\\nType error in function application.\\n"
+    else:
+        return None
+    at = d.start
+    if i > 0:
+        prev_end = script.decls[i - 1].end
+        nl = script.text.find("\n", prev_end)
+        at = d.start if nl < 0 or nl + 1 > d.start else nl + 1
+    return at, _STATEMENT_ERROR.replace("{why}", why)
 
 
 def parse_severity(message):
