@@ -277,7 +277,9 @@ def error_summary(message: str) -> str:
     return first
 
 
-def status_of(file: FileState, blocks: Blocks, diagnostics_: list[m.Diagnostic], name: str, now: float) -> m.Proof | None:
+def status_of(
+    file: FileState, blocks: Blocks, diagnostics_: list[m.Diagnostic], name: str, now: float
+) -> m.Proof | None:
     """Proof `name` as the diagnostics answer lists it for the same text, or None
     while nothing of the text was checked (blocked, starting, compiling, or not a proof)."""
     if name not in blocks.lines or file.phase == "blocked" or file.version == 0:

@@ -39,7 +39,9 @@ def test_the_qed_line_of_a_proof_diagnostics_calls_proved_says_it_is_proved(daem
     assert view.content_hash == checked.content_hash
     assert (view.state, view.goals) == ("proved_here", [])
     assert "what is left" not in view.message and "prove the goal" not in view.message
-    assert view.message == "This is the QED line: diagnostics reports add0 proved, so nothing is left at the end of the proof."
+    assert view.message == (
+        "This is the QED line: diagnostics reports add0 proved, so nothing is left at the end of the proof."
+    )
 
 
 def test_the_qed_line_of_a_cheated_proof_says_it_uses_cheat(daemon, write_script):
@@ -47,7 +49,8 @@ def test_the_qed_line_of_a_cheated_proof_says_it_uses_cheat(daemon, write_script
     path = write_script(text)
     daemon.call(m.Diagnostics(str(path), wait=20))
     view = daemon.call(m.GoalState(str(path), line_of(text, "QED")))
-    assert view.message.startswith(f"This is the QED line: add0 is not proved: it uses cheat at line {line_of(text, 'cheat')}.")
+    cheat = line_of(text, "cheat")
+    assert view.message.startswith(f"This is the QED line: add0 is not proved: it uses cheat at line {cheat}.")
 
 
 def test_a_line_at_or_after_a_compile_error_in_its_proof_shows_that_error_first(daemon, write_script):

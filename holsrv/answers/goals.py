@@ -199,7 +199,7 @@ def _agreeing(result: m.GoalStateResult, session: Session, text: str, where: _Wh
     listed = proofs.status_of(session.file, blocks, diagnostics, name, session.clock())
     status = listed.status if listed is not None else ""
     cheat = blocks.cheat_line(name)
-    if where.kind == "qed":
+    if where.kind == "qed" and result.state != "failed":  # a failed walk already says where it failed
         if status == "cheated" and cheat is not None:
             said = f"This is the QED line: {name} is not proved: it uses cheat at line {cheat}."
         elif status in _QED_SAYS:
@@ -238,7 +238,9 @@ def _compile_error(blocks: proofs.Blocks, diagnostics: list[m.Diagnostic], name:
     return None
 
 
-def _with_compile_error(result: m.GoalStateResult, error: m.Diagnostic, name: str, blocks: proofs.Blocks) -> m.GoalStateResult:
+def _with_compile_error(
+    result: m.GoalStateResult, error: m.Diagnostic, name: str, blocks: proofs.Blocks
+) -> m.GoalStateResult:
     where = "before this proof" if error.range.line < blocks.lines[name][0] else f"in {name}"
     said = (
         f"HOL reports a compile error {where}, at line {error.range.line}, column {error.range.col}: "
