@@ -132,6 +132,8 @@ def _diagnostics(reply: DiagnosticsResult) -> list[str]:
     if reply.blocked is not None:
         lines.append(f"blocked: {reply.blocked.message}")
     lines += [f"warning: {w}" for w in reply.warnings]
+    if reply.note:
+        lines.append(f"note: {reply.note}")
     lines += [f"outstanding: {o}" for o in reply.outstanding]
     lines += [f"cheat at line {c.line}" + (f", in theorem {c.theorem}" if c.theorem else "") for c in reply.cheats]
     lines += [_proof(p) for p in reply.proofs if p.status != "proved"]

@@ -41,7 +41,9 @@ _DECLS = frozenset(
 # newline put in front (a pattern that starts with a literal newline is
 # searched far faster than one that starts with `^`).  A match's start in
 # that text is its word's offset in the original.
-_LINE_WORD = re.compile(r"\n(" + "|".join(sorted(_DECLS | {"Proof", "QED", "End", "Termination"})) + r")\b")
+# A column-0 `end` closes a column-0 `local` (its theorems HOL proves while
+# compiling, outside its proof pool).
+_LINE_WORD = re.compile(r"\n(" + "|".join(sorted(_DECLS | {"Proof", "QED", "End", "Termination", "end"})) + r")\b")
 _HEAD_NAME = re.compile(r"[ \t]+([A-Za-z0-9_']+(?:\[[^\]\n]*\])?)")
 _PROOF_HEADS = frozenset({"Theorem", "Triviality", "Resume"})
 # Declarations whose text is HOL terms and names, up to `End` (or `Termination`,
@@ -62,6 +64,9 @@ class ProofBlock(msgspec.Struct, frozen=True, gc=False):
     body_start: int  # first character after `Proof` (or the Resume `:`)
     body_end: int  # first character of `QED` (or the declaration's end if QED is missing)
     end: int  # just past `QED`
+    # The `local … in … end` holding it, as (offset of `local`, just past `end`);
+    # None at top level.  HOL's pool never sees such a theorem: the compile proves it.
+    local: tuple[int, int] | None = None
 
 
 class Cheat(msgspec.Struct, frozen=True, gc=False):
@@ -268,6 +273,8 @@ class _Marks:
         self.term_heads: list[tuple[int, int]] = []  # (start, end of the keyword)
         self.term_ends: list[int] = []  # End, Termination
         self.theories: list[int] = []
+        self.locals: list[int] = []
+        self.local_ends: list[int] = []
 
     def limit(self, at: int, end: int) -> int:
         """Where the declaration starting at `at` ends at the latest: the next one."""
@@ -287,10 +294,14 @@ def _marks_steps(code: str) -> Steps[_Marks]:
                 marks.term_heads.append((at, at + len(word)))
             elif word == "Theory":
                 marks.theories.append(at)
+            elif word == "local":
+                marks.locals.append(at)
         elif word == "Proof":
             marks.proofs.append(at)
         elif word == "QED":
             marks.qeds.append(at)
+        elif word == "end":
+            marks.local_ends.append(at)
         else:
             marks.term_ends.append(at)
         if seen % ITEMS_PER_STEP == 0:
@@ -304,11 +315,24 @@ def _first(offsets: list[int], low: int, high: int) -> int | None:
     return offsets[index] if index < len(offsets) and offsets[index] < high else None
 
 
+def _local_at(marks: _Marks, at: int, end: int) -> tuple[int, int] | None:
+    """The column-0 `local … end` around offset `at`, if any (the last `local`
+    before it, closed by the first column-0 `end` after that)."""
+    opened = bisect.bisect_right(marks.locals, at) - 1
+    if opened < 0:
+        return None
+    start = marks.locals[opened]
+    closed = bisect.bisect_right(marks.local_ends, start)
+    stop = marks.local_ends[closed] + len("end") if closed < len(marks.local_ends) else end
+    return (start, stop) if at < stop else None
+
+
 def _blocks_steps(code: str, marks: _Marks) -> Steps[list[ProofBlock]]:
     blocks = []
     for seen, (at, kind) in enumerate(marks.heads, 1):
         if seen % ITEMS_PER_STEP == 0:
             yield
+        local = _local_at(marks, at, len(code)) if marks.locals else None
         name_match = _HEAD_NAME.match(code, at + len(kind))
         if name_match is None:
             continue
@@ -327,9 +351,9 @@ def _blocks_steps(code: str, marks: _Marks) -> Steps[list[ProofBlock]]:
             body_start = proof + len("Proof")
         qed = _first(marks.qeds, body_start, limit)
         if qed is None:
-            blocks.append(ProofBlock(name, at, body_start, limit, limit))
+            blocks.append(ProofBlock(name, at, body_start, limit, limit, local))
         else:
-            blocks.append(ProofBlock(name, at, body_start, qed, qed + len("QED")))
+            blocks.append(ProofBlock(name, at, body_start, qed, qed + len("QED"), local))
     return blocks
 
 

@@ -51,6 +51,10 @@ class TextInfo:
     # Each pool name's (first line, line of the body's start, last line), 1-based.
     block_lines: dict[str, tuple[int, int, int]]
     block_names: frozenset[str]  # the theorems' names, without `#n` or `[label]`
+    # Each column-0 `local … in … end` holding theorems: (first line, last line,
+    # the pool names of its theorems), 1-based, in order.  HOL proves those
+    # theorems while compiling; its pool never has an entry for them.
+    locals: tuple[tuple[int, int, tuple[str, ...]], ...]
     _spans: list[tuple[int, int, int]]  # `block_lines` of each named block, in order
     _firsts: list[int]  # their first lines, for bisection
     _starts: list[int]  # each block's first character, for bisection
@@ -82,6 +86,13 @@ class TextInfo:
             yield
         info.block_lines = dict(zip(info.names, spans, strict=True))
         info._spans = spans
+        held: dict[tuple[int, int], list[str]] = {}
+        for names_, blocks_ in zip(stepping.chunks(info.names), stepping.chunks(info.blocks), strict=True):
+            for name, block in zip(names_, blocks_, strict=True):
+                if block.local is not None:
+                    held.setdefault(block.local, []).append(name)
+            yield
+        info.locals = tuple((line(a), line(max(a, b - 1)), tuple(n)) for (a, b), n in held.items())
         info._firsts = [first for first, _, _ in spans]
         yield
         info._cheat_lines = {}
@@ -93,6 +104,10 @@ class TextInfo:
             yield
         info._words = None
         return info
+
+    def local_of(self, name: str) -> tuple[int, int, tuple[str, ...]] | None:
+        """The `local … end` block holding theorem `name`, if any (see `locals`)."""
+        return next((span for span in self.locals if name in span[2]), None)
 
     @property
     def named(self) -> Iterator[tuple[str, script.ProofBlock]]:
@@ -116,6 +131,17 @@ class TextInfo:
         declaration starts a line of its own)."""
         found = bisect.bisect_right(self._firsts, line)
         return [self.names[i] for i in range(max(0, found - 2), found) if line <= self._spans[i][2]]
+
+    def declared_below(self, line: int) -> str | None:
+        """The proof whose declaration is the next below `line`, when only blank
+        lines lie between them."""
+        found = bisect.bisect_right(self._firsts, line)
+        if found == len(self._firsts):
+            return None
+        lines = self.lines.lines
+        if any(lines[between - 1].strip() for between in range(line + 1, self._firsts[found])):
+            return None
+        return self.names[found]
 
     def cheat_line(self, name: str) -> int | None:
         """The line of the first cheat in `name`'s block, if any."""

@@ -54,16 +54,19 @@ def build_steps(
     unknown = file.phase == "blocked" or file.version == 0
     entries = [] if unknown else (yield from tally.visible_steps(file, text))
     diagnostics = yield from proofs.diagnostics_steps(file, encoding, set(walk_errors))
+    blocks = proofs.Blocks(text)
+    # Only a completed compile has said all it will about each declaration; every
+    # error counts, listed or not.
+    errors = (yield from proofs.compile_errors_steps(blocks, diagnostics)) if file.phase == "completed" else {}
     omitted = max(0, len(diagnostics) - proofs.MAX_DIAGNOSTICS)
     diagnostics = diagnostics[:proofs.MAX_DIAGNOSTICS]
-    blocks = proofs.Blocks(text)
     proofs.note_failures(blocks, diagnostics, complete)
     parse = proofs.parse_errors(blocks, diagnostics)
     listed = []
     for chunk in stepping.chunks(entries):
-        listed += [proofs.proof(file, e, now, blocks, parse) for e in chunk]
+        listed += [proofs.proof(file, e, now, blocks, parse, errors) for e in chunk]
         yield
-    listed += yield from _unreported(file, blocks, diagnostics)
+    listed += yield from _unreported(file, blocks, errors)
     listed.sort(key=_line)  # two runs in order, the pool's and the unreported: one merge
     yield
     cheats = []
@@ -86,6 +89,7 @@ def build_steps(
         blocked=m.Blocked(**file.blocked) if file.phase == "blocked" and file.blocked else None,
         diagnostics_omitted=omitted,
         warnings=warnings,
+        note=_compiled_note(statuses),
     )
     if not complete:
         result.outstanding = _outstanding(file, entries, now, settings)
@@ -97,12 +101,22 @@ def build_steps(
     return result
 
 
+def _compiled_note(statuses: _Statuses) -> str:
+    """Said once, not per proof: which proofs the compile checked, and how."""
+    compiled = statuses.compiled
+    if not compiled:
+        return ""
+    return f"{plural(len(compiled), 'proof')} ({_named(compiled)}) {proofs.COMPILED_NOTE}."
+
+
 def _line(proof: m.Proof) -> int:
     return proof.line
 
 
 class _Statuses(dict[str, list[tuple[int, str]]]):
     """The listed proofs' lines and names by status, in the list's order."""
+
+    compiled: list[str]  # the proved ones the compile checked, not the pool
 
     def elements(self) -> Iterable[str]:
         """Each proof's status, as `tally_of` counts them."""
@@ -116,9 +130,12 @@ class _Statuses(dict[str, list[tuple[int, str]]]):
 
 def _by_status(listed: list[m.Proof]) -> stepping.Steps[_Statuses]:
     statuses = _Statuses()
+    statuses.compiled = []
     for chunk in stepping.chunks(listed):
         for p in chunk:
             statuses.setdefault(p.status, []).append((p.line, p.name))
+            if p.detail == proofs.COMPILED:
+                statuses.compiled.append(p.name)
         yield
     return statuses
 
@@ -130,17 +147,17 @@ def _named(names: list[str]) -> str:
 
 
 def _unreported(
-    file: FileState, blocks: proofs.Blocks, diagnostics: list[m.Diagnostic]
+    file: FileState, blocks: proofs.Blocks, errors: dict[str, m.Diagnostic]
 ) -> stepping.Steps[list[m.Proof]]:
     if file.phase == "blocked":
         why = "not checked: the file is blocked"
     elif file.version == 0:
         why = "not checked yet: the HOL server is starting"
     elif file.phase == "completed":
-        return (yield from proofs.unreported_steps(file.proofs, blocks, diagnostics))
+        return (yield from proofs.unreported_steps(file.proofs, blocks, errors))
     else:
         return []
-    return (yield from proofs.unreported_steps({}, blocks, diagnostics, why))
+    return (yield from proofs.unreported_steps({}, blocks, {}, why))
 
 
 def _cheat(blocks: proofs.Blocks, cheat) -> m.CheatUse:

@@ -200,3 +200,14 @@ def test_the_word_set_is_built_in_steps_and_only_when_a_name_is_not_a_theorems()
     assert info.mentions("b") and info._words is None
     assert info.mentions("conj_tac") and not info.mentions("cheat_in_comment")
     assert info._words is not None
+
+
+def test_theorems_inside_a_column_0_local_block_are_known_with_the_block_lines():
+    text = (
+        "Theory t\n\nlocal\nTheorem a:\n  T\nProof\n  simp[]\nQED\nin\nTheorem b:\n  T\nProof\n  simp[]\nQED\n"
+        "end\n\nTheorem c:\n  T\nProof\n  simp[]\nQED\n"
+    )
+    info = textinfo.TextInfo
+    facts = stepping.run(info.steps(text))
+    assert facts.locals == ((3, 15, ("a", "b")),)
+    assert facts.local_of("b") == (3, 15, ("a", "b")) and facts.local_of("c") is None

@@ -315,7 +315,8 @@ def test_a_desync_report_makes_the_daemon_resend_the_whole_text(daemon, write_sc
 def test_a_flood_of_diagnostics_is_bounded_and_counted(daemon, write_script):
     body = "".join(f"\nTheorem t{i}:\n  T\nProof\n  not_a_tactic\nQED\n" for i in range(230))
     result = daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT + body)), wait=30))
-    assert result.verdict == "ERRORS"
+    # Each of the 230 does not compile, listed error or not.
+    assert result.verdict == "FAILED" and result.tally.failed == 230 and result.tally.proved == 2
     assert len(result.diagnostics) == 200 and result.diagnostics_omitted == 30
 
 
@@ -408,12 +409,14 @@ def _publishes(log) -> int:
     )
 
 
-def test_a_proof_hol_never_reported_counts_as_unchecked_not_as_fine(daemon, write_script):
+def test_a_proof_whose_body_does_not_compile_fails_with_the_compile_error(daemon, write_script):
     text = GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", "rpt strip_tac >> not_a_tactic")
     result = daemon.call(m.Diagnostics(str(write_script(text)), wait=20))
-    assert result.verdict == "ERRORS"
-    assert [(p.name, p.status) for p in result.proofs if p.status != "proved"] == [("conj_comm", "unreported")]
-    assert result.tally.unchecked == 1 and result.tally.proved == 1
+    assert result.verdict == "FAILED" and "conj_comm" in result.headline
+    [failed] = [p for p in result.proofs if p.status != "proved"]
+    assert (failed.name, failed.status) == ("conj_comm", "failed")
+    assert "does not compile: Value or constructor (not_a_tactic) has not been declared" in failed.detail
+    assert result.tally.failed == 1 and result.tally.proved == 1 and result.tally.unchecked == 0
 
 
 def test_a_proof_left_suspended_without_a_resume_is_not_ok(daemon, write_script):

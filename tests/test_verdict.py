@@ -11,7 +11,7 @@ import os
 import pytest
 from fake_hol import transcript_replay as tr
 
-from holsrv import stepping, verdict
+from holsrv import proofs, stepping, verdict
 from holsrv.filestate import FileState
 from holsrv.rpc import messages as m
 from holsrv.settings import Settings
@@ -165,3 +165,67 @@ def test_a_file_of_thousands_of_proofs_is_answered_in_bounded_steps_with_the_sam
     assert len(sliced.outstanding) == verdict.MAX_OUTSTANDING_PROOFS + 1
     assert sliced.outstanding[-1] == f"and {count // 2 - verdict.MAX_OUTSTANDING_PROOFS} more proofs checking"
     assert sliced.warnings[-1].startswith(f"… and {count // 2 - verdict.MAX_OUTSTANDING_PROOFS} more proofs as slow")
+
+
+def test_recorded_theorems_that_do_not_compile_fail_with_their_compile_error_each_on_its_own_theorem():
+    # error-classes: on a fresh open the two unbound names and the two bad
+    # statements have no pool entry; a statement's error sits zero-width on the
+    # blank line above its `Theorem`.  Holmake fails the file.
+    file, text = replayed("error-classes")
+    result = answer(file, text)
+    statuses = {p.name: (p.status, p.detail) for p in result.proofs}
+    assert statuses["good_add0"] == ("proved", "")
+    compiled = {name: detail for name, (status, detail) in statuses.items()
+                if status == "failed" and detail.startswith("does not compile")}
+    assert compiled == {
+        "unknown_tactic": "does not compile: Value or constructor (no_such_tac) has not been declared (line 34); "
+                          "see diagnostics",
+        "unknown_theorem": "does not compile: Value or constructor (NO_SUCH_THM) has not been declared (line 43); "
+                           "see diagnostics",
+        "statement_type_error": "does not compile: Type error in function application. (line 45); see diagnostics",
+        "statement_parse_error": "does not compile: Don't expect to find a <end of input> in this position after "
+                                 "a ( (line 51); see diagnostics",
+    }
+    assert result.tally.failed == 11 and result.tally.proved == 1 and result.tally.unchecked == 0
+    assert result.verdict == "FAILED" and result.headline.startswith("FAILED: 11 of 12 proofs failed")
+    assert result.note == ""
+
+
+LOCAL_TEXT = """\
+Theory t
+Ancestors arithmetic
+
+local
+Theorem helper:
+  T
+Proof
+  simp[]
+QED
+val x = 1;
+in
+Theorem inner:
+  T
+Proof
+  simp[]
+QED
+end
+"""
+
+
+def _error_at(line: int, col: int, end_line: int, end_col: int, message: str) -> m.Diagnostic:
+    return m.Diagnostic(m.Range(line, col, end_line, end_col), "error", message)
+
+
+@pytest.mark.parametrize(("diagnostic", "owners"), [
+    # HOL's words name the theorem, wherever it puts them.
+    (_error_at(4, 1, 4, 6, 'Failed to prove theorem "inner"\nException raised at …\n'), ["inner"]),
+    # Zero-width in the blank line above the block: the block did not compile.
+    (_error_at(3, 1, 3, 1, "Exception\n raised\n"), ["helper", "inner"]),
+    # Inside the block but in no theorem.
+    (_error_at(10, 9, 10, 10, "Value or constructor (y) has not been declared\n"), ["helper", "inner"]),
+    # Inside a theorem's own lines.
+    (_error_at(8, 3, 8, 9, "Value or constructor (simpx) has not been declared\n"), ["helper"]),
+])
+def test_a_compile_error_in_a_local_block_belongs_to_the_theorems_it_stops(diagnostic, owners):
+    blocks = proofs.Blocks(LOCAL_TEXT)
+    assert sorted(proofs.compile_errors(blocks, [diagnostic])) == owners

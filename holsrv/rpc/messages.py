@@ -301,7 +301,10 @@ class Proof(Struct, gc=False):
     # "cheated": HOL ran it, but it uses cheat (or CHEAT_TAC, mk_thm);
     # "parse_error": HOL recovered from a parse error in it and checked what
     # it recovered, which Holmake refuses; "unchecked": the pool dropped it
-    # without checking; "unreported": in the text, but HOL never mentioned it.
+    # without checking; "unreported": in the text, but nothing of the current
+    # text was checked yet (blocked, starting).  A theorem with no pool entry
+    # after a completed compile is "proved" (detail "checked by HOL while
+    # compiling") or "failed" with its compile error.
     status: str
     detail: str = ""
     # Seconds this daemon has seen the proof checking (since the last edit at most).
@@ -446,6 +449,9 @@ class DiagnosticsResult(ReplyBase, tag="diagnostics"):
     # Diagnostics beyond the first MAX_DIAGNOSTICS are counted, not listed.
     diagnostics_omitted: int = 0
     freshness: Freshness | None = None  # how fresh this answer is (see Freshness)
+    # Said once for the whole answer: which proofs HOL checked while compiling
+    # (no pool entry: inside `local … in … end`), and what their status means.
+    note: str = ""
 
 
 class GoalStateResult(ReplyBase, tag="goalState"):

@@ -8,6 +8,7 @@ server's single lock; sleeps happen outside it.
 
 import os
 import queue
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -72,6 +73,7 @@ class Doc:
         self.last_published = None
         self.pool = {}
         self.rerun = set()
+        self.kept_tail = False        # this pass keeps the untouched pool entries after an edit in `local … end`
         self._script = None
 
     def script(self):
@@ -209,6 +211,7 @@ class Compiler:
 
     def _plan(self, doc, script, req):
         """(resume index, fast-path index or None) for this attempt."""
+        doc.kept_tail = False
         header = 1 if script.header() else 0
         if req["kind"] == "checkon":
             return min(header, len(script.decls)), None
@@ -224,7 +227,13 @@ class Compiler:
         fast = self._fast_path(doc, old, script, p)
         if fast is not None:
             return fast, fast
-        return min(script.decl_at(p), doc.done_upto), None
+        resume = min(script.decl_at(p), doc.done_upto)
+        inside = script.decls[resume].local if resume < len(script.decls) else None
+        if inside is not None and doc.complete:
+            # HOL elaborates `local … end` as one declaration: the pass starts at it.
+            doc.kept_tail = True
+            return inside, None
+        return resume, None
 
     def _fast_path(self, doc, old, new, p):
         if not doc.complete:
@@ -237,6 +246,8 @@ class Compiler:
         a, b = old.decls[k], new.decls[k]
         if not (a.is_proof() and b.is_proof() and a.pool_name == b.pool_name and a.body and b.body):
             return None
+        if a.in_local():
+            return None  # proved by the compile: there is no pool check to redo alone
         if self.s.settings.fast_path_from_start:
             return k if a.body[0] <= p < a.body[1] else None
         if a.body[0] <= p and old_end <= a.body[1] and b.body[0] <= p and new_end <= b.body[1]:
@@ -253,6 +264,12 @@ class Compiler:
         else:
             cut = script.decls[resume].start
             names = {d.pool_name for d in doc.base.decls if d.is_proof() and d.start >= cut}
+            if doc.kept_tail:
+                # Only the entries whose declaration changed: the others are re-announced.
+                same = {d.pool_name: doc.base.text[d.start:d.end] for d in doc.base.decls if d.is_proof()}
+                names = {d.pool_name for d in script.decls if d.is_proof() and d.start >= cut
+                         and same.get(d.pool_name) != script.text[d.start:d.end]} & names | (
+                    names - {d.pool_name for d in script.decls if d.is_proof()})
         dropped = sorted((e for n, e in doc.pool.items() if n in names), key=_pos_key)
         self._cheat(doc, dropped)
 
@@ -384,12 +401,26 @@ class Compiler:
         # Parse recovery comes first: HOL parses a declaration before compiling it.
         out = [{"range": lines.range(a, b, enc), "severity": parse_severity(msg), "message": msg}
                for a, b, msg in d.parse_diags]
+        bad = statement_error(script, i)
+        if bad is not None:
+            at, message = bad
+            return out + [{"range": lines.range(at, at, enc), "severity": 1, "message": message}]
         if not d.body:
             return out
-        st = fh_goals.plan(script.text, script.masked, d.body, "")
-        return out + [{"range": lines.range(a, b, enc), "severity": 1,
-                       "message": f"Value or constructor ({w}) has not been declared\n"}
-                      for a, b, w in st.uncompilable]
+        st = fh_goals.plan(script.text, script.masked, d.body, _stmt(script, d) if d.in_local() else "")
+        out += [{"range": lines.range(a, b, enc), "severity": 1,
+                 "message": f"Value or constructor ({w}) has not been declared\n"}
+                for a, b, w in st.uncompilable]
+        fail = next((s for s in st.steps if s[0] in ("fail", "raise")), None) if d.in_local() else None
+        if fail is not None and not st.uncompilable:
+            # The compile proves a theorem inside `local … end` (no pool entry);
+            # a failure is an error of the whole block.  The wording is the fake's
+            # guess after boolLib's "Failed to prove theorem"; the range is `local`.
+            why = f"{_THEOREM_FAIL}{fail[1]}" if fail[0] == "fail" else fail[1].strip()
+            block = script.decls[d.local]
+            out.append({"range": lines.range(block.start, block.start + len("local"), enc), "severity": 1,
+                        "message": f'Failed to prove theorem "{d.name}"\n{why}\n'})
+        return out
 
     # ------------------------------------------------------------ diagnostics
 
@@ -419,11 +450,11 @@ class Compiler:
         queued = []
         for i in todo:
             d = script.decls[i]
-            if not d.is_proof() or d.pool_name in doc.pool:
+            if not d.is_proof() or d.in_local() or d.pool_name in doc.pool:
                 continue
             st = fh_goals.plan(script.text, script.masked, d.body or (d.end, d.end), _stmt(script, d))
-            if st.uncompilable:
-                continue
+            if st.uncompilable or statement_error(script, i) is not None:
+                continue  # no pool entry, not even `cheated` (transcript error-classes)
             if d.empty_tactic:
                 # The tactic expression raises as soon as it is evaluated.
                 st.steps.insert(0, ("raise", EMPTY_DETAIL, None))
@@ -433,6 +464,18 @@ class Compiler:
             queued.append(e)
         if queued:
             self.s.notify("$/proofStates", {"uri": doc.uri, "states": [e.wire() for e in queued]})
+        if doc.kept_tail and fast is None:
+            # After an edit inside `local … end` the real server re-ran the pass
+            # from that block and re-announced every later proof, unchanged, in
+            # one batch (transcript edit-timing-rich-list-local-block).
+            doc.kept_tail = False
+            later = [doc.pool[d.pool_name] for d in script.decls[resume:]
+                     if d.is_proof() and d.pool_name in doc.pool and d.pool_name not in {e.name for e in queued}]
+            for e in later:
+                e.pos = script.lines.pos(next(d.start for d in script.decls if d.pool_name == e.name), self.s.enc)
+            if later:
+                self.s.notify("$/proofStates", {"uri": doc.uri, "states": [e.wire() for e in later]})
+            return
         self._announce_moved(doc, script, {e.name for e in queued})
         for e in queued:
             self._enqueue(e.job)
@@ -572,6 +615,40 @@ class Compiler:
                 self.s.notify("$/proofStates", {"uri": doc.uri, "states": [e.wire() for e in entries]})
             if entries or had:
                 self.publish(doc, doc.version)
+
+
+# A statement that does not elaborate: HOL's compile-time report, as recorded
+# (error-classes), with the parts the fake cannot know left out.
+_STATEMENT_ERROR = ('Exception\n   HOL_ERR\n     (HOL_ERROR\n         {message =\n          "{why}",\n'
+                    '          origins =\n          [{origin_function = "store_thm_at", origin_structure = "Q", '
+                    'source_location = Loc_Unknown}]}) raised\n')
+_NOT_A_NUMBER = re.compile(r"[+*-]\s*[TF]\b|\b[TF]\s*[+*-]")
+
+
+def statement_error(script, i):
+    """(offset, message) when theorem i's statement does not elaborate, else None.
+
+    The fake knows two kinds: brackets that do not balance (a parse error) and
+    `T`/`F` as an operand of `+`, `*` or `-` (a type error).  HOL reports either
+    zero-width at the start of the gap before the declaration: the line after
+    the previous declaration ends (transcript error-classes)."""
+    d = script.decls[i]
+    if d.kind != "theorem" or not d.stmt:
+        return None
+    stmt = script.masked[d.stmt[0]:d.stmt[1]]
+    if stmt.count("(") != stmt.count(")"):
+        why = ("Don't expect to find a <end of input> in this position after a (\\n"
+               "in compiler-generated text and at frag 0 row 0 col 1.\\n")
+    elif _NOT_A_NUMBER.search(stmt):
+        why = "\\nType error in function application.\\n"
+    else:
+        return None
+    at = d.start
+    if i > 0:
+        prev_end = script.decls[i - 1].end
+        nl = script.text.find("\n", prev_end)
+        at = d.start if nl < 0 or nl + 1 > d.start else nl + 1
+    return at, _STATEMENT_ERROR.replace("{why}", why)
 
 
 def parse_severity(message):

@@ -84,7 +84,7 @@ def plan(text, masked, body, stmt_text):
 
 
 def _plan_word(st, word, a, text, masked):
-    if "not_a_tactic" in word:
+    if "not_a_tactic" in word or word.lower().startswith("no_such"):
         st.uncompilable.append((a, a + len(word), word))
     elif word == "FAIL_TAC":
         st.steps.append(("fail", _string_after(text, masked, a + len(word)) or "", a))

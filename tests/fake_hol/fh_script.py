@@ -133,6 +133,11 @@ class Decl:
     const: str | None = None        # definition: the constant it defines
     parse_diags: list = field(default_factory=list)   # (start, end, message) from parse recovery
     empty_tactic: bool = False      # recovery put an empty expression into the tactic
+    local: int | None = None        # index of the column-0 `local` whose `… end` holds it
+
+    def in_local(self):
+        """Inside `local … in … end`: HOL proves it while compiling, the pool never sees it."""
+        return self.local is not None
 
     def is_proof(self):
         return self.kind in ("theorem", "resume") and self.pool_name is not None
@@ -147,6 +152,7 @@ class Script:
         self.lines = Lines(text)
         self.decls = _parse(text, self.masked, self.lines)
         _assign_pool_names(self.decls)
+        _mark_locals(self.decls)
 
     def header(self):
         return self.decls[0] if self.decls and self.decls[0].kind == "theory" else None
@@ -369,6 +375,18 @@ def _parse_sml(text, masked, rows, ln, word):
     if m:
         d.name, d.name_start, d.name_end = m.group(1), start + m.start(1), start + m.end(1)
     return d, stop
+
+
+def _mark_locals(decls):
+    """Each declaration between a column-0 `local` and the column-0 `end` closing it."""
+    opened = None
+    for i, d in enumerate(decls):
+        if d.kind == "sml" and d.keyword == "local":
+            opened = i
+        elif d.kind == "sml" and d.keyword == "end":
+            opened = None
+        elif opened is not None:
+            d.local = opened
 
 
 def _assign_pool_names(decls):
