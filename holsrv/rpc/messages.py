@@ -641,6 +641,9 @@ class SearchMatch(Struct):
     # As in WorkspaceSymbolItem: relative to the script's directory or `$HOLDIR/…`; "" if unknown.
     path: str = ""
     line: int = 0  # 1-based; 0 if unknown
+    # Other theories that export a theorem of this name with the identical statement
+    # (rich_list re-exports list's): one hit for all of them, `theory` the first HOL named.
+    also_in: list[str] = []
 
 
 class SearchResult(ReplyBase, tag="search"):
