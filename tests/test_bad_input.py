@@ -225,6 +225,17 @@ def test_a_line_or_column_of_zero_negative_or_huge_is_position_out_of_range(daem
             daemon.call(m.GoalState(path, line, None, wait=5), timeout=30)
 
 
+def test_a_line_past_the_end_is_refused_without_starting_a_server(daemon, write_script):
+    path = str(write_script(GOOD_SCRIPT))
+    past = GOOD_SCRIPT.count("\n") + 5
+    for request in (m.GoalState(path, past, None, wait=5), m.GoalState(path, past, 1, wait=5),
+                    m.Hover(path, past, 1, wait=5), m.Definition(path, 1, 999, wait=5)):
+        with pytest.raises(errors.PositionOutOfRange) as caught:
+            daemon.call(request, timeout=30)
+        assert caught.value.code == "position_out_of_range"
+    assert daemon.call(m.Status()).sessions == [], "a refused position started a HOL server"
+
+
 # -- frames --------------------------------------------------------------------
 
 

@@ -277,7 +277,8 @@ class ServerNote(Struct):
     pid: int
     # "warm": already running; "started": this call started it; "restarted":
     # a previous server for this file died or was stopped and this call
-    # started a new one (see `note`).
+    # started a new one (see `note`); "none": the answer needed no server and
+    # none was started (`pid` 0).
     start: str = "warm"
     note: str = ""
     # After a death: the last lines the previous server wrote to stderr.
