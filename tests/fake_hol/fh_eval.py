@@ -12,6 +12,10 @@ namespace where nothing is opened (tools-poly/lsp/README.md, "Hover"), so:
   the report stream, at the declaration's start); `print` goes to stderr;
 * `val f = fn 0 => …` binds, with the soft (`hard: false`) report
   `Matches are not exhaustive.`;
+* parse recovery is soft too: a missing expression (`val x = ;`, `1 + ;`)
+  is `expected an expression`, read as `()`, and type-checking goes on;
+  `raise E` reports a soft free-type-variable note, then the hard exception
+  (transcript eval-errors);
 * `load_deps` is what `holdep` ≠ 0 does first: every module the code names is
   loaded, and one that has no `.ui` (any Basis structure: `PolyML`, `TextIO`…)
   writes `Cannot find file X.ui` and `error in load X : …` to stderr.
