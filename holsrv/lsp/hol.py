@@ -90,7 +90,8 @@ def is_not_compiling_notice(message: str) -> bool:
 
 def is_parse_report(message: str) -> bool:
     """HOL's words for a parse error it recovered from (`expected …`), which it marks soft
-    (a severity-2 diagnostic, an eval report with `hard: false`) though nothing after it ran."""
+    (a severity-2 diagnostic, an eval report with `hard: false`) though what it went on
+    with is not the text as written."""
     return bool(_PARSE_RECOVERY.search(message))
 
 
