@@ -411,7 +411,8 @@ def _search(reply: SearchResult) -> list[str]:
     for h in reply.hits:
         where = f"{h.path}:{h.line}" if h.path and h.line else h.path
         place = ", ".join(filter(None, [h.kind, h.theory, where]))
-        lines.append(f"{h.name}: {h.statement}  ({place})")
+        also = f"; also in {', '.join(h.also_in)}, the same statement" if h.also_in else ""
+        lines.append(f"{h.name}: {h.statement}  ({place}{also})")
     if reply.more or reply.page > 1:
         lines.append(f"page {reply.page}: {len(reply.hits)} of {reply.total} matches"
                      + (f"; {reply.more} more: ask for page {reply.page + 1}" if reply.more else "; the last page"))

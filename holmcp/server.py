@@ -255,7 +255,8 @@ class Tools:
     ) -> CallToolResult:
         """Search the theorems the script's HOL has loaded: "name fragment" in double quotes, 'theory'
         in single quotes, anything else a term pattern (variables match any term); each narrows. Gives
-        name, kind, theory, statement, place, a page at a time; an empty answer says why and what to relax.
+        name, kind, theory, statement, place, a page at a time; a theorem re-exported with the same
+        statement is one hit, its other theories in also_in. An empty answer says why and what to relax.
         """
         request = messages.Search(file=self._path(file), query=query, limit=limit, page=page, expect_hash=expect_hash)
         return await self._ask(ctx, request)

@@ -630,7 +630,7 @@ class Daemon:
             uptime_s=round(time.monotonic() - self.started, 1),
             socket=str(self.settings.socket),
             max_servers=self.settings.max_servers,
-            sessions=[self.pool.snapshot(s, now) for s in self.pool.sessions.values()],
+            sessions=self.pool.status_rows(now),
             cache_hits=self.cache.hits,
             cache_misses=self.cache.misses,
             settings=[m.SettingSource(name, value, source) for name, value, source in self.settings.effective()],

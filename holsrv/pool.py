@@ -369,6 +369,14 @@ class Pool:
         """`session` as status shows it, with its background replacement if one is under way."""
         return self.replacer.status(session, session.snapshot(now, self.restarts(session.path)), now)
 
+    def status_rows(self, now: float) -> list[m.SessionStatus]:
+        """Status's rows: the files' servers, but not those the daemon stopped, which hold nothing.
+
+        A stopped session stays in `sessions` only so that the next call can say why it starts a new one.
+        """
+        stopped = process.ProcessState.STOPPED
+        return [self.snapshot(s, now) for s in self.sessions.values() if s.proc.state is not stopped]
+
     # -- background duties ---------------------------------------------------
 
     def start_background(self) -> None:

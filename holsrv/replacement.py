@@ -66,9 +66,16 @@ class Replacement:
     def reason(self) -> str:
         return (
             f"STALE: ancestor {', '.join(self.rebuilt)} was rebuilt after this HOL server (pid {self.old.pid}) "
-            f"loaded it, so its answers use the old build; a fresh server (pid {self.new.pid or 'starting'}) is "
-            "catching up in the background and takes over by itself once it has. Nothing to do: ask again later."
+            f"loaded it, so its answers use the old build; {self._successor()} in the background and takes "
+            "over by itself once it has caught up. Nothing to do: ask again later."
         )
+
+    def _successor(self) -> str:
+        """The successor in words: it has no pid until its process is spawned."""
+        if not self.new.pid:
+            return "a fresh server is starting"
+        doing = "starting (loading its heap)" if self.new.starting else "catching up"
+        return f"a fresh server (pid {self.new.pid}) is {doing}"
 
 
 @dataclass

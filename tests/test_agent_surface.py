@@ -41,6 +41,16 @@ def test_stop_frees_a_files_server_and_the_next_call_starts_another(daemon, writ
     assert after.verdict == "OK" and after.server.pid != first.server.pid
 
 
+def test_a_stopped_server_leaves_status_and_the_next_call_says_it_was_stopped(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    daemon.call(m.Diagnostics(str(path), wait=20))
+    daemon.call(m.Stop(str(path)))  # answers once the server has stopped
+    assert daemon.call(m.Status()).sessions == []
+    after = daemon.call(m.Diagnostics(str(path), wait=20))
+    assert after.server.start == "restarted" and "the previous one was stopped" in after.server.note
+    assert [s.pid for s in daemon.call(m.Status()).sessions] == [after.server.pid]
+
+
 def test_servers_busy_names_the_busy_servers_and_offers_stop(daemon_factory, write_script, tmp_path):
     daemon = daemon_factory(max_servers=1)
     looping = write_script(GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", "LOOP_TAC"), "loopScript.sml")

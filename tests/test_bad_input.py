@@ -55,6 +55,14 @@ def test_a_wait_or_timeout_that_is_nan_infinite_huge_or_negative_is_bad_request_
     assert daemon.call(m.Status()).sessions == [], "a refused request started a HOL server"
 
 
+def test_a_bad_seconds_field_is_named_after_the_request_as_clients_spell_it(daemon, write_script):
+    path = str(write_script(GOOD_SCRIPT))
+    for request, op in ((m.Eval(path, "1;", timeout=-1.0), "eval"), (m.GoalState(path, 7, 3, wait=-1.0), "goalState")):
+        with pytest.raises(errors.BadRequest) as caught:
+            daemon.call(request, timeout=10)
+        assert str(caught.value).startswith(f"{op}: "), str(caught.value)
+
+
 @pytest.mark.parametrize("seconds", [math.nan, math.inf, 1e308], ids=repr)
 def test_the_client_helper_sizes_its_reply_timeout_from_a_bounded_wait_and_gets_bad_request(
     daemon, write_script, seconds
@@ -215,6 +223,17 @@ def test_a_line_or_column_of_zero_negative_or_huge_is_position_out_of_range(daem
     if column == 1:
         with pytest.raises(errors.PositionOutOfRange):
             daemon.call(m.GoalState(path, line, None, wait=5), timeout=30)
+
+
+def test_a_line_past_the_end_is_refused_without_starting_a_server(daemon, write_script):
+    path = str(write_script(GOOD_SCRIPT))
+    past = GOOD_SCRIPT.count("\n") + 5
+    for request in (m.GoalState(path, past, None, wait=5), m.GoalState(path, past, 1, wait=5),
+                    m.Hover(path, past, 1, wait=5), m.Definition(path, 1, 999, wait=5)):
+        with pytest.raises(errors.PositionOutOfRange) as caught:
+            daemon.call(request, timeout=30)
+        assert caught.value.code == "position_out_of_range"
+    assert daemon.call(m.Status()).sessions == [], "a refused position started a HOL server"
 
 
 # -- frames --------------------------------------------------------------------

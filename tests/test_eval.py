@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from holsrv.answers import evalcode
+from holsrv.lsp import replies
 from holsrv.rpc import messages as m
 
 from conftest import GOOD_SCRIPT
@@ -40,13 +42,11 @@ def test_db_find_prints_what_it_found(daemon, write_script):
     assert '"ADD_COMM"' in reply.output and "m + n = n + m" in reply.output
 
 
-def test_the_scripts_ancestor_theories_are_open_and_the_answer_says_so(daemon, write_script):
+def test_the_scripts_ancestor_theories_are_open_and_a_prelude_that_worked_says_nothing(daemon, write_script):
     reply = evaluate(daemon, write_script(TWO_ANCESTORS), "ADD_COMM;\n")
     assert reply.errors == []
     assert reply.output == "⊢ ∀m n. m + n = n + m\n"
-    assert reply.warnings[0] == (
-        "prelude: open HolKernel Parse boolLib bossLib; open arithmeticTheory; open listTheory;"
-    )
+    assert reply.warnings == []
     both = evaluate(daemon, write_script(TWO_ANCESTORS), "PolyML.print ADD_COMM;\nPolyML.print LENGTH_APPEND;")
     assert both.errors == [] and "LENGTH (l1 ++ l2)" in both.output
 
@@ -62,6 +62,41 @@ def test_a_soft_report_is_a_warning_not_an_error(daemon, write_script):
     reply = evaluate(daemon, write_script(GOOD_SCRIPT), "val f = fn 0 => 1;")
     assert reply.errors == []
     assert "1:9: Matches are not exhaustive." in reply.warnings
+
+
+def test_a_parse_error_is_an_error_though_hol_marks_it_soft(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    declaration = evaluate(daemon, path, "val x = ;")
+    assert declaration.errors == ["1:9: expected an expression"]
+    assert declaration.warnings == [] and declaration.output == ""
+    expression = evaluate(daemon, path, "1 + ;")
+    assert [e.split(": ", 1)[1].splitlines()[0] for e in expression.errors] == [
+        "expected an expression", "Type error in function application."]
+    assert expression.output == ""
+
+
+def test_an_uncaught_exception_is_an_error_and_prints_no_value(daemon, write_script):
+    reply = evaluate(daemon, write_script(GOOD_SCRIPT), 'raise Fail "boom";')
+    assert reply.output == ""
+    assert reply.errors == ['1:1: Exception Fail "boom" raised']
+    # HOL's note on the never-bound `it` is soft: a warning, not a second error.
+    assert [w for w in reply.warnings if "free type variable" in w]
+
+
+def test_the_placeholder_echo_of_an_expression_that_raised_is_not_shown_wherever_hol_puts_it():
+    # The recording puts a print's output at 0:0, not on the declaration that printed.
+    sent = evalcode.prepare('raise Fail "boom";', [])
+    expression = sent.prelude_lines + 2  # the line after the wrapper's `val it = (`
+    at = lambda line, a, b: replies.Range(replies.Position(line, a), replies.Position(line, b))  # noqa: E731
+    reports = [
+        replies.ErrorReport(pos=at(expression, 0, 17), msg='Exception Fail "boom" raised\n', hard=True),
+        replies.ToplevelOut(pos=replies.Position(0, 0), body="()\n"),
+    ]
+    outcome = evalcode.read(reports, sent, "utf-8")
+    assert outcome.errors == ['1:1: Exception Fail "boom" raised']
+    assert outcome.output == ""
+    ran = evalcode.read([replies.ToplevelOut(pos=replies.Position(0, 0), body="()\n")], sent, "utf-8")
+    assert ran.output == "()\n", "a () the code did print is not dropped when nothing failed"
 
 
 def test_error_positions_count_the_agents_lines_not_the_prelude(daemon, write_script):

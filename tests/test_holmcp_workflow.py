@@ -26,6 +26,16 @@ async def test_search_returns_matches_as_text_and_structured_content_with_freshn
 
 
 @pytest.mark.asyncio
+async def test_a_re_exported_theorem_is_one_hit_that_names_every_theory(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    async with Client(build_server(daemon.socket, path.parent, autostart=False)) as client:
+        result = await client.call_tool("search", {"file": path.name, "query": '"REVERSE_REVERSE"'})
+    assert not result.is_error, result.content
+    assert [(h["theory"], h["also_in"]) for h in result.structured_content["hits"]] == [("list", ["rich_list"])]
+    assert "also in rich_list, the same statement" in result.content[0].text
+
+
+@pytest.mark.asyncio
 async def test_an_expected_hash_the_file_lost_is_said_plainly_in_the_text(daemon, write_script):
     path = write_script(GOOD_SCRIPT)
     async with Client(build_server(daemon.socket, path.parent, autostart=False)) as client:

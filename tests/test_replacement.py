@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 import test_real_hol
@@ -88,7 +89,7 @@ def test_the_old_server_answers_marked_stale_until_its_successor_takes_over(daem
     during = diagnostics(daemon, path)
     assert during.verdict == "OK" and during.server.pid == old_pid and during.server.start == "warm"
     assert stale(during) == [m for m in during.warnings if m.startswith("STALE: ancestor mylibTheory was rebuilt")]
-    assert stale(during) and "catching up in the background" in stale(during)[0]
+    assert stale(during) and "in the background and takes over by itself" in stale(during)[0]
     new_pid = successor(daemon)
     row = daemon.call(m.Status()).sessions
     assert len(row) == 1 and row[0].pid == old_pid and new_pid != old_pid
@@ -102,6 +103,21 @@ def test_the_old_server_answers_marked_stale_until_its_successor_takes_over(daem
     wait_until(lambda: not pid_alive(old_pid), SWITCH_DEADLINE_S, "the replaced server to exit")
     status = daemon.call(m.Status()).sessions
     assert [(s.pid, s.replacing) for s in status] == [(new_pid, "")]
+
+
+def test_a_stale_sentence_says_in_words_that_the_successor_is_still_starting(daemon, project):
+    path, built, gate = project
+    old_pid = diagnostics(daemon, path).server.pid
+    gate.unlink()  # the successor's start waits here
+    rebuild(built)
+    [said] = stale(diagnostics(daemon, path))
+    assert "pid starting" not in said and "pid None" not in said
+    assert re.search(r"a fresh server (\(pid \d+\) )?is starting", said), said
+    new_pid = successor(daemon)
+    [said] = stale(diagnostics(daemon, path))
+    assert f"a fresh server (pid {new_pid}) is starting (loading its heap) in the background" in said
+    gate.touch()
+    switched(daemon, old_pid)
 
 
 def test_an_edit_during_the_overlap_reaches_both_servers(daemon, project):

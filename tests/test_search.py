@@ -28,6 +28,18 @@ def test_search_pages_name_matches_with_total_and_more(daemon, write_script):
     assert "past the last page (3" in render(past)
 
 
+def test_a_theorem_re_exported_with_the_same_statement_is_one_hit_naming_every_theory(daemon, write_script):
+    path = str(write_script(GOOD_SCRIPT))
+    # The fake's database has REVERSE_REVERSE in list and, re-exported, in rich_list (as DB.find shows).
+    reply = daemon.call(m.Search(path, '"REVERSE_REVERSE"'))
+    assert [(h.name, h.theory, h.also_in) for h in reply.hits] == [("REVERSE_REVERSE", "list", ["rich_list"])]
+    assert reply.total == 1 and reply.more == 0
+    assert "(theorem, list, $HOLDIR/src/list/src/listScript.sml:2000; also in rich_list, the same statement)" \
+        in render(reply)
+    alone = daemon.call(m.Search(path, "'rich_list' \"REVERSE_REVERSE\""))
+    assert [(h.theory, h.also_in) for h in alone.hits] == [("rich_list", [])]
+
+
 def test_selectors_narrow_each_other_theory_name_and_term_pattern(daemon, write_script):
     path = str(write_script(GOOD_SCRIPT))
     names = lambda query: [h.name for h in daemon.call(m.Search(path, query, limit=50)).hits]  # noqa: E731

@@ -156,6 +156,14 @@ def test_retry_compile_on_a_file_that_is_not_blocked_changes_nothing(daemon, wri
     assert after.verdict == "OK" and after.tally.unchecked == 0
 
 
+def test_retry_compile_with_no_server_running_answers_without_starting_one(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    reply = daemon.call(m.RetryCompile(str(path)))
+    assert not reply.was_blocked and reply.message.startswith("Not blocked: nothing to retry.")
+    assert "diagnostics" in reply.message and reply.server.pid == 0 and reply.server.start == "none"
+    assert daemon.call(m.Status()).sessions == [], "retryCompile started a HOL server only to refuse"
+
+
 def test_probably_looping_names_the_proof_its_line_and_the_footprint(daemon_factory, write_script):
     daemon = daemon_factory(looping_after_s=0.3)
     text = GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", "LOOP_TAC")

@@ -8,6 +8,7 @@ import threading
 
 import pytest
 
+from holctl.render import render
 from holsrv import errors
 from holsrv.files import content_hash
 from holsrv.rpc import messages as m
@@ -228,6 +229,13 @@ def test_goal_diff_between_two_lines_names_the_hypotheses_added_and_the_goal_spl
     [change] = result.diff.changed
     assert (change.hyps_added, change.goal_before, change.goal_after) == (["p", "q"], "∀p q. p ∧ q ⇒ q ∧ p", "q")
     assert [g.goal for g in result.diff.added] == ["p"] and result.diff.closed == []
+
+
+def test_goal_diff_with_no_change_says_so_once(daemon, write_script):
+    path = write_script(SCRIPT)
+    result = daemon.call(m.GoalDiff(str(path), LINE, LINE, column1=3, column2=3), timeout=60)
+    assert result.diff.summary == "no change to the goals"
+    assert render(result).count("no change to the goals") == 1
 
 
 def test_goal_diff_across_two_proofs_is_refused(daemon, write_script):

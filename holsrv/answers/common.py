@@ -42,15 +42,20 @@ class Context:
 
 @contextlib.asynccontextmanager
 async def opened(
-    ctx: Context, file: str, client: str, wait: float | None = None, *, tolerate_start: bool = False
+    ctx: Context, file: str, client: str, wait: float | None = None, *, tolerate_start: bool = False,
+    check: Callable[[files.Script], object] | None = None,
 ) -> AsyncIterator[tuple[files.Script, Lease]]:
     """Read the file, lease its server, wait (up to `wait`, else the start wait) for it
     to start, and sync it.
 
-    If the server is still starting when the wait runs out, raise `Starting`,
-    unless `tolerate_start`: then yield unsynced and let the caller say so.
+    `check` refuses a request that does not fit the text on disk (a line past
+    the end) before a server is started only to refuse it.  If the server is
+    still starting when the wait runs out, raise `Starting`, unless
+    `tolerate_start`: then yield unsynced and let the caller say so.
     """
     script = await read(ctx, file)  # bad input fails here, before any HOL starts
+    if check is not None:
+        check(script)
     async with ctx.pool.lease(script.path, client, script.hash) as lease:
         session = lease.session
         # A trial's text is never synced over, nor read as this call's answer.
@@ -95,6 +100,15 @@ def within(ctx: Context, deadline: float) -> float:
     """How long one request to HOL may take in a call that should end by `deadline`,
     so a caller's wait bounds the whole call, even on a hung server."""
     return min(ctx.settings.request_timeout_s, max(MIN_REQUEST_S, deadline - ctx.clock()))
+
+
+def position_check(line: int, column: int | None) -> Callable[[files.Script], object]:
+    """An `opened` check: `PositionOutOfRange` unless (line, column) is in the text (column None: the line)."""
+    return lambda script: textinfo.of(script.text).lines.to_lsp(line, column or 1, "utf-8")
+
+
+# The `ServerNote` of an answer that needed no HOL server, so none was started.
+NO_SERVER = m.ServerNote(pid=0, start="none")
 
 
 def note(lease: Lease) -> m.ServerNote:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from holsrv import files, stepping
 from holsrv.ancestors import ancestors
 from holsrv.answers import evalcode
-from holsrv.answers.common import Context, blocked_message, compiled, note, opened
+from holsrv.answers.common import NO_SERVER, Context, blocked_message, compiled, note, opened, read
 from holsrv.errors import BadRequest, FileNotFound, ServerTimeout
 from holsrv.lsp import hol
 from holsrv.proofs import MAX_MESSAGE_CHARS
@@ -51,6 +51,17 @@ async def eval(ctx: Context, req: m.Eval, client: str) -> m.EvalResult:
 
 
 async def retry_compile(ctx: Context, req: m.RetryCompile, client: str) -> m.RetryCompileResult:
+    src = await read(ctx, req.file)
+    running = ctx.pool.sessions.get(src.path)
+    if running is None or not running.alive:
+        # No server has tried to compile the file, so nothing is blocked: a
+        # server started now would only compile it, as any call's does.
+        return m.RetryCompileResult(
+            file=str(src.path), content_hash=src.hash, server=NO_SERVER, was_blocked=False,
+            message=f"Not blocked: nothing to retry. No HOL server is running for {src.path.name}, so none has "
+            "tried to compile it; call diagnostics, which starts one and says BLOCKED if its dependencies "
+            "cannot be loaded.",
+        )
     async with opened(ctx, req.file, client) as (src, lease):
         session = lease.session
         await compiled(ctx, session)

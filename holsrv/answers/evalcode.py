@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from holsrv.lsp import replies
+from holsrv.lsp import hol, replies
 from holsrv.positions import Text
 
 PRELUDE = "open HolKernel Parse boolLib bossLib;"
@@ -56,7 +56,6 @@ class Sent:
     """
 
     code: str
-    prelude: str  # the prelude, on one line, as the answer names it
     prelude_lines: int
     lines: list[str]  # the agent's lines, as sent
     wrapped: tuple[int, int] | None
@@ -91,13 +90,13 @@ def prepare(code: str, ancestors: list[str]) -> Sent:
     masked = _mask(code)
     start = last_expression(masked)
     if start is None:
-        return Sent(head + code, " ".join(prelude), len(prelude), code.split("\n"), None)
+        return Sent(head + code, len(prelude), code.split("\n"), None)
     end = _final_semicolon(masked)
     body = code if end is None else code[:end] + " " + code[end + 1:]
     sent = f"{head}{body[:start]}\n{_HEADER}\n{body[start:]}\n{_CLOSE}\n{_ECHO}\n"
     line = code.count("\n", 0, start)
     column = start - (code.rfind("\n", 0, start) + 1)
-    return Sent(sent, " ".join(prelude), len(prelude), body.split("\n"), (line, column))
+    return Sent(sent, len(prelude), body.split("\n"), (line, column))
 
 
 def last_expression(masked: str) -> int | None:
@@ -118,16 +117,28 @@ def last_expression(masked: str) -> int | None:
 
 
 def read(reports: list, sent: Sent, encoding: str) -> Outcome:
-    """Output, errors and warnings, with positions on the agent's own lines (1-based)."""
+    """Output, errors and warnings, with positions on the agent's own lines (1-based).
+
+    A parse error is an error though HOL marks it soft (`hol.is_eval_failure`);
+    the prelude is named only when part of it failed.  When the agent's last
+    expression failed, the echo after it can only print the `()` its `it` held
+    before: that is not a value the code produced, and is not shown.
+    """
     text = Text(sent.code)
-    out = Outcome(warnings=[f"prelude: {sent.prelude}"])
+    out = Outcome()
+    shown: list[str] = []
+    expression_failed = False
     for report in reports:
         if isinstance(report, (replies.ToplevelOut, replies.CompilerOut)):
-            out.output += _shown(report, sent)
+            shown.append(_shown(report, sent))
         elif isinstance(report, replies.ErrorReport):
-            _add_error(out, report, sent, text, encoding)
+            where = _add_error(out, report, sent, text, encoding)
+            expression_failed |= hol.is_eval_failure(report) and _in_last_expression(sent, where)
         elif isinstance(report, replies.InterruptedReport):
             out.errors.append("interrupted")
+    if expression_failed and shown and shown[-1].strip() == "()":
+        shown.pop()
+    out.output = "".join(shown)
     return out
 
 
@@ -138,15 +149,27 @@ def _shown(report: replies.ToplevelOut | replies.CompilerOut, sent: Sent) -> str
     return "" if echoed and report.body.strip() == "()" else report.body
 
 
-def _add_error(out: Outcome, report: replies.ErrorReport, sent: Sent, text: Text, encoding: str) -> None:
+def _in_last_expression(sent: Sent, where: tuple[int, int] | None) -> bool:
+    """Whether a report at agent position `where` lies in the wrapped last expression (or its wrapper)."""
+    if sent.wrapped is None or where is None:
+        return False
+    return where >= (sent.wrapped[0] + 1, sent.wrapped[1] + 1)
+
+
+def _add_error(
+    out: Outcome, report: replies.ErrorReport, sent: Sent, text: Text, encoding: str
+) -> tuple[int, int] | None:
+    """File the report as an error or a warning; its agent position (None in the prelude)."""
     where = (1, 1) if report.pos is None else agent_position(sent, *text.from_lsp(report.pos.start.as_lsp(), encoding))
     message = report.msg.rstrip()
-    if where is None:  # in the prelude: an ancestor that is not loaded, most likely
-        if report.hard:
+    failure = hol.is_eval_failure(report)
+    if where is None:  # in the prelude: an ancestor that is not loaded, most likely; the code still runs
+        if failure:
             out.warnings.append(f"prelude: {message}")
-        return
+        return None
     said = f"{where[0]}:{where[1]}: {message}"
-    (out.errors if report.hard else out.warnings).append(said)
+    (out.errors if failure else out.warnings).append(said)
+    return where
 
 
 def agent_position(sent: Sent, line: int, col: int) -> tuple[int, int] | None:

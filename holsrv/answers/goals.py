@@ -14,7 +14,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from holsrv import proofs, script, textinfo
-from holsrv.answers.common import Context, blocked_message, note, opened, replace, starting_message, within
+from holsrv.answers.common import (
+    Context,
+    blocked_message,
+    note,
+    opened,
+    position_check,
+    replace,
+    starting_message,
+    within,
+)
 from holsrv.files import content_hash
 from holsrv.lsp import hol, replies
 from holsrv.positions import Text
@@ -62,10 +71,11 @@ class _Where:
 
 async def goal_state(ctx: Context, req: m.GoalState, client: str) -> m.GoalStateResult:
     deadline = ctx.clock() + max(0.0, req.wait)
-    async with opened(ctx, req.file, client, req.wait, tolerate_start=True) as (src, lease):
+    check = position_check(req.line, req.column)  # a bad position is refused before any server starts
+    async with opened(ctx, req.file, client, req.wait, tolerate_start=True, check=check) as (src, lease):
         session = lease.session
         text = textinfo.of(src.text).lines  # split once per text, not per call
-        text.to_lsp(req.line, req.column or 1, "utf-8")  # a bad position is refused even while starting
+        text.to_lsp(req.line, req.column or 1, "utf-8")  # and again for the text synced, if it changed
         base = m.GoalStateResult(
             file=str(src.path), content_hash=src.hash, line=req.line, column=req.column,
             state="", message="", server=note(lease),

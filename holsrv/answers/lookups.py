@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from holsrv import files, proofs, script, textinfo
-from holsrv.answers.common import Context, compiled, frontier_note, note, opened, within
+from holsrv.answers.common import Context, compiled, frontier_note, note, opened, position_check, within
 from holsrv.errors import BadRequest
 from holsrv.lsp import replies
 from holsrv.pool import Lease
@@ -41,7 +41,7 @@ async def _at(
     """The file opened, its compile given time to reach here, the request's LSP
     position, and how long HOL may take to answer (what is left of the wait)."""
     deadline = ctx.clock() + (ctx.settings.lookup_wait_s if req.wait is None else max(0.0, req.wait))
-    async with opened(ctx, req.file, client, req.wait) as (src, lease):
+    async with opened(ctx, req.file, client, req.wait, check=position_check(req.line, req.column)) as (src, lease):
         position = textinfo.of(src.text).lines.to_lsp(req.line, req.column, lease.session.encoding)
         await compiled(ctx, lease.session, req.wait)
         yield src, lease, position, within(ctx, deadline)

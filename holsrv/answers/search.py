@@ -49,13 +49,14 @@ async def search(ctx: Context, req: m.Search, client: str) -> m.SearchResult:
     async with opened(ctx, req.file, client, req.wait) as (src, lease):
         session = lease.session
         await compiled(ctx, session, req.wait)
-        found = await session.hol.search(req.query.strip(), SEARCH_CAP)
+        listed = await session.hol.search(req.query.strip(), SEARCH_CAP)
+        found = grouped(listed)
         first = (req.page - 1) * req.limit
         page = found[first:first + req.limit]
         result = m.SearchResult(
             file=str(src.path), query=req.query, server=note(lease), note=frontier_note(session),
-            hits=[_hit(h, src, session.holdir) for h in page], page=req.page, total=len(found),
-            more=max(0, len(found) - first - len(page)), capped=len(found) >= SEARCH_CAP,
+            hits=[_hit(h, also, src, session.holdir) for h, also in page], page=req.page, total=len(found),
+            more=max(0, len(found) - first - len(page)), capped=len(listed) >= SEARCH_CAP,
         )
         if found and not page:
             pages = -(-len(found) // req.limit)
@@ -70,10 +71,24 @@ async def search(ctx: Context, req: m.Search, client: str) -> m.SearchResult:
         return result
 
 
-def _hit(hit: replies.SearchHit, src, holdir: str) -> m.SearchMatch:
+def grouped(hits: list[replies.SearchHit]) -> list[tuple[replies.SearchHit, list[str]]]:
+    """HOL's hits, one per theorem: a name with the identical statement in several theories
+    (a re-export) is one hit, with the other theories in the order HOL named them."""
+    groups: dict[tuple[str, str], tuple[replies.SearchHit, list[str]]] = {}
+    for hit in hits:
+        key = (hit.name, " ".join(hit.statement.split()))
+        if key in groups:
+            if hit.theory != groups[key][0].theory and hit.theory not in groups[key][1]:
+                groups[key][1].append(hit.theory)
+        else:
+            groups[key] = (hit, [])
+    return list(groups.values())
+
+
+def _hit(hit: replies.SearchHit, also_in: list[str], src, holdir: str) -> m.SearchMatch:
     return m.SearchMatch(
         name=hit.name, theory=hit.theory, kind=KINDS.get(hit.class_, "theorem"), statement=_one_line(hit.statement),
-        path=_short(replies.path_of(hit.uri), src, holdir) if hit.uri else "", line=hit.line,
+        path=_short(replies.path_of(hit.uri), src, holdir) if hit.uri else "", line=hit.line, also_in=also_in,
     )
 
 

@@ -283,7 +283,8 @@ async def goal_diff(ctx: Context, req: m.GoalDiff, client: str) -> m.GoalDiffRes
     return m.GoalDiffResult(
         file=first.file, content_hash=second.content_hash, theorem=first.theorem, before=before, after=after,
         diff=diff, server=second.server,
-        message=" ".join([diff.summary, *warnings]
-                         + (["The file changed on disk between the two positions; ask again."] if changed else [])),
+        # Not the summary again: `diff.summary` says it, and answers show both.
+        message=" ".join(warnings + (["The file changed on disk between the two positions; ask again."]
+                                     if changed else [])),
     )
 

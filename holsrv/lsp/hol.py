@@ -88,13 +88,27 @@ def is_not_compiling_notice(message: str) -> bool:
     return bool(_NOT_COMPILING.search(message))
 
 
+def is_parse_report(message: str) -> bool:
+    """HOL's words for a parse error it recovered from (`expected …`), which it marks soft
+    (a severity-2 diagnostic, an eval report with `hard: false`) though what it went on
+    with is not the text as written."""
+    return bool(_PARSE_RECOVERY.search(message))
+
+
 def is_parse_recovery(diagnostic: Diagnostic | Mapping[str, Any]) -> bool:
     """A warning that is really a parse error HOL recovered from; Holmake fails on it (PROTOCOL.md §8.1)."""
     if isinstance(diagnostic, Mapping):
         severity, message = diagnostic.get("severity"), str(diagnostic.get("message", ""))
     else:
         severity, message = diagnostic.severity, diagnostic.message
-    return severity == 2 and bool(_PARSE_RECOVERY.search(message))
+    return severity == 2 and is_parse_report(message)
+
+
+def is_eval_failure(report: ErrorReport) -> bool:
+    """An `$/eval` error report that means the code did not run as written: a hard one (a type
+    error, an uncaught exception) or a parse error, which HOL marks `hard: false` (transcript
+    `eval-errors`).  Only the rest (`Matches are not exhaustive.`, a free type variable) are warnings."""
+    return report.hard or is_parse_report(report.msg)
 
 
 def is_proof_failure(message: str) -> bool:

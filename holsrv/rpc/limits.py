@@ -42,7 +42,14 @@ def check_request(request: object) -> None:
     for name in _ADVICE:
         problem = seconds_problem(name, getattr(request, name, None))
         if problem is not None:
-            raise BadRequest(f"{type(request).__name__}: {problem}")
+            raise BadRequest(f"{_op(request)}: {problem}")
+
+
+def _op(request: object) -> str:
+    """The request's name as clients spell it (`eval`, `goalState`), not its class's (`Eval`)."""
+    config = getattr(type(request), "__struct_config__", None)
+    tag = getattr(config, "tag", None)
+    return tag if isinstance(tag, str) else type(request).__name__
 
 
 def bounded(seconds: float) -> float:

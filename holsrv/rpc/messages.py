@@ -277,7 +277,8 @@ class ServerNote(Struct):
     pid: int
     # "warm": already running; "started": this call started it; "restarted":
     # a previous server for this file died or was stopped and this call
-    # started a new one (see `note`).
+    # started a new one (see `note`); "none": the answer needed no server and
+    # none was started (`pid` 0).
     start: str = "warm"
     note: str = ""
     # After a death: the last lines the previous server wrote to stderr.
@@ -647,6 +648,9 @@ class SearchMatch(Struct):
     # As in WorkspaceSymbolItem: relative to the script's directory or `$HOLDIR/…`; "" if unknown.
     path: str = ""
     line: int = 0  # 1-based; 0 if unknown
+    # Other theories that export a theorem of this name with the identical statement
+    # (rich_list re-exports list's): one hit for all of them, `theory` the first HOL named.
+    also_in: list[str] = []
 
 
 class SearchResult(ReplyBase, tag="search"):

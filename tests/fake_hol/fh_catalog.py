@@ -62,6 +62,9 @@ _KNOWN = [
     ("I_THM", "combin", 90, "⊢ ∀x. I x = x", "Thm"),
     ("LENGTH_APPEND", "list", 700, "⊢ ∀l1 l2. LENGTH (l1 ++ l2) = LENGTH l1 + LENGTH l2", "Thm"),
     ("MAP_APPEND", "list", 720, "⊢ ∀f l1 l2. MAP f (l1 ++ l2) = MAP f l1 ++ MAP f l2", "Thm"),
+    # rich_list re-exports it under the same name (transcript eval-errors: DB.find lists both).
+    ("REVERSE_REVERSE", "list", 1999, "⊢ ∀l. REVERSE (REVERSE l) = l", "Thm"),
+    ("REVERSE_REVERSE", "rich_list", 300, "⊢ ∀l. REVERSE (REVERSE l) = l", "Thm"),
 ]
 
 # Theorem names as the real server listed them for the completion prefix
@@ -100,7 +103,7 @@ def _theorems():
 
 
 THEOREMS = _theorems()
-THEOREM_BY_NAME = {t[0]: t for t in THEOREMS}
+THEOREM_BY_NAME = {t[0]: t for t in reversed(THEOREMS)}  # a name's first theory wins
 
 # SML values in scope in a HOL session: name -> type, for hover/completion.
 SML_VALUES = {

@@ -12,6 +12,10 @@ namespace where nothing is opened (tools-poly/lsp/README.md, "Hover"), so:
   the report stream, at the declaration's start); `print` goes to stderr;
 * `val f = fn 0 => …` binds, with the soft (`hard: false`) report
   `Matches are not exhaustive.`;
+* parse recovery is soft too: a missing expression (`val x = ;`, `1 + ;`)
+  is `expected an expression`, read as `()`, and type-checking goes on;
+  `raise E` reports a soft free-type-variable note, then the hard exception
+  (transcript eval-errors);
 * `load_deps` is what `holdep` ≠ 0 does first: every module the code names is
   loaded, and one that has no `.ui` (any Basis structure: `PolyML`, `TextIO`…)
   writes `Cannot find file X.ui` and `error in load X : …` to stderr.
@@ -59,9 +63,24 @@ _SKIPPED = re.compile(r"(fun|structure|datatype|type|local|load|signature|functo
 
 
 class EvalError(Exception):
-    def __init__(self, start, end, msg, hard=True):
+    """A compile or run error; `soft` are the `hard: false` reports HOL made before it."""
+
+    def __init__(self, start, end, msg, hard=True, soft=()):
         super().__init__(msg)
-        self.start, self.end, self.msg, self.hard = start, end, msg, hard
+        self.start, self.end, self.msg, self.hard, self.soft = start, end, msg, hard, list(soft)
+
+    def reports(self):
+        return [*self.soft, self]
+
+
+# HOL's parse recovery (transcript eval-errors): a missing expression is reported
+# soft, zero-width where it should start, and read as `()`.
+_MISSING = "expected an expression"
+_FREE_TYPE = "The type of ({name}) contains a free type variable. Setting it to a unique monotype.\n"
+_UNIT_TYPE_ERROR = ("Type error in function application.\n"
+                    "   Function: + : int * int -> int\n"
+                    "   Argument: ({lhs}, ()) : int * unit\n"
+                    "   Reason: Can't unify int to {{}} (Incompatible types)\n")
 
 
 class Thm:
@@ -121,16 +140,18 @@ def loops(text):
 def load_deps(code):
     """What the real server does before compiling when `holdep` ≠ 0: load
     every module named by `open` or a qualified name; a module it cannot
-    find is written to stderr and otherwise ignored."""
+    find is written to stderr and otherwise ignored.  Returns the modules
+    it could not find (the server logs each, transcript eval-errors)."""
     masked = _mask(code, strings=True, quotes=True)
     names = set(re.findall(r"\b([A-Za-z_][A-Za-z0-9_']*)\.[A-Za-z_]", masked))
     for m in re.finditer(r"\bopen\s+((?:[A-Za-z_][A-Za-z0-9_']*\s*)+)", masked):
         names.update(m.group(1).split())
-    for name in sorted(names - _MARKED_LOADED - {"open"}):
-        if not _loadable(name):
-            sys.stderr.write(f"Cannot find file {name}.ui\n"
-                             f'error in load {name} : Fail "Cannot find file {name}.ui"\n')
+    missed = [name for name in sorted(names - _MARKED_LOADED - {"open"}) if not _loadable(name)]
+    for name in missed:
+        sys.stderr.write(f"Cannot find file {name}.ui\n"
+                         f'error in load {name} : Fail "Cannot find file {name}.ui"\n')
     sys.stderr.flush()
+    return missed
 
 
 def run(text, start, env):
@@ -154,6 +175,13 @@ def run(text, start, env):
         out.append(("toplevelOut", at, f'"{shown}"\n'))  # as PolyML.print shows a string
         return out
     m = re.fullmatch(r"val\s+([A-Za-z_][A-Za-z0-9_']*)\s*=\s*(.*)", body, re.S)
+    if m and not m.group(2).strip():
+        missing = start + len(text.rstrip().rstrip(";").rstrip())
+        missing += len(text[missing - start:]) - len(text[missing - start:].lstrip())
+        raise EvalError(missing, missing, _MISSING, hard=False)
+    raised = _RAISE.fullmatch(m.group(2) if m else body)
+    if raised:
+        _raise(text, start, at, body, m.group(1) if m else "it", raised.group(1))
     if m:
         rhs_at = at + m.start(2)
         if re.match(r"fn\s+(\d+|\"[^\"]*\")\s*=>", m.group(2)) and "|" not in m.group(2):
@@ -169,8 +197,24 @@ def run(text, start, env):
             env[m.group(1)] = Opaque(m.group(1))
         return out
     if body:
-        env["it"] = _Eval(body, at, env, out, at).value()
+        env["it"] = _Eval(body, at, env, out, at, stop=_semicolon(text, start, at, body)).value()
     return out
+
+
+_RAISE = re.compile(r"\(*\s*raise\s+(.*?)\s*\)*", re.S)
+
+
+def _semicolon(text, start, at, body):
+    """The offset of the `;` ending a declaration, or of its end if it has none."""
+    return start + text.rstrip().rfind(";") if text.rstrip().endswith(";") else at + len(body)
+
+
+def _raise(text, start, at, body, name, exn):
+    """An uncaught exception, as HOL reports it: the soft free-type-variable
+    note (on the `;`), then the hard `Exception … raised` over the declaration."""
+    semi = _semicolon(text, start, at, body)
+    soft = EvalError(semi, semi + 1 if text.rstrip().endswith(";") else semi, _FREE_TYPE.format(name=name), hard=False)
+    raise EvalError(at, at + len(body), f"Exception {' '.join(exn.split())} raised\n", soft=[soft])
 
 
 # What the daemon sends to learn why a search pattern did not parse (holsrv.lsp.hol.parse_problem).
@@ -241,13 +285,15 @@ _KEYWORDS = frozenset("fn let case if while raise".split())
 class _Eval:
     """A left-to-right reading of `app (op app)*`, over the toy values."""
 
-    def __init__(self, src, off, env, out, decl_at):
+    def __init__(self, src, off, env, out, decl_at, stop=None):
         self.toks = []
         for m in _TOKEN.finditer(src):
             kind = m.lastgroup
             if kind:
                 self.toks.append((kind, m.group(kind), off + m.start(kind), off + m.end(kind)))
         self.i, self.env, self.out, self.decl_at = 0, env, out, decl_at
+        self.soft = []
+        self.stop = off + len(src) if stop is None else stop  # where the declaration's `;` is
 
     def value(self):
         if not self.toks:
@@ -266,6 +312,13 @@ class _Eval:
             op = self.toks[self.i][1]
             self.i += 1
             rhs_tok = self.peek()
+            if rhs_tok[0] is None or rhs_tok[1] in (";", ")", "]", ","):
+                # HOL recovers: the missing operand is `()`, and type-checking goes on.
+                where = rhs_tok[2] if rhs_tok[0] else self.stop
+                self.soft.append(EvalError(where, where, _MISSING, hard=False))
+                if op in ("+", "-", "*"):
+                    raise EvalError(first, where, _UNIT_TYPE_ERROR.format(lhs=show(value)), soft=self.soft)
+                return Opaque(op)
             rhs = self.app()
             value = self.binop(op, value, rhs, first, self.toks[self.i - 1][3], rhs_tok[1])
         return value

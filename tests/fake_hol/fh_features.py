@@ -262,7 +262,8 @@ class Features:
 
     def _holdep(self, uri, code, holdep, mid):
         if holdep:
-            fh_eval.load_deps(code)
+            for module in fh_eval.load_deps(code):
+                self.s.log(f'ignoring load error: Fail "Cannot find file {module}.ui"')
         if holdep != 2:
             return
         mods = sorted(set(re.findall(r"\b([A-Za-z0-9_]+(?:Theory|Lib))\b", code)))
@@ -311,9 +312,9 @@ class Features:
             try:
                 for kind, at, body in fh_eval.run(text, a, env):
                     reports.append({"kind": kind, "pos": lines.pos(at, self.s.enc), "body": body})
-            except fh_eval.EvalError as e:
-                reports.append({"kind": "error", "hard": e.hard,
-                                "pos": lines.range(e.start, e.end, self.s.enc), "msg": e.msg})
+            except fh_eval.EvalError as err:
+                reports += [{"kind": "error", "hard": e.hard, "pos": lines.range(e.start, e.end, self.s.enc),
+                             "msg": e.msg} for e in err.reports()]
             reports.append({"kind": "compileProgress", "pos": lines.pos(b, self.s.enc)})
             yield reports, a, b
         yield [], None, None

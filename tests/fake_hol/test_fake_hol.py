@@ -366,6 +366,30 @@ def test_eval_holdep_writes_a_load_miss_per_basis_structure_to_stderr(hol, tmp_p
         "Cannot find file String.ui", 'error in load String : Fail "Cannot find file String.ui"']
 
 
+def test_recorded_eval_errors_match_the_fake_but_for_the_layout_of_a_printed_list(tmp_path):
+    """eval-errors.jsonl, replayed: the same messages, and the same `$/eval` answers (kinds, `hard`
+    flags, ranges, messages), except the body of the `DB.find` print, which Poly/ML lays out with
+    its pretty printer (breaks at width 80, `Located {…}` locations) that the fake does not copy:
+    of that one the fake matches the position and which theorems it names."""
+    path = os.path.join(TRANSCRIPTS, "eval-errors.jsonl")
+    if not os.path.exists(path):
+        pytest.skip("recorded transcripts are not available here")
+    records = tr.load(path)
+    expected, received = tr.replay(records, str(tmp_path))
+    assert tr.reduce(received) == tr.reduce(expected)
+    printed = next(r["msg"]["id"] for r in records if r["dir"] == "C->S" and "DB.find" in json.dumps(r["msg"]))
+
+    def answers(msgs):
+        return dict(tr.exact_parts(records, msgs, str(tmp_path)))
+
+    want, got = answers(expected), answers(received)
+    assert {k: v for k, v in got.items() if k != printed} == {k: v for k, v in want.items() if k != printed}
+    [want_out], [got_out] = want[printed], got[printed]
+    assert (got_out["kind"], got_out["pos"]) == (want_out["kind"], want_out["pos"])
+    named = re.compile(r'\("(\w+)", "(\w+)"\)')
+    assert named.findall(got_out["body"]) == named.findall(want_out["body"])
+
+
 # ---------------------------------------------------------------- §19.7
 
 BLK = "Theory blk\nAncestors\n  mylib\n\nTheorem t:\n  T\nProof\n  simp[]\nQED\n"
