@@ -33,7 +33,9 @@ Proof
 QED
 """
 LINE = 8  # `  simp[]` in swap
-CANDIDATES = ["simp[]", 'FAIL_TAC "nope"', "LOOP_TAC", "conj_tac"]
+# The fake's pool judges by markers, not by its walk: DIVERGE_TAC keeps it from
+# calling the split candidate's proof proved, as a real HOL would (goals are left).
+CANDIDATES = ["simp[]", 'FAIL_TAC "nope"', "LOOP_TAC", "conj_tac >> DIVERGE_TAC"]
 # Each candidate's limit: the looping one is cut off after it, so it is what
 # the test spends on it; the others take a debounce and a walk.
 TIMEOUT = 5.0
@@ -85,9 +87,12 @@ def test_a_candidate_re_checks_only_its_own_proof(daemon, write_script, monkeypa
     daemon.call(m.Try(str(path), LINE, ["simp[]", 'FAIL_TAC "no"']), timeout=60)
     settled(daemon, path)
     later = [json.loads(line)["msg"] for line in log.read_text().splitlines()[seen:]]
-    announced = {s["name"] for msg in later if msg.get("method") == "$/proofStates" for s in msg["params"]["states"]}
-    # HOL's fast path for an edit inside one body (PROTOCOL.md §9.1, §10.6): `other` keeps its check.
-    assert announced == {"swap"}
+    announced = {(s["name"], s["status"]) for msg in later if msg.get("method") == "$/proofStates"
+                 for s in msg["params"]["states"]}
+    # HOL's fast path for an edit inside one body (PROTOCOL.md §9.1, §10.6): `other` keeps its check,
+    # only re-announced with its unchanged verdict (as the recorded server does).
+    assert {name for name, _ in announced} == {"swap", "other"}
+    assert {status for name, status in announced if name == "other"} == {"proved"}
 
 
 def test_a_column_replaces_the_line_from_there_and_keeps_what_comes_before(daemon, write_script):
@@ -107,10 +112,11 @@ def test_the_whole_line_is_replaced_but_its_trailing_combinator_kept(daemon, wri
     result = daemon.call(m.Try(str(path), 7, ["strip_tac"]), timeout=60)  # `  rpt strip_tac >>`
     assert result.replaced == "rpt strip_tac"
     # The goals are those after the candidate; the line's `>>` still joins it
-    # to `simp[]`, which proves the theorem.
+    # to `simp[]`, which proves the theorem: the pool's verdict is the state.
     [candidate] = result.candidates
-    assert (candidate.state, candidate.proof.status) == ("goals", "proved")
+    assert (candidate.state, candidate.proof.status) == ("proved", "proved")
     assert [(g.asms, g.goal) for g in candidate.goals] == [([], "∀q. p ∧ q ⇒ q ∧ p")]
+    assert "proves the theorem" in candidate.message and "left" not in candidate.message
 
 
 def test_a_second_client_waits_for_the_trial_and_is_answered_about_the_file(daemon, write_script):
