@@ -399,29 +399,29 @@ class Pool:
                 if session.bloated_by_trial:
                     self.shed_bloat(session)
 
-    def shed_bloat(self, session: Session, fresh: bool = False) -> tuple[bool, str]:
+    def shed_bloat(self, session: Session, by_trial: bool = False) -> tuple[bool, str]:
         """The one decision: a server that a trial pushed past the soft footprint is
         replaced in the background once it is idle (Poly/ML never gives a grown heap
-        back, so only a fresh server sheds it).  `fresh`: sample its footprint first.
+        back, so only a fresh server sheds it).  `by_trial`: the caller is the trial
+        that may have done it; its footprint is sampled afresh.
 
         Returns whether a successor is on its way, and what an answer should say
         ("" when the server is not bloated).
         """
-        if fresh and session.alive:
+        if by_trial and session.alive:
             session.footprint = session.footprint_mb()
         mb, soft = session.footprint, self.settings.soft_footprint_mb
         if mb is None or mb <= soft or self.sessions.get(session.path) is not session or not session.alive:
             return False, ""
-        if fresh:
-            session.bloated_by_trial = True  # the caller is the trial that did it
+        if by_trial:
+            session.bloated_by_trial = True
         if not session.bloated_by_trial:
             return False, ""  # large by its own file's proofs: a fresh server would grow the same
         grew = (f"This HOL server grew to {mb:.0f} MB during the trial, past the soft limit of {soft} MB "
                 "(HOLSRV_SOFT_FOOTPRINT_MB), and HOL never gives memory back:")
         if self.replacer.running.get(session.path) is not None:
             return True, f"REPLACING: {grew} a fresh server is catching up in the background and takes over by itself."
-        idle = session.phase != "compiling" and not session.file.checking()
-        if not idle:
+        if not quiet(session):
             return False, (f"{grew} it is replaced in the background once its checks are done "
                     "(or call restart on the file).")
         why = self.replacer.shed(session, mb)
@@ -539,6 +539,11 @@ class _Proc:
         if self.pid == leader:
             return abs(self.created - created) <= 0.01  # a reused pid has another start time
         return leader in (self.pgid, self.sid)
+
+
+def quiet(session: Session) -> bool:
+    """Nothing of its file's to do: compiled, and no proof checking."""
+    return session.phase != "compiling" and not session.file.checking()
 
 
 def _process_table(leaders: set) -> list[_Proc]:

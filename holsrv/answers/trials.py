@@ -18,7 +18,7 @@ import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from holsrv import goaldiff, proofs, script, textinfo
+from holsrv import goaldiff, pool, proofs, script, textinfo
 from holsrv.answers import goals
 from holsrv.answers.common import Context, Report, blocked_message, note, read, replace, starting_message
 from holsrv.errors import BadRequest, ServerTimeout, Starting, TooManyCandidates
@@ -38,6 +38,8 @@ MAX_TACTIC_CHARS = 20_000  # one candidate; a frame holds the whole call anyway
 # HOL takes a candidate about 0.3 s after it is sent (its debounce); longer
 # means it was still stopping the check before, and the answer says so.
 SLOW_RELEASE_S = 1.0
+# How long a trial that bloated its server waits for it to go quiet, to replace it.
+SHED_WAIT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,7 @@ async def try_tactics(ctx: Context, req: m.Try, client: str, report: Report | No
         finally:
             now = await _restore(ctx, session, req.file)
         result.changed_on_disk = now.hash != src.hash
-        result.replacing_server, shed = ctx.pool.shed_bloat(session, fresh=True)
+        result.replacing_server, shed = await _shed(ctx, session)
         result.time_s = round(ctx.clock() - started, 3)
         result.message = " ".join(w for w in (_message(result, before_reply, timeout), shed) if w)
         return result
@@ -334,6 +336,16 @@ async def _restore(ctx: Context, session: Session, file: str) -> Script:
     await session.sync(now.data, now.text, now.hash)
     await session.wait_until(lambda: session.phase != "compiling", ctx.settings.lookup_wait_s)
     return now
+
+
+async def _shed(ctx: Context, session: Session) -> tuple[bool, str]:
+    """Replace the server if the trial left it bloated: first give the restored text's
+    checks (and a loop HOL is still stopping) a few seconds to finish, so that the
+    answer can say it is under way."""
+    footprint = session.footprint_mb()
+    if footprint is not None and footprint > ctx.settings.soft_footprint_mb:
+        await session.wait_until(lambda: pool.quiet(session), SHED_WAIT_S)
+    return ctx.pool.shed_bloat(session, by_trial=True)
 
 
 def _message(result: m.TryResult, before: goals.Reply, timeout: float) -> str:
