@@ -360,10 +360,10 @@ def _message(result: m.TryResult, before: goals.Reply, timeout: float) -> str:
     if slow:
         words.append("HOL took " + ", ".join(f"{c.taken_s:.1f}s before candidate {n}" for n, c in slow)
                      + " to let go of the check before it; each candidate's time counts from when HOL took it.")
-    cut = [n for n, c in enumerate(result.candidates, 1) if c.state == "timed_out"]
-    if cut:
-        words.append(f"Candidate {', '.join(map(str, cut))} timed out: HOL may still be stopping its check for a "
-                     "few seconds after this answer (the file's own text has been sent back, which stops it).")
+    tried = [(n, c) for n, c in enumerate(result.candidates, 1) if c.state != "not_tried"]
+    if tried and tried[-1][1].state == "timed_out":  # no later candidate's text was taken: it may not have let go
+        words.append(f"Candidate {tried[-1][0]} timed out: HOL may still be stopping its check for a few seconds "
+                     "after this answer (the file's own text has been sent back, which stops it).")
     if result.changed_on_disk:
         words.append(
             "The file changed on disk during the trial: candidates were tried against the text it had "
