@@ -61,6 +61,7 @@ async def try_tactics(ctx: Context, req: m.Try, client: str, report: Report | No
     started = ctx.clock()
     async with _held(ctx, req.file, client, req.wait) as (src, lease):
         session = lease.session
+        footprint = session.footprint_mb()  # to tell bloat the trial caused from what it found
         span = _span(src.text, req.line, req.column)
         await _compiled(ctx, session, started + max(0.0, req.wait))
         before_reply = await _goals_at(ctx, session, Text(src.text), span.start, started + max(0.0, req.wait))
@@ -76,13 +77,13 @@ async def try_tactics(ctx: Context, req: m.Try, client: str, report: Report | No
                     await report(m.Progress(f"trying {i + 1} of {count}: {tactic[:60]}", i, count))
                 session.trials.doing(f"candidate {i + 1} of {count}, up to {timeout:.0f}s each")
                 if result.candidates and result.candidates[-1].state == "not_tried":
-                    result.candidates.append(_not_tried(tactic, result.candidates[-1]))
+                    result.candidates.append(_not_tried(tactic))
                     continue
                 result.candidates.append(await _candidate(ctx, session, src.text, span, tactic, before, timeout))
         finally:
             now = await _restore(ctx, session, req.file)
         result.changed_on_disk = now.hash != src.hash
-        result.replacing_server, shed = await _shed(ctx, session)
+        result.replacing_server, shed = await _shed(ctx, session, footprint)
         result.time_s = round(ctx.clock() - started, 3)
         result.message = " ".join(w for w in (_message(result, before_reply, timeout), shed) if w)
         return result
@@ -218,7 +219,7 @@ def _taken(session: Session, name: str, sent: float) -> bool:
     return session.phase != "compiling" or fresh
 
 
-def _not_tried(tactic: str, previous: m.TryCandidate) -> m.TryCandidate:
+def _not_tried(tactic: str) -> m.TryCandidate:
     return m.TryCandidate(tactic=tactic, state="not_tried", message=(
         "Not tried: HOL had not taken an earlier candidate's text either (it was still stopping a looping "
         "check); call try again with this candidate."
@@ -232,7 +233,10 @@ def _compile_failure(session: Session, trial: str, span: _Span, tactic: str) -> 
     info = textinfo.of(trial)  # prepared once per candidate's text
     lines, index = info.lines, info.index
     inside = []
+    walks = set(session.walk_errors)  # a failed walk's diagnostic is the walk's news, not the text's
     for diag in session.file.diagnostics:
+        if str(diag.get("message", "")).rstrip() in walks:
+            continue
         rng = diag.get("range") or {}
         line, col = lines.from_lsp(rng.get("start", {}), session.encoding)
         if span.block.body_start <= index.start(line) + col - 1 < span.block.end + shift:
@@ -338,10 +342,12 @@ async def _restore(ctx: Context, session: Session, file: str) -> Script:
     return now
 
 
-async def _shed(ctx: Context, session: Session) -> tuple[bool, str]:
-    """Replace the server if the trial left it bloated: first give the restored text's
-    checks (and a loop HOL is still stopping) a few seconds to finish, so that the
-    answer can say it is under way."""
+async def _shed(ctx: Context, session: Session, before: float | None) -> tuple[bool, str]:
+    """Replace the server if the trial pushed it past the soft footprint (it was at
+    `before` MB): first give the restored text's checks (and a loop HOL is still
+    stopping) a few seconds to finish, so that the answer can say it is under way."""
+    if before is not None and before > ctx.settings.soft_footprint_mb:
+        return False, ""  # large before the trial: its own proofs did it, and a fresh server would grow the same
     footprint = session.footprint_mb()
     if footprint is not None and footprint > ctx.settings.soft_footprint_mb:
         await session.wait_until(lambda: pool.quiet(session), SHED_WAIT_S)
