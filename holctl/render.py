@@ -465,17 +465,22 @@ def _try(reply: TryResult) -> list[str]:
 
 def _candidate(n: int, c: TryCandidate) -> list[str]:
     proof = f"; proof {c.proof.status}" if c.proof else ""
-    lines = [f"[{n}] {c.tactic}: {c.state.upper()} in {duration(c.time_s)}{proof}"]
+    taken = f", after HOL took {duration(c.taken_s)} to take it" if c.taken_s is not None and c.taken_s >= 1.0 else ""
+    lines = [f"[{n}] {c.tactic}: {c.state.upper()} in {duration(c.time_s)}{taken}{proof}"]
     if c.message:
         lines.append("    " + c.message)
     if c.error:
         where = f" at {_range(c.failed_range)}" if c.failed_range else ""
+        if c.candidate_range is not None:
+            where += f" ({_range(c.candidate_range)} of the candidate)"
         first, *rest = c.error.splitlines() or [""]
         lines += [f"    error{where}: {first}", *("      " + line for line in rest)]
     if c.proof and c.proof.detail and c.state != "proved":
         lines.append(f"    proof: {c.proof.detail}")
     if c.state == "goals":
         lines += _goals(c.goals, "    ")
+    elif c.state == "proved" and c.goals:
+        lines += ["    after it (closed by the tactics that follow):", *_goals(c.goals, "      ")]
     if c.diff is not None and c.state == "goals":
         lines += ["    " + line for line in _diff(c.diff)[1:]]
     return lines

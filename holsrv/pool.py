@@ -413,6 +413,40 @@ class Pool:
             await asyncio.sleep(0)  # each server's /proc walk in a turn of its own: others are answered between
             if mb is not None and mb > self.settings.soft_footprint_mb:
                 log.warning("SERVER LARGE: %s (pid %s) uses %.0f MB", session.path, session.pid, mb)
+                if session.bloated_by_trial:
+                    self.shed_bloat(session)
+
+    def shed_bloat(self, session: Session, by_trial: bool = False) -> tuple[bool, str]:
+        """The one decision: a server that a trial pushed past the soft footprint is
+        replaced in the background once it is idle (Poly/ML never gives a grown heap
+        back, so only a fresh server sheds it).  `by_trial`: the caller is the trial
+        that may have done it; its footprint is sampled afresh.
+
+        Returns whether a successor is on its way, and what an answer should say
+        ("" when the server is not bloated).
+        """
+        if by_trial and session.alive:
+            session.footprint = session.footprint_mb()
+        mb, soft = session.footprint, self.settings.soft_footprint_mb
+        if mb is None or mb <= soft or self.sessions.get(session.path) is not session or not session.alive:
+            return False, ""
+        if by_trial:
+            session.bloated_by_trial = True
+        if not session.bloated_by_trial:
+            return False, ""  # large by its own file's proofs: a fresh server would grow the same
+        grew = (f"This HOL server grew to {mb:.0f} MB during the trial, past the soft limit of {soft} MB "
+                "(HOLSRV_SOFT_FOOTPRINT_MB), and HOL never gives memory back:")
+        if self.replacer.running.get(session.path) is not None:
+            return True, f"REPLACING: {grew} a fresh server is catching up in the background and takes over by itself."
+        if not quiet(session):
+            return False, (f"{grew} it is replaced in the background once its checks are done "
+                    "(or call restart on the file).")
+        why = self.replacer.shed(session, mb)
+        if why:
+            return False, f"{grew} it cannot be replaced in the background ({why}); call restart on the file."
+        session.bloated_by_trial = False
+        return True, (f"REPLACING: {grew} a fresh server is starting in the background and takes over by itself once "
+                "it has caught up; nothing to do.")
 
     async def close(self, budget_s: float | None = None, force: asyncio.Event | None = None) -> None:
         """Stop every server in parallel, each with its escalation.
@@ -522,6 +556,11 @@ class _Proc:
         if self.pid == leader:
             return abs(self.created - created) <= 0.01  # a reused pid has another start time
         return leader in (self.pgid, self.sid)
+
+
+def quiet(session: Session) -> bool:
+    """Nothing of its file's to do: compiled, and no proof checking."""
+    return session.phase != "compiling" and not session.file.checking()
 
 
 def _process_table(leaders: set) -> list[_Proc]:

@@ -1,4 +1,5 @@
-"""Replacing, in the background, a HOL server whose ancestors were rebuilt.
+"""Replacing, in the background, a HOL server whose ancestors were rebuilt
+(or that a trial left bloated: see `Replacer.shed`).
 
 A server loads each ancestor theory once (PROTOCOL.md §1.3): after Holmake
 rebuilds one, only a new server sees the new build.  Starting that server
@@ -62,8 +63,19 @@ class Replacement:
     since: float
     built: dict[str, float]  # the ancestors' build times when it started
     task: asyncio.Task | None = field(default=None, repr=False)
+    # Not a rebuild: the old server's footprint (MB) passed the soft limit, and
+    # Poly/ML never gives a grown heap back.  Its answers are not stale.
+    bloat_mb: float = 0.0
+
+    def cause(self) -> str:
+        if self.bloat_mb:
+            return f"it grew to {self.bloat_mb:.0f} MB, past the soft footprint limit"
+        return f"ancestor {', '.join(self.rebuilt)} rebuilt"
 
     def reason(self) -> str:
+        """What the old server's answers say meanwhile ("" when they are as good as ever)."""
+        if self.bloat_mb:
+            return ""
         return (
             f"STALE: ancestor {', '.join(self.rebuilt)} was rebuilt after this HOL server (pid {self.old.pid}) "
             f"loaded it, so its answers use the old build; {self._successor()} in the background and takes "
@@ -174,10 +186,10 @@ class Replacer:
         if session is None:
             return []
         if session in self.retiring:
-            return [self.retiring[session]]
+            return [self.retiring[session]] if self.retiring[session] else []
         rep = self.running.get(path)
         if rep is not None and rep.old is session:
-            return [rep.reason()]
+            return [rep.reason()] if rep.reason() else []
         if session.data is None or (rep is not None and rep.new is session):
             return []
         rebuilt = session.ancestors.rebuilt(ancestors.built_times(session.file.text, path.parent))
@@ -201,7 +213,7 @@ class Replacer:
             return row
         return msgspec.structs.replace(
             row,
-            replacing=f"ancestor {', '.join(rep.rebuilt)} rebuilt; the new server is "
+            replacing=f"{rep.cause()}; the new server is "
             + ("starting" if rep.new.starting else "catching up"),
             replacing_since_s=round(now - rep.since, 1),
             replacement_pid=rep.new.pid,
@@ -229,13 +241,24 @@ class Replacer:
                     "(HOLSRV_MEMORY_BUDGET_MB)")
         return ""
 
-    def _start(self, old: Session, rebuilt: list[str], built: dict[str, float]) -> None:
+    def shed(self, session: Session, footprint_mb: float) -> str:
+        """Replace `session`, which grew to `footprint_mb`, in the background; "" once
+        started (or under way already), else why there is no room for it."""
+        if session.path in self.running:
+            return ""
+        why = self._no_room(session)
+        if not why:
+            built = ancestors.built_times(session.file.text, session.path.parent)
+            self._start(session, [], built, bloat_mb=footprint_mb)
+        return why
+
+    def _start(self, old: Session, rebuilt: list[str], built: dict[str, float], bloat_mb: float = 0.0) -> None:
         new = self.pool._new_session(old.path, old.max_heap_mb, old.hol_cmd)
         # It loads these builds or newer ones: a later rebuild is one it missed.
         new.ancestors.loaded(built)
-        rep = self.running[old.path] = Replacement(old, new, rebuilt, self.pool.clock(), built)
+        rep = self.running[old.path] = Replacement(old, new, rebuilt, self.pool.clock(), built, bloat_mb=bloat_mb)
         self._refused.pop(old.path, None)
-        log.info("replacing %s (pid %s) in the background: %s rebuilt", old.path, old.pid, ", ".join(rebuilt))
+        log.info("replacing %s (pid %s) in the background: %s", old.path, old.pid, rep.cause())
         new.start_task = asyncio.create_task(self.pool._start(new), name=f"start-{old.path.name}")
         new.start_task.add_done_callback(lambda t: t.cancelled() or t.exception())
         rep.task = asyncio.create_task(self._run(rep), name=f"replace-{old.path.name}")
@@ -319,21 +342,21 @@ class Replacer:
         self.pool.sessions[path] = rep.new  # in place: it keeps the file's LRU position
         rep.new.clients |= rep.old.clients
         rep.new.last_used = rep.old.last_used
-        self.retiring[rep.old] = (
+        self.retiring[rep.old] = "" if rep.bloat_mb else (
             f"STALE: this answer is from the HOL server for {path.name} that was replaced because ancestor "
             f"{', '.join(rep.rebuilt)} was rebuilt (pid {rep.old.pid} → {rep.new.pid}); ask again for the new "
             "one's answer."
         )
         self.pool._write_record()
-        log.info("replaced %s: pid %s → %s (%s rebuilt), after %.1fs", path, rep.old.pid, rep.new.pid,
-                 ", ".join(rep.rebuilt), self.pool.clock() - rep.since)
+        log.info("replaced %s: pid %s → %s (%s), after %.1fs", path, rep.old.pid, rep.new.pid,
+                 rep.cause(), self.pool.clock() - rep.since)
         self.released(rep.old)
 
     def released(self, session: Session) -> None:
         """A call let go of `session`: a replaced server is stopped once none holds it."""
         if session in self.retiring and session.waiting == 0:
             del self.retiring[session]
-            self._stop_later(session, "replaced by a server with the rebuilt ancestors")
+            self._stop_later(session, "replaced by a fresh server")
 
     def _stop_later(self, session: Session, reason: str) -> None:
         # As an eviction: counted as gone at once, stopped outside the caller.
@@ -354,8 +377,8 @@ class Replacer:
         self.pool.sessions[path] = rep.new
         self.pool._write_record()
         why = rep.old.exit_reason if rep.old.dead else (rep.old.stop_reason or "it was stopped")
-        note = (f"the previous HOL server ended ({why}); the one started because ancestor "
-                f"{', '.join(rep.rebuilt)} was rebuilt answers now, and may still be catching up")
+        note = (f"the previous HOL server ended ({why}); the one started because {rep.cause()} "
+                "answers now, and may still be catching up")
         return Lease(rep.new, "warm", note)
 
     # -- noticing a rebuild with no call ------------------------------------

@@ -83,6 +83,8 @@ class Session:
         self._handshaken = False  # `initialized` sent: LSP shutdown is allowed
         self.hol = hol.HolCalls(self.uri, self.request, self.notify)  # HOL's typed requests about this file
         self.trials = TrialGate()  # a `try` holds the server alone while it has other text
+        # A trial left it past the soft footprint: replaced once idle (`Pool.shed_bloat`).
+        self.bloated_by_trial = False
 
     # -- what callers ask ---------------------------------------------------
 

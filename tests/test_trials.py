@@ -3,6 +3,7 @@ copy of the text only, other clients never answered from it, the file untouched.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 
@@ -34,7 +35,9 @@ Proof
 QED
 """
 LINE = 8  # `  simp[]` in swap
-CANDIDATES = ["simp[]", 'FAIL_TAC "nope"', "LOOP_TAC", "conj_tac"]
+# The fake's pool judges by markers, not by its walk: DIVERGE_TAC keeps it from
+# calling the split candidate's proof proved, as a real HOL would (goals are left).
+CANDIDATES = ["simp[]", 'FAIL_TAC "nope"', "LOOP_TAC", "conj_tac >> DIVERGE_TAC"]
 # Each candidate's limit: the looping one is cut off after it, so it is what
 # the test spends on it; the others take a debounce and a walk.
 TIMEOUT = 5.0
@@ -86,9 +89,12 @@ def test_a_candidate_re_checks_only_its_own_proof(daemon, write_script, monkeypa
     daemon.call(m.Try(str(path), LINE, ["simp[]", 'FAIL_TAC "no"']), timeout=60)
     settled(daemon, path)
     later = [json.loads(line)["msg"] for line in log.read_text().splitlines()[seen:]]
-    announced = {s["name"] for msg in later if msg.get("method") == "$/proofStates" for s in msg["params"]["states"]}
-    # HOL's fast path for an edit inside one body (PROTOCOL.md §9.1, §10.6): `other` keeps its check.
-    assert announced == {"swap"}
+    announced = {(s["name"], s["status"]) for msg in later if msg.get("method") == "$/proofStates"
+                 for s in msg["params"]["states"]}
+    # HOL's fast path for an edit inside one body (PROTOCOL.md §9.1, §10.6): `other` keeps its check,
+    # only re-announced with its unchanged verdict (as the recorded server does).
+    assert {name for name, _ in announced} == {"swap", "other"}
+    assert {status for name, status in announced if name == "other"} == {"proved"}
 
 
 def test_a_column_replaces_the_line_from_there_and_keeps_what_comes_before(daemon, write_script):
@@ -108,10 +114,11 @@ def test_the_whole_line_is_replaced_but_its_trailing_combinator_kept(daemon, wri
     result = daemon.call(m.Try(str(path), 7, ["strip_tac"]), timeout=60)  # `  rpt strip_tac >>`
     assert result.replaced == "rpt strip_tac"
     # The goals are those after the candidate; the line's `>>` still joins it
-    # to `simp[]`, which proves the theorem.
+    # to `simp[]`, which proves the theorem: the pool's verdict is the state.
     [candidate] = result.candidates
-    assert (candidate.state, candidate.proof.status) == ("goals", "proved")
+    assert (candidate.state, candidate.proof.status) == ("proved", "proved")
     assert [(g.asms, g.goal) for g in candidate.goals] == [([], "∀q. p ∧ q ⇒ q ∧ p")]
+    assert "proves the theorem" in candidate.message and "left" not in candidate.message
 
 
 def test_a_second_client_waits_for_the_trial_and_is_answered_about_the_file(daemon, write_script):
@@ -242,3 +249,100 @@ def test_goal_diff_across_two_proofs_is_refused(daemon, write_script):
     path = write_script(SCRIPT)
     with pytest.raises(errors.BadRequest, match="two positions of one proof"):
         daemon.call(m.GoalDiff(str(path), LINE, 14))
+
+
+# -- candidates that do not compile, proved states, looping candidates ----------------
+
+
+def test_a_candidate_with_an_undeclared_name_is_failed_with_hol_s_message_at_its_place_in_the_candidate(
+        daemon, write_script):
+    path = write_script(SCRIPT)
+    settled(daemon, path)
+    result = daemon.call(m.Try(str(path), LINE, ["simp[NO_SUCH_THM]", "simp[]"], timeout=TIMEOUT), timeout=120)
+    unbound, good = result.candidates
+    # HOL leaves such a proof cheated, with no check and no verdict (candidate-unbound-name.jsonl).
+    assert unbound.state == "failed", unbound.message
+    assert unbound.error == "Value or constructor (NO_SUCH_THM) has not been declared"
+    assert unbound.candidate_range == m.Range(1, 6, 1, 17)  # `NO_SUCH_THM` in `simp[NO_SUCH_THM]`
+    assert unbound.failed_range == m.Range(LINE, 8, LINE, 19)
+    assert "does not compile" in unbound.message and "1:6 of the candidate" in unbound.message
+    assert good.state == "proved", good.message
+    assert "error at 8:8-8:19 (1:6-1:17 of the candidate): Value or constructor" in render(result)
+    assert settled(daemon, path).verdict == "OK"
+
+
+def test_a_candidate_with_a_parse_error_hol_recovers_from_is_failed_not_proved(daemon, write_script):
+    path = write_script(SCRIPT)
+    settled(daemon, path)
+    result = daemon.call(m.Try(str(path), LINE, ["simp[ADD_COMM"], timeout=TIMEOUT), timeout=120)
+    [candidate] = result.candidates
+    # HOL reports `expected close delimiter` on the QED as a warning and proves the proof anyway.
+    assert candidate.state == "failed", candidate.message
+    assert candidate.error == "expected close delimiter" and "Holmake fails on it" in candidate.message
+    # The QED after the candidate: its own range is clamped to the candidate's end.
+    assert candidate.candidate_range == m.Range(1, 14, 1, 14)
+
+
+def test_a_candidate_whose_proof_is_proved_is_headed_proved_even_with_goals_after_it(daemon, write_script):
+    path = write_script(SCRIPT)
+    result = daemon.call(m.Try(str(path), 7, ["strip_tac"]), timeout=60)  # `  rpt strip_tac >>`, then simp[]
+    [candidate] = result.candidates
+    assert (candidate.state, candidate.proof.status) == ("proved", "proved")
+    shown = render(result)
+    assert "[1] strip_tac: PROVED" in shown and "closed by the tactics that follow" in shown
+    assert "GOALS" not in shown and "no change to the goals" not in shown
+
+
+def test_a_looping_candidate_does_not_spend_the_next_one_s_time(daemon_factory, write_script, monkeypatch):
+    # HOL lets go of a looping check about 2 s after the next text (candidate-loops.jsonl):
+    # longer than the candidates' own limit here.
+    monkeypatch.setenv("FAKE_HOL_STOP_MS", "3000")
+    daemon = daemon_factory()
+    path = write_script(SCRIPT)
+    settled(daemon, path)
+    result = daemon.call(m.Try(str(path), LINE, ["LOOP_TAC", "simp[]"], timeout=2.0), timeout=120)
+    loops, good = result.candidates
+    assert loops.state == "timed_out" and "HOL may still be stopping its check" in loops.message
+    assert good.state == "proved", good.message
+    assert good.taken_s >= 3.0 and good.time_s < 2.0
+    assert "to let go of the check before it" in result.message
+    # HOL took the next candidate, so it did let go of the loop before this answer.
+    assert "may still be stopping" not in result.message
+    assert settled(daemon, path).verdict == "OK"
+
+
+def test_candidates_hol_never_takes_are_not_tried_with_the_reason_never_timed_out(
+        daemon_factory, write_script, monkeypatch):
+    # Stopping the loop takes longer than a trial waits for it (limits.try_release_s: 10 s).
+    monkeypatch.setenv("FAKE_HOL_STOP_MS", "12000")
+    daemon = daemon_factory(lookup_wait_s=30.0)
+    path = write_script(SCRIPT)
+    settled(daemon, path)
+    result = daemon.call(m.Try(str(path), LINE, ["LOOP_TAC", "simp[]", "rw[]"], timeout=1.0), timeout=120)
+    assert [c.state for c in result.candidates] == ["timed_out", "not_tried", "not_tried"]
+    assert "Candidate 1 timed out: HOL may still be stopping its check" in result.message
+    assert "still stopping the check of the candidate before" in result.candidates[1].message
+    assert "call try again with this candidate" in result.candidates[2].message
+    assert settled(daemon, path).verdict == "OK"
+
+
+def test_a_server_a_trial_bloats_is_replaced_in_the_background_and_the_answer_says_so(daemon_factory, write_script):
+    # GROW_TAC grows 50 MB/s while it checks, and the fake keeps the heap, as Poly/ML does.
+    daemon = daemon_factory(soft_footprint_mb=100, memory_budget_mb=0, memory_sample_s=60.0)
+    path = write_script(SCRIPT)
+    settled(daemon, path)
+    old = daemon.daemon.pool.sessions[path]
+    result = daemon.call(m.Try(str(path), LINE, ["GROW_TAC"], timeout=2.5), timeout=120)
+    assert result.candidates[0].state == "timed_out"
+    assert result.replacing_server and "a fresh server is starting in the background" in result.message, result.message
+
+    async def switched():
+        rep = daemon.daemon.pool.replacer.running.get(path)
+        if rep is not None and rep.task is not None:
+            await asyncio.wait_for(asyncio.shield(rep.task), 60)
+        return daemon.daemon.pool.sessions[path]
+
+    new = daemon.run(switched(), timeout=90)
+    assert new is not old and new.alive
+    after = settled(daemon, path)
+    assert after.verdict == "OK" and (new.footprint_mb() or 0) < 100

@@ -111,6 +111,22 @@ def is_eval_failure(report: ErrorReport) -> bool:
     return report.hard or is_parse_report(report.msg)
 
 
+def did_not_compile(status: str | None, error_in_proof: bool, compiled: bool) -> bool:
+    """A proof HOL will never check because its `Proof … QED` does not compile.
+
+    After `$/compileCompleted`, with a compile error inside the block, the pool
+    leaves such a proof `cheated` after an edit (no `checking`, no verdict), or
+    has no entry for it on a fresh open; `status` None means no entry
+    (transcripts candidate-unbound-name, error-classes).
+    """
+    return compiled and error_in_proof and status in (None, "cheated")
+
+
+def is_compile_error(diagnostic: Mapping[str, Any]) -> bool:
+    """An error the compile reported, not one of the pool's own about a failed proof (§10.5)."""
+    return diagnostic.get("severity") == 1 and not is_proof_diagnostic(str(diagnostic.get("message", "")))
+
+
 def is_proof_failure(message: str) -> bool:
     """The pool's `proof failed: …` error, first on the theorem's name, later on the failing step (§10.5)."""
     return message.startswith("proof failed")

@@ -159,6 +159,7 @@ def reply_timeout(request: Request, welcome: Welcome) -> float:
             if request.timeout is not None:
                 each = limits.bounded(request.timeout)
             trial = welcome.trial_wait_s or FALLBACK_TRIAL_WAIT_S  # other calls on the file finishing first
+            each += limits.try_release_s(each)  # HOL letting go of the candidate before
             spent = start + trial + limits.bounded(request.wait) + len(request.tactics) * each + lookup + 2 * lsp
         case GoalDiff():
             spent = 2 * (limits.bounded(request.wait) + start + lsp)

@@ -15,6 +15,17 @@ from holsrv.errors import BadRequest
 # Longest `wait` (and eval `timeout`) a request may ask for.  A wait that
 # runs out cancels nothing, so a longer one is better spent as a second call.
 MAX_WAIT_S = 3600.0
+# How long a trial waits for HOL to take a candidate's text: HOL first stops
+# the check of the candidate before (about 2 s for a looping one on a real
+# HOL), and that is not the candidate's own time.
+TRY_RELEASE_FLOOR_S = 10.0
+
+
+def try_release_s(timeout: float) -> float:
+    """The most a trial waits for HOL to take one candidate whose own limit is `timeout`."""
+    return max(timeout, TRY_RELEASE_FLOOR_S)
+
+
 # Request fields that are seconds, and what to do instead of a bad value.
 _ADVICE = {
     "wait": "0 answers with what is known now; nothing is cancelled when a wait runs out, so to wait "

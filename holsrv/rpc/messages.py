@@ -718,7 +718,10 @@ class TryCandidate(Struct):
     # left at this point (a branch, or the rest of the proof fails);
     # "goals": goals remain; "failed": the tactic fails (`error`,
     # `failed_range` in the trial's text); "timed_out": cut off after the
-    # timeout (a looping or very slow tactic); its check was dropped.
+    # timeout (a looping or very slow tactic); its check was dropped;
+    # "not_tried": HOL never took its text (still stopping the one before), see
+    # `message`.  A "proved" candidate may have `goals`: those the tactics after
+    # it close.
     state: str
     message: str = ""
     goals: list[Goal] = []
@@ -726,8 +729,14 @@ class TryCandidate(Struct):
     failed_range: Range | None = None
     # The proof's status with this candidate in place (as diagnostics lists it).
     proof: Proof | None = None
+    # From when HOL took the candidate's text (see `taken_s`) to its answer.
     time_s: float = 0.0
     diff: GoalsDiff | None = None
+    # `failed_range` in the candidate's own text (line 1 is its first line).
+    candidate_range: Range | None = None
+    # Seconds from sending the candidate until HOL took it: about 0.3 normally,
+    # longer while HOL stops a looping candidate before it.
+    taken_s: float | None = None
 
 
 class TryResult(ReplyBase, tag="try"):
@@ -746,6 +755,9 @@ class TryResult(ReplyBase, tag="try"):
     # The file changed on disk during the trial: the candidates were tried
     # against the text it had when the trial began.
     changed_on_disk: bool = False
+    # The trial left the server past the soft footprint; a fresh one is
+    # starting in the background (see `message`).
+    replacing_server: bool = False
 
 
 class GoalDiffResult(ReplyBase, tag="goalDiff"):

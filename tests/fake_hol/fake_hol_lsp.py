@@ -13,10 +13,12 @@ comes from marker words in the tactic text:
     FAIL_TAC "msg"      failed, detail "\\nException raised at Tactical.FAIL_TAC: msg\\n"
     NO_TAC              failed, same with msg NO_TAC
     LOOP_TAC            stays `checking` until an edit, checkProofs off, or exit
+                        (an edit stops it after FAKE_HOL_STOP_MS); so does REPEAT ALL_TAC
     SLOW_TAC n          takes n ms more, then carries on
     suspend "p"         suspended (labels joined by ", "), plus one extra compile pass
     DIVERGE_TAC         diverged, detail "1 extra hypothesis", warning on the name
     not_a_tactic        compile error at the token, theorem binds, no pool entry
+                        (also any identifier starting NO_SUCH / no_such)
     CRASH_TAC           the process dies (status 134) when the pool runs it
     GROW_TAC            allocates memory while the proof is checking
 
@@ -35,7 +37,7 @@ Fault and resource modes (environment):
     FAKE_HOL_PIDFILE=path    append the pid at start
     FAKE_HOL_LOG=path        append every message in and out as JSON lines
     FAKE_HOL_DECL_MS, FAKE_HOL_PROOF_MS, FAKE_HOL_RELOCATE_MS, FAKE_HOL_WALK_MS,
-    FAKE_HOL_DEBOUNCE_MS, FAKE_HOL_WORKERS   timings and pool size
+    FAKE_HOL_DEBOUNCE_MS, FAKE_HOL_STOP_MS, FAKE_HOL_WORKERS   timings and pool size
 
 See README.md next to this file for the full tables.
 """
@@ -158,10 +160,12 @@ class Grower:
         rate = self.rate or 50
         while not stop.wait(0.1):
             mine.append(self._chunk(rate / 10))
-        if release:
-            with self.lock:
+        with self.lock:
+            if release:
                 for chunk in mine:
                     self.total -= len(chunk) / 2**20
+            else:
+                self.held += mine  # kept, as Poly/ML keeps a grown heap
 
     def _chunk(self, mb):
         with self.lock:

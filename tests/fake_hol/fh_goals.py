@@ -62,6 +62,19 @@ def _add_atom(out, text, masked, a, b):
 
 # ---------------------------------------------------------------- pool verdicts
 
+_REPEATED = re.compile(r"\b(?:REPEAT|rpt)\s+$")
+
+
+def undeclared(word):
+    """An identifier the fake treats as unbound: `not_a_tactic`, or `NO_SUCH_THM` /
+    `no_such_tac` as in the recordings (candidate-unbound-name, error-classes)."""
+    return "not_a_tactic" in word or word.lower().startswith("no_such")
+
+
+def repeats_all(atom_text):
+    """`REPEAT ALL_TAC` / `rpt ALL_TAC`: loops in the pool and in the walk."""
+    return re.fullmatch(r"\(*\s*(?:REPEAT|rpt)\s+ALL_TAC\s*\)*", atom_text) is not None
+
 @dataclass
 class Plan:
     """What the proof pool will do with a proof body, in order."""
@@ -84,8 +97,10 @@ def plan(text, masked, body, stmt_text):
 
 
 def _plan_word(st, word, a, text, masked):
-    if "not_a_tactic" in word or word.lower().startswith("no_such"):
+    if undeclared(word):
         st.uncompilable.append((a, a + len(word), word))
+    elif word == "ALL_TAC" and _REPEATED.search(masked[max(0, a - 20):a]):
+        st.steps.append(("loop", None, a))  # `REPEAT ALL_TAC` never ends: ALL_TAC always succeeds
     elif word == "FAIL_TAC":
         st.steps.append(("fail", _string_after(text, masked, a + len(word)) or "", a))
     elif word == "NO_TAC":
@@ -217,6 +232,9 @@ def walk(initial, proof_atoms, cursor, budget_s, cancel, consts=()):
     for atom in proof_atoms:
         if atom.end > cursor:
             break
+        if repeats_all(atom.text):
+            cancel.wait(budget_s)
+            return Walk([], step + 1, "walker timed out (>1500ms)", None, True)
         if atom.head() in _STRUCTURAL:
             continue
         outcome = _apply(atom, goals, budget_s, cancel)

@@ -21,6 +21,9 @@ class Settings:
         self.relocate_ms = ms("FAKE_HOL_RELOCATE_MS", 200)
         self.walk_ms = ms("FAKE_HOL_WALK_MS", 300)
         self.debounce_ms = ms("FAKE_HOL_DEBOUNCE_MS", 300)
+        # How long a looping check takes to stop once an edit reaches it
+        # (1.95 s in candidate-loops.jsonl).
+        self.stop_ms = ms("FAKE_HOL_STOP_MS", 1900)
         self.startup_ms = ms("FAKE_HOL_STARTUP_MS", 0)
         # Answer initialize only once this file exists (at most a minute):
         # a test holds a server's start for as long as it needs to look.

@@ -955,17 +955,23 @@ TRANSCRIPTS = tr.find_transcripts()
 # severity, message).  Not utf16-negotiation: its malformed theorem name sets
 # off a cascade of SML compiler errors in the real server that the fake
 # reduces to two diagnostics.
-EXACT_DIAGNOSTICS = {"checkproofs-utf8-session", "blocked-then-retry", "parse-recovery", "blocked-then-built"}
+EXACT_DIAGNOSTICS = {"checkproofs-utf8-session", "blocked-then-retry", "parse-recovery", "blocked-then-built",
+                     "candidate-unbound-name", "candidate-loops"}
+# Client messages left out of a replay, by recording, and why.  candidate-loops'
+# third edit makes add0 `metis_tac[]`, which HOL's metis cannot prove without
+# arithmetic lemmas; the fake's metis_tac proves every goal.
+LEFT_OUT = {"candidate-loops": {4}}
 
 
 @pytest.mark.parametrize("name", ["checkproofs-utf8-session", "utf16-negotiation", "blocked-then-retry",
-                                  "parse-recovery", "blocked-then-built"])
+                                  "parse-recovery", "blocked-then-built", "candidate-unbound-name",
+                                  "candidate-loops"])
 def test_recorded_session_has_the_same_shape_against_the_fake(name, tmp_path):
     path = os.path.join(TRANSCRIPTS, name + ".jsonl")
     if not os.path.exists(path):
         pytest.skip("recorded transcripts are not available here")
     # The recorded build could not relocate failures; keep the fake from doing it.
-    records = tr.load(path)
+    records = _without_versions(tr.load(path), LEFT_OUT.get(name, set()))
     expected, received = tr.replay(records, str(tmp_path), env={"FAKE_HOL_RELOCATE_MS": "600000"})
     exp_seq, exp_verdicts = tr.reduce(expected)
     got_seq, got_verdicts = tr.reduce(received)
@@ -1087,3 +1093,36 @@ def test_recorded_error_classes_reach_the_pool_and_report_compile_errors_as_the_
     assert "unknown_tactic" not in pooled(expected) and "statement_parse_error" not in pooled(expected)
     assert declared(received) == declared(expected)
     assert compile_errors(received) == compile_errors(expected)
+
+
+def _without_versions(records, versions):
+    """`records` without the didChange to each of `versions` and what the server said after it."""
+    out, skipping = [], False
+    for r in records:
+        msg = r["msg"]
+        if r["dir"] == "C->S" and "method" in msg:  # answers to the server's requests go with it
+            skipping = msg["method"] == "textDocument/didChange" \
+                and msg["params"]["textDocument"]["version"] in versions
+        if not skipping or r["dir"] == "meta":
+            out.append(r)
+    return out
+
+
+def test_an_unbound_name_in_an_edited_proof_leaves_it_cheated_with_the_recorded_error(tmp_path):
+    path = os.path.join(TRANSCRIPTS, "candidate-unbound-name.jsonl")
+    if not os.path.exists(path):
+        pytest.skip("recorded transcripts are not available here")
+    records = tr.load(path)
+    expected, received = tr.replay(records, str(tmp_path))
+
+    def at_version_2(msgs):
+        diags = [m["params"] for m in msgs if m.get("method") == "textDocument/publishDiagnostics"
+                 and m["params"]["version"] == 2]
+        states = [s for m in msgs if m.get("method") == "$/proofStates" for s in m["params"]["states"]
+                  if s["name"] == "rev_length"]
+        return diags[0]["diagnostics"], diags[-1], [s["status"] for s in states]
+
+    # [] first, then the error on the identifier; cheated, no checking or verdict,
+    # and after the change back checking then proved, with no second cheated.
+    assert at_version_2(received) == at_version_2(expected)
+    assert at_version_2(received)[2] == ["checking", "proved", "cheated", "checking", "proved"]
