@@ -1,10 +1,8 @@
-"""The daemon: a Unix-socket server that hands each request to the tools.
+"""The daemon: a Unix-socket server that hands each request to the dispatch table.
 
 One connection may carry many requests, answered in order, one at a time;
 connections are independent, so a client waiting on a slow file never
-delays another.  Every error a request causes becomes an `ErrorReply` here,
-once; a bug becomes an `internal` error with its traceback in the log, and
-the connection survives.
+delays another.
 
 No client can hold the others up: the loop yields between the requests of
 one connection, a connection's unread input is bounded (the stream limit,
@@ -31,12 +29,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import assert_never
 
 from holsrv import __version__, stepping
-from holsrv.answers import common, control, diagnostics, goals, holmake, logs, lookups, search, trials
 from holsrv.answers.common import Context, Report
 from holsrv.cache import AnswerCache
+from holsrv.dispatch import Dispatch
 from holsrv.errors import (
     AlreadyRunning,
     DaemonStopping,
@@ -47,7 +44,7 @@ from holsrv.errors import (
     ServerBusy,
 )
 from holsrv.pool import Pool, wait_all
-from holsrv.rpc import framing, limits, paths
+from holsrv.rpc import framing, paths
 from holsrv.rpc import messages as m
 from holsrv.settings import Settings
 
@@ -68,8 +65,6 @@ _STOPPING_UNANSWERED = (
     "the daemon is shutting down and did not start this request; send it again in a few seconds "
     "(the next call starts a new daemon, or systemd restarts it)"
 )
-# How much of a request a log line quotes.
-LOGGED_CHARS = 300
 # How often the daemon checks that its socket file is still there (someone may
 # delete it; clients would then start a daemon that cannot run while we do).
 SOCKET_CHECK_S = 2.0
@@ -110,6 +105,7 @@ class Daemon:
         self.answers = Context(self.pool, self.cache, settings)
         self.started = time.monotonic()
         self.stopping = asyncio.Event()
+        self.dispatch = Dispatch(self.answers, self.stopping, self.started)
         self._server: asyncio.AbstractServer | None = None
         self._connections: set[asyncio.Task] = set()
         self._open: dict[asyncio.Task, _Connection] = {}
@@ -530,7 +526,7 @@ class Daemon:
                     watch = functools.partial(self._caller_gone, task, writer, client, request)
                     ahead.add_done_callback(watch)
                 try:
-                    reply = await self._answer(request, client, report)
+                    reply = await self.dispatch.answer(request, client, report)
                 finally:
                     if watch is not None:
                         ahead.remove_done_callback(watch)
@@ -559,85 +555,6 @@ class Daemon:
         if _hung_up(writer):
             log.info("%s went away during %s: cancelling it", client, type(request).__name__)
             task.cancel()
-
-    async def _answer(self, request: m.Request, client: str, report: Report | None = None) -> m.Reply:
-        try:
-            limits.check_request(request)
-            common.check_expect_hash(getattr(request, "expect_hash", ""))
-            return await common.stamp(self.answers, request, await self.dispatch(request, client, report))
-        except HolsrvError as err:
-            log.info("%s from %s: %s: %s", type(request).__name__, client, err.code, err)
-            return m.ErrorReply(err.code, str(err), err.detail)
-        except ConnectionError:
-            raise  # the caller went away while it was sent progress
-        except Exception as err:
-            log.exception("internal error answering %.*r", LOGGED_CHARS, request)
-            return m.ErrorReply("internal", f"internal error in the daemon: {err!r}; see the daemon log")
-
-    async def dispatch(self, request: m.Request, client: str, report: Report | None = None) -> m.Reply:
-        ctx = self.answers
-        match request:
-            case m.Diagnostics():
-                return await diagnostics.answer(ctx, request, client, report)
-            case m.GoalState():
-                return await goals.goal_state(ctx, request, client)
-            case m.Hover():
-                return await lookups.hover(ctx, request, client)
-            case m.Definition():
-                return await lookups.definition(ctx, request, client)
-            case m.References():
-                return await lookups.references(ctx, request, client)
-            case m.Completion():
-                return await lookups.completion(ctx, request, client)
-            case m.DocumentSymbol():
-                return await lookups.document_symbol(ctx, request, client)
-            case m.WorkspaceSymbol():
-                return await lookups.workspace_symbol(ctx, request, client)
-            case m.Eval():
-                return await control.eval(ctx, request, client)
-            case m.RetryCompile():
-                return await control.retry_compile(ctx, request, client)
-            case m.Restart():
-                return await control.restart(ctx, request, client)
-            case m.Stop():
-                return await control.stop(ctx, request)
-            case m.Search():
-                return await search.search(ctx, request, client)
-            case m.Holmake():
-                return await holmake.holmake(ctx, request, client, report)
-            case m.Status():
-                return await self.status()
-            case m.Shutdown():
-                self.stopping.set()
-                return m.ShutdownResult(f"holsrv (pid {os.getpid()}) is stopping its HOL servers and exiting")
-            case m.Try():
-                return await trials.try_tactics(ctx, request, client, report)
-            case m.GoalDiff():
-                return await trials.goal_diff(ctx, request, client)
-            case m.Logs():
-                return await logs.logs(ctx, request)
-            case _:
-                assert_never(request)
-
-    async def status(self) -> m.StatusResult:
-        for session in list(self.pool.sessions.values()):
-            await session.refresh_tally()
-        now = self.pool.clock()
-        return m.StatusResult(
-            daemon_version=__version__,
-            protocol=m.PROTOCOL_VERSION,
-            pid=os.getpid(),
-            uptime_s=round(time.monotonic() - self.started, 1),
-            socket=str(self.settings.socket),
-            max_servers=self.settings.max_servers,
-            sessions=[self.pool.snapshot(s, now) for s in self.pool.sessions.values()],
-            cache_hits=self.cache.hits,
-            cache_misses=self.cache.misses,
-            settings=[m.SettingSource(name, value, source) for name, value, source in self.settings.effective()],
-            memory_budget_mb=self.settings.memory_budget_mb,
-            memory_used_mb=round(self.pool.memory_held_mb(), 1),
-        )
-
 
     def _progress_to(self, writer: asyncio.StreamWriter) -> Report:
         """Progress frames for one call, written on its connection ahead of its reply."""
