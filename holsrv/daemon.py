@@ -18,21 +18,19 @@ import asyncio
 import contextlib
 import dataclasses
 import fcntl
-import functools
 import logging
 import os
-import select
 import signal
 import socket
 import struct
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
-from holsrv import __version__, stepping
-from holsrv.answers.common import Context, Report
+from holsrv import __version__
+from holsrv.answers.common import Context
 from holsrv.cache import AnswerCache
+from holsrv.connection import RECEIVE_BUFFER, Connection, Unresponsive
 from holsrv.dispatch import Dispatch
 from holsrv.errors import (
     AlreadyRunning,
@@ -40,7 +38,6 @@ from holsrv.errors import (
     FrameError,
     HolsrvError,
     PeerRefused,
-    ProtocolMismatch,
     ServerBusy,
 )
 from holsrv.pool import Pool, wait_all
@@ -50,42 +47,12 @@ from holsrv.settings import Settings
 
 log = logging.getLogger(__name__)
 
-# A connection's stream buffer: past twice this much unread input the daemon
-# stops reading from it, and the kernel's socket buffer makes the client wait.
-RECEIVE_BUFFER = 64 * 1024
-# Calls whose work is for their caller alone: if it hangs up, they are
-# cancelled.  Actions (restart, stop, retryCompile, shutdown) always complete.
-ABANDONED_WHEN_GONE = (
-    m.Diagnostics, m.GoalState, m.Hover, m.Definition, m.References, m.Completion,
-    m.DocumentSymbol, m.WorkspaceSymbol, m.Search, m.Eval, m.Status,
-    # A trial's candidates stop, and its `finally` gives the server the file's text back.
-    m.Try, m.GoalDiff,
-)
-_STOPPING_UNANSWERED = (
-    "the daemon is shutting down and did not start this request; send it again in a few seconds "
-    "(the next call starts a new daemon, or systemd restarts it)"
-)
 # How often the daemon checks that its socket file is still there (someone may
 # delete it; clients would then start a daemon that cannot run while we do).
 SOCKET_CHECK_S = 2.0
 # How often an idle-exit daemon looks whether it is idle (at most; a tiny
 # idle_exit_s looks more often).
 IDLE_CHECK_S = 5.0
-
-
-class _Unresponsive(ConnectionError):
-    """The client did not take a reply within the send deadline."""
-
-
-@dataclass(eq=False)
-class _Connection:
-    """What the daemon knows of one open connection, for picking one to close."""
-
-    writer: asyncio.StreamWriter
-    # monotonic time since which it waits for a frame; None while a request is answered
-    idle_since: float | None
-    warned: bool = False  # its one WARNING line is spent
-    peer: int | None = None  # the client's pid, where the system says
 
 
 class Daemon:
@@ -108,7 +75,7 @@ class Daemon:
         self.dispatch = Dispatch(self.answers, self.stopping, self.started)
         self._server: asyncio.AbstractServer | None = None
         self._connections: set[asyncio.Task] = set()
-        self._open: dict[asyncio.Task, _Connection] = {}
+        self._open: dict[asyncio.Task, Connection] = {}
         self._frames = framing.Budget(settings.frame_budget_mb * 1024 * 1024)
         # Connections from any other user are refused (defence in depth
         # behind the socket's 0600); a test may pretend to be someone else.
@@ -316,26 +283,12 @@ class Daemon:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
-        # No write buffer beyond the kernel's: `_send`'s drain then means the
-        # client has the reply, and closing never lingers on unsent data.
-        writer.transport.set_write_buffer_limits(high=0)
-        conn = self._open[task] = _Connection(writer, time.monotonic())
+        conn = self._open[task] = Connection(reader, writer, self.settings, self._frames, self.stopping)
         try:
-            if await self._refused_peer(reader, writer, conn):
-                return
-            self._limit_peer(task, conn)
-            if len(self._open) > self.settings.max_connections and not self._close_oldest_idle(task):
-                err = ServerBusy(
-                    f"the daemon has {len(self._open) - 1} connections open (HOLSRV_MAX_CONNECTIONS="
-                    f"{self.settings.max_connections}), all busy with requests; try again in a moment"
-                )
-                await self._refuse(reader, writer, conn, err)
-                return
-            client = await self._hello(reader, writer, conn)
-            if client is not None:
-                await self._requests(reader, writer, client, conn)
-        except _Unresponsive as err:
-            self._warn(conn, "dropped a connection: %s", err)
+            if await self._admitted(task, conn):
+                await conn.converse(self.dispatch.answer)
+        except Unresponsive as err:
+            conn.warn("dropped a connection: %s", err)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client went away; whatever it started carries on
         except asyncio.CancelledError:
@@ -348,23 +301,32 @@ class Daemon:
         finally:
             self._connections.discard(task)
             self._open.pop(task, None)
-            if writer.transport.get_write_buffer_size():
-                writer.transport.abort()  # a reply it never took: do not wait on it
-            else:
-                writer.close()
+            conn.close()
 
-    async def _refused_peer(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: _Connection
-    ) -> bool:
+    async def _admitted(self, task: asyncio.Task, conn: Connection) -> bool:
+        """True if the connection may go on to its hello; if not, it was told why."""
+        if await self._refused_peer(conn):
+            return False
+        self._limit_peer(task, conn)
+        if len(self._open) > self.settings.max_connections and not self._close_oldest_idle(task):
+            err = ServerBusy(
+                f"the daemon has {len(self._open) - 1} connections open (HOLSRV_MAX_CONNECTIONS="
+                f"{self.settings.max_connections}), all busy with requests; try again in a moment"
+            )
+            await self._refuse(conn, err)
+            return False
+        return True
+
+    async def _refused_peer(self, conn: Connection) -> bool:
         """True, after an error frame and a WARNING line, if the peer runs as another user."""
-        peer = _peer_credentials(writer)
+        peer = _peer_credentials(conn.writer)
         conn.peer = None if peer is None else peer[0]
         if peer is None or peer[1] == self.owner_uid:
             return False
         pid, uid = peer
         log.warning("refused a connection from pid %d, uid %d: this daemon serves uid %d only",
                     pid, uid, self.owner_uid)
-        await self._send(writer, m.ErrorReply(PeerRefused.code, (
+        await conn.send(m.ErrorReply(PeerRefused.code, (
             f"this holsrv daemon belongs to uid {self.owner_uid} and serves no other user (you are uid {uid}). "
             "Use a daemon of your own: leave HOLSRV_SOCKET unset, or point it at a path in a directory of yours."
         )))
@@ -372,20 +334,20 @@ class Daemon:
         # reset the connection, and the client might never read why.
         with contextlib.suppress(TimeoutError, OSError):
             async with asyncio.timeout(self.settings.hello_timeout_s):
-                await reader.read(RECEIVE_BUFFER)
+                await conn.reader.read(RECEIVE_BUFFER)
         return True
 
-    async def _refuse(self, reader, writer, conn: _Connection, err: HolsrvError) -> None:
+    async def _refuse(self, conn: Connection, err: HolsrvError) -> None:
         """Answer the hello with `err`: an error sent before the client wrote its hello could
         reach it as a broken pipe instead."""
         conn.idle_since = None  # not a connection to close for room: it is leaving
         log.warning("refused a connection: %s", err)
         with contextlib.suppress(FrameError, TimeoutError):
             async with asyncio.timeout(self.settings.hello_timeout_s):
-                await framing.read_body(reader, budget=self._frames)
-        await self._send(writer, m.ErrorReply(err.code, str(err)))
+                await framing.read_body(conn.reader, budget=self._frames)
+        await conn.send(m.ErrorReply(err.code, str(err)))
 
-    def _limit_peer(self, newcomer: asyncio.Task, conn: _Connection) -> None:
+    def _limit_peer(self, newcomer: asyncio.Task, conn: Connection) -> None:
         """Keep the newcomer's process within its idle connections, closing its own oldest idle one."""
         if conn.peer is None:
             return
@@ -420,168 +382,6 @@ class Daemon:
         conn.writer.close()  # its task then sees the end of the stream and ends
         return True
 
-    def _warn(self, conn: _Connection, message: str, *args: object) -> None:
-        """Log a connection's first problem at WARNING and any later ones at DEBUG: one line each."""
-        log.log(logging.DEBUG if conn.warned else logging.WARNING, message, *args)
-        conn.warned = True
-
-    async def _hello(self, reader, writer, conn: _Connection) -> str | None:
-        expected = (
-            f"a connection must begin with a Hello frame (msgpack {{'op': 'hello', 'protocol': "
-            f"{m.PROTOCOL_VERSION}, 'client': NAME}} after its 4-byte big-endian length); holctl and "
-            "holmcp send it themselves"
-        )
-        try:
-            async with asyncio.timeout(self.settings.hello_timeout_s):
-                body = await framing.read_body(reader, budget=self._frames)
-            if body is None:
-                return None
-            hello = framing.decode(framing.hello_decoder, body)
-        except (FrameError, TimeoutError) as err:
-            problem = f"no hello within {self.settings.hello_timeout_s:g}s" if isinstance(err, TimeoutError) else err
-            self._warn(conn, "rejected a connection: %s", problem)
-            await self._send(writer, m.ErrorReply(FrameError.code, f"{problem}: {expected}"))
-            return None
-        if hello.protocol != m.PROTOCOL_VERSION:
-            message = (
-                f"protocol mismatch: client {hello.client} {hello.client_version} speaks protocol "
-                f"{hello.protocol}, this daemon ({__version__}) speaks {m.PROTOCOL_VERSION}. "
-                "Restart the daemon so it matches the installed clients: stop it with "
-                f"`kill {os.getpid()}` (or `systemctl --user restart holsrv`); the next call "
-                "starts a matching one."
-            )
-            self._warn(conn, "rejected %s: %s", hello.client, message)
-            await self._send(writer, m.ErrorReply(ProtocolMismatch.code, message))
-            return None
-        await self._send(writer, m.Welcome(
-            m.PROTOCOL_VERSION, __version__, os.getpid(),
-            request_timeout_s=self.settings.request_timeout_s,
-            lookup_wait_s=self.settings.lookup_wait_s,
-            start_wait_s=self.settings.start_wait_s,
-            try_timeout_s=self.settings.try_timeout_s,
-            trial_wait_s=self.settings.trial_wait_s,
-            settings_warnings=self._differences(hello.settings),
-            holmake_timeout_s=self.settings.holmake_timeout_s,
-        ))
-        return hello.client
-
-    def _differences(self, given: dict[str, str]) -> list[str]:
-        """One sentence per setting a client was given that this daemon does not have."""
-        return [
-            f"{name}={raw} was given to this client, but the running daemon (pid {os.getpid()}) uses "
-            f"{ours or '(none)'} ({source}), so the client's value has no effect. To apply it, restart the "
-            "daemon: `holctl shutdown` (the next call starts one from the client's environment), or set it "
-            "where the daemon is started (its systemd unit)."
-            for name, raw, ours, source in self.settings.differences(given)
-        ]
-
-    async def _requests(self, reader, writer, client: str, conn: _Connection) -> None:
-        """Answer the connection's requests one at a time, in order, until it ends or breaks the framing.
-
-        The next frame is read while a request is answered (one frame ahead,
-        so a pipelining client is bounded as before): an end of stream seen
-        then, from a caller that closed its socket, cancels the question or
-        eval it is waiting for (see `_caller_gone`).
-        """
-        task = asyncio.current_task()
-        assert task is not None
-        ahead: asyncio.Task | None = None
-        try:
-            while True:
-                conn.idle_since = time.monotonic()
-                if self.stopping.is_set():
-                    # Shutting down (see `close`): the call in flight was answered;
-                    # one read after it is told why it will not be.
-                    if ahead is not None and ahead.done() and not ahead.cancelled() and ahead.exception() is None \
-                            and ahead.result() is not None:
-                        await self._send(writer, m.ErrorReply(DaemonStopping.code, _STOPPING_UNANSWERED))
-                    return
-                if ahead is None:
-                    ahead = self._read_ahead(reader)
-                try:
-                    body = await ahead
-                except FrameError as err:
-                    # A bad length or a stalled frame: the stream cannot be
-                    # resynchronised, so say why and close.
-                    self._warn(conn, "dropped a connection from %s: %s", client, err)
-                    await self._send(writer, m.ErrorReply(err.code, f"{err}; the daemon closes this connection"))
-                    return
-                if body is None:
-                    return
-                conn.idle_since = None
-                # A yield, so one connection pipelining a burst of requests whose
-                # answers are ready (cached) cannot keep every other one waiting.
-                await asyncio.sleep(0)
-                ahead = self._read_ahead(reader)
-                try:
-                    request = framing.decode(framing.request_decoder, body)
-                except FrameError as err:
-                    self._warn(conn, "rejected a request from %s: %s", client, err)
-                    advice = f"{err}; is the client older or newer than the daemon?"
-                    await self._send(writer, m.ErrorReply(err.code, advice))
-                    continue
-                report = self._progress_to(writer) if getattr(request, "progress", False) else None
-                watch = None
-                if isinstance(request, ABANDONED_WHEN_GONE):
-                    watch = functools.partial(self._caller_gone, task, writer, client, request)
-                    ahead.add_done_callback(watch)
-                try:
-                    reply = await self.dispatch.answer(request, client, report)
-                finally:
-                    if watch is not None:
-                        ahead.remove_done_callback(watch)
-                await self._send(writer, reply)
-        finally:
-            if ahead is not None:
-                ahead.cancel()
-
-    def _read_ahead(self, reader: asyncio.StreamReader) -> asyncio.Task:
-        task = asyncio.ensure_future(framing.read_body(reader, self.settings.frame_timeout_s, self._frames))
-        # Its error is read by the loop, or nobody's once the connection ended.
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())
-        return task
-
-    def _caller_gone(self, task: asyncio.Task, writer, client: str, request: m.Request, ahead: asyncio.Task) -> None:
-        """Cancel the connection's call in flight if its caller closed the socket.
-
-        An end of stream may be a half-close (the client still reads its
-        answer); only a hang-up (the socket closed at the other end) means no
-        one will read it.  Cancelling frees what the call held: its lease (so
-        the server can be evicted and `waiting_calls` drops) and, for a
-        request HOL is working on, HOL's thread (`$/cancelRequest`).
-        """
-        if ahead.cancelled() or ahead.exception() is not None or ahead.result() is not None:
-            return
-        if _hung_up(writer):
-            log.info("%s went away during %s: cancelling it", client, type(request).__name__)
-            task.cancel()
-
-    def _progress_to(self, writer: asyncio.StreamWriter) -> Report:
-        """Progress frames for one call, written on its connection ahead of its reply."""
-
-        async def report(progress: m.Progress) -> None:
-            await self._send(writer, progress)
-
-        return report
-
-    async def _send(self, writer: asyncio.StreamWriter, reply: m.Reply) -> None:
-        """Write one frame; `_Unresponsive` if the client does not take it within the send deadline."""
-        try:
-            # In slices: the proofs of a 30,000-proof answer take milliseconds to encode.
-            frame = await stepping.sliced(framing.encode_steps(reply, stepping.ITEMS_PER_STEP))
-        except HolsrvError as err:  # too large, or text that is not UTF-8
-            log.error("could not send a %s: %s", type(reply).__name__, err)
-            frame = [framing.encode(m.ErrorReply("internal", f"the daemon could not send its reply: {err}"))]
-        writer.writelines(frame)
-        try:
-            async with asyncio.timeout(self.settings.send_timeout_s):
-                await writer.drain()
-        except TimeoutError:
-            unsent = writer.transport.get_write_buffer_size()
-            raise _Unresponsive(
-                f"the client took no reply for {self.settings.send_timeout_s:g}s ({unsent} bytes unsent)"
-            ) from None
-
 
 def _peer_credentials(writer: asyncio.StreamWriter) -> tuple[int, int] | None:
     """(pid, uid) of the process at the other end (Linux SO_PEERCRED); None where unknown."""
@@ -594,16 +394,6 @@ def _peer_credentials(writer: asyncio.StreamWriter) -> tuple[int, int] | None:
     except OSError:
         return None
     return pid, uid
-
-
-def _hung_up(writer: asyncio.StreamWriter) -> bool:
-    """True if the peer closed its socket (POLLHUP), not merely its writing half."""
-    sock = writer.get_extra_info("socket")
-    if sock is None:
-        return False
-    poller = select.poll()
-    poller.register(sock.fileno(), 0)  # 0: only hang-ups and errors are reported
-    return any(events & (select.POLLHUP | select.POLLERR) for _, events in poller.poll(0))
 
 
 def _answers(path) -> bool:
