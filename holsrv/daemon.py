@@ -1,15 +1,11 @@
-"""The daemon: a Unix-socket server that hands each request to the dispatch table.
+"""The daemon's life: lock, bind (or take systemd's socket), serve, drain, stop.
 
-One connection may carry many requests, answered in order, one at a time;
-connections are independent, so a client waiting on a slow file never
-delays another.
-
-No client can hold the others up: the loop yields between the requests of
-one connection, a connection's unread input is bounded (the stream limit,
-then the kernel's buffer pushes back on the client), a frame begun must be
-finished within `frame_timeout_s`, a reply taken within `send_timeout_s`,
-and at `max_connections` the oldest idle connection makes room.  A
-malformed connection is logged once, at WARNING, in one line.
+One daemon per socket, held by a lock file; the socket is made again if
+its file is deleted, and the daemon steps aside if another file takes its
+place.  It stops on SIGTERM/SIGINT, a shutdown request or, if asked, when
+idle, draining calls in flight within `stop_timeout_s`.  What it serves is
+`connections`' (who may connect, and each connection's requests) and
+`dispatch`'s (which module answers a request).
 """
 
 from __future__ import annotations
@@ -22,7 +18,6 @@ import logging
 import os
 import signal
 import socket
-import struct
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,19 +25,13 @@ from pathlib import Path
 from holsrv import __version__
 from holsrv.answers.common import Context
 from holsrv.cache import AnswerCache
-from holsrv.connection import RECEIVE_BUFFER, Connection, Unresponsive
+from holsrv.connection import RECEIVE_BUFFER
+from holsrv.connections import Connections
 from holsrv.dispatch import Dispatch
-from holsrv.errors import (
-    AlreadyRunning,
-    DaemonStopping,
-    FrameError,
-    HolsrvError,
-    PeerRefused,
-    ServerBusy,
-)
+from holsrv.errors import AlreadyRunning, DaemonStopping
 from holsrv.pool import Pool, wait_all
-from holsrv.rpc import framing, paths
 from holsrv.rpc import messages as m
+from holsrv.rpc import paths
 from holsrv.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -74,12 +63,7 @@ class Daemon:
         self.stopping = asyncio.Event()
         self.dispatch = Dispatch(self.answers, self.stopping, self.started)
         self._server: asyncio.AbstractServer | None = None
-        self._connections: set[asyncio.Task] = set()
-        self._open: dict[asyncio.Task, Connection] = {}
-        self._frames = framing.Budget(settings.frame_budget_mb * 1024 * 1024)
-        # Connections from any other user are refused (defence in depth
-        # behind the socket's 0600); a test may pretend to be someone else.
-        self.owner_uid = os.getuid()
+        self.connections = Connections(settings, self.dispatch.answer, self.stopping)
         self._force = asyncio.Event()  # a second signal: stop at once
         self._lock_fd: int | None = None
         self._socket_id: tuple[int, int] | None = None  # (device, inode) of the socket we bound
@@ -145,13 +129,13 @@ class Daemon:
         path = self.settings.socket
         if self._listener is not None:
             # systemd set its mode (SocketMode=) and owns the file: serve only.
-            server = await asyncio.start_unix_server(self._serve, sock=self._listener, limit=RECEIVE_BUFFER)
+            server = await asyncio.start_unix_server(self.connections.serve, sock=self._listener, limit=RECEIVE_BUFFER)
             self._socket_id = None
             self._server = server
             return
         old_umask = os.umask(0o177)
         try:
-            server = await asyncio.start_unix_server(self._serve, path=str(path), limit=RECEIVE_BUFFER)
+            server = await asyncio.start_unix_server(self.connections.serve, path=str(path), limit=RECEIVE_BUFFER)
         finally:
             os.umask(old_umask)
         os.chmod(path, 0o600)
@@ -193,7 +177,7 @@ class Daemon:
             await asyncio.sleep(period)  # a periodic duty, as the socket watch: not a synchronisation
             now = time.monotonic()
             # A dead server stays in `sessions` until its file's next call: it is no reason to stay.
-            if self._open or any(s.alive for s in self.pool.sessions.values()):
+            if self.connections or any(s.alive for s in self.pool.sessions.values()):
                 busy_at = now
             elif now - busy_at >= limit:
                 log.info("no HOL server and no client for %gs (idle_exit_s): exiting", limit)
@@ -239,19 +223,17 @@ class Daemon:
         deadline = loop.time() + budget
         self.stopping.set()  # connections end after the reply they are working on
         self.pool.closing = True
-        log.info("shutting down: %d connections, %d HOL servers", len(self._connections), len(self.pool.sessions))
+        log.info("shutting down: %d connections, %d HOL servers", len(self.connections.tasks), len(self.pool.sessions))
         for duty in (self._watch, self._idle):
             if duty is not None and duty is not asyncio.current_task():
                 duty.cancel()
         if self._server is not None:
             self._server.close()
-        for conn in list(self._open.values()):
-            if conn.idle_since is not None:
-                conn.writer.close()  # waiting for a request: nothing to answer
-        if not await wait_all(set(self._connections), budget / 2, self._force):
+        self.connections.close_idle()
+        if not await wait_all(self.connections.tasks, budget / 2, self._force):
             self._cut_short(budget / 2)
         duties = [d for d in (self._watch, self._idle) if d is not None and d is not asyncio.current_task()]
-        await asyncio.gather(*self._connections, *duties, return_exceptions=True)
+        await asyncio.gather(*self.connections.tasks, *duties, return_exceptions=True)
         await self.pool.close(max(0.0, deadline - loop.time()), self._force)
         with contextlib.suppress(OSError):
             info = os.lstat(self.settings.socket)
@@ -268,132 +250,9 @@ class Daemon:
             "answer. Nothing was lost on disk; call again: the next call starts a daemon (or reaches the "
             "one systemd restarts)."
         )
-        log.warning("shutting down: ending %d calls still in flight with daemon_stopping", len(self._connections))
-        frame = framing.encode(m.ErrorReply(DaemonStopping.code, message))
-        for task in list(self._connections):
-            conn = self._open.get(task)
-            if conn is not None:
-                with contextlib.suppress(Exception):  # a transport already closing
-                    conn.writer.write(frame)
-            task.cancel()
-
-    # -- connections -----------------------------------------------------------
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
-        conn = self._open[task] = Connection(reader, writer, self.settings, self._frames, self.stopping)
-        try:
-            if await self._admitted(task, conn):
-                await conn.converse(self.dispatch.answer)
-        except Unresponsive as err:
-            conn.warn("dropped a connection: %s", err)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass  # the client went away; whatever it started carries on
-        except asyncio.CancelledError:
-            # close() cancels a connection, and so does its caller hanging up
-            # mid-call (`_caller_gone`).  Ending normally keeps asyncio's
-            # stream callback from logging the cancellation as an error.
-            pass
-        except Exception:
-            log.exception("connection failed")
-        finally:
-            self._connections.discard(task)
-            self._open.pop(task, None)
-            conn.close()
-
-    async def _admitted(self, task: asyncio.Task, conn: Connection) -> bool:
-        """True if the connection may go on to its hello; if not, it was told why."""
-        if await self._refused_peer(conn):
-            return False
-        self._limit_peer(task, conn)
-        if len(self._open) > self.settings.max_connections and not self._close_oldest_idle(task):
-            err = ServerBusy(
-                f"the daemon has {len(self._open) - 1} connections open (HOLSRV_MAX_CONNECTIONS="
-                f"{self.settings.max_connections}), all busy with requests; try again in a moment"
-            )
-            await self._refuse(conn, err)
-            return False
-        return True
-
-    async def _refused_peer(self, conn: Connection) -> bool:
-        """True, after an error frame and a WARNING line, if the peer runs as another user."""
-        peer = _peer_credentials(conn.writer)
-        conn.peer = None if peer is None else peer[0]
-        if peer is None or peer[1] == self.owner_uid:
-            return False
-        pid, uid = peer
-        log.warning("refused a connection from pid %d, uid %d: this daemon serves uid %d only",
-                    pid, uid, self.owner_uid)
-        await conn.send(m.ErrorReply(PeerRefused.code, (
-            f"this holsrv daemon belongs to uid {self.owner_uid} and serves no other user (you are uid {uid}). "
-            "Use a daemon of your own: leave HOLSRV_SOCKET unset, or point it at a path in a directory of yours."
-        )))
-        # Take the hello the client is sending: closing with it unread would
-        # reset the connection, and the client might never read why.
-        with contextlib.suppress(TimeoutError, OSError):
-            async with asyncio.timeout(self.settings.hello_timeout_s):
-                await conn.reader.read(RECEIVE_BUFFER)
-        return True
-
-    async def _refuse(self, conn: Connection, err: HolsrvError) -> None:
-        """Answer the hello with `err`: an error sent before the client wrote its hello could
-        reach it as a broken pipe instead."""
-        conn.idle_since = None  # not a connection to close for room: it is leaving
-        log.warning("refused a connection: %s", err)
-        with contextlib.suppress(FrameError, TimeoutError):
-            async with asyncio.timeout(self.settings.hello_timeout_s):
-                await framing.read_body(conn.reader, budget=self._frames)
-        await conn.send(m.ErrorReply(err.code, str(err)))
-
-    def _limit_peer(self, newcomer: asyncio.Task, conn: Connection) -> None:
-        """Keep the newcomer's process within its idle connections, closing its own oldest idle one."""
-        if conn.peer is None:
-            return
-        idle = sum(
-            1 for t, c in self._open.items() if t is not newcomer and c.peer == conn.peer and c.idle_since is not None
-        )
-        if idle >= self.settings.max_idle_per_peer:
-            self._close_oldest_idle(newcomer, peer=conn.peer)
-
-    def _close_oldest_idle(self, newcomer: asyncio.Task, peer: int | None = None) -> bool:
-        """Close the connection idle longest (of process `peer`, if given), with a frame saying
-        why, to make room; False if none is idle."""
-        idle = [
-            (c.idle_since, t) for t, c in self._open.items()
-            if t is not newcomer and c.idle_since is not None and (peer is None or c.peer == peer)
-        ]
-        if not idle:
-            return False
-        since, task = min(idle, key=lambda pair: pair[0])
-        conn = self._open.pop(task)
-        limit = (
-            f"{self.settings.max_idle_per_peer} idle connections per client process" if peer is not None
-            else f"{self.settings.max_connections} connections at most"
-        )
-        message = (
-            f"the daemon closed this connection, idle for {time.monotonic() - since:.0f}s, to make room for a new "
-            f"one ({limit}): open a new connection for the next call"
-        )
-        log.info("%s", message)
-        with contextlib.suppress(HolsrvError):
-            conn.writer.write(framing.encode(m.ErrorReply("connection_closed", message)))
-        conn.writer.close()  # its task then sees the end of the stream and ends
-        return True
-
-
-def _peer_credentials(writer: asyncio.StreamWriter) -> tuple[int, int] | None:
-    """(pid, uid) of the process at the other end (Linux SO_PEERCRED); None where unknown."""
-    sock = writer.get_extra_info("socket")
-    option = getattr(socket, "SO_PEERCRED", None)
-    if sock is None or option is None:
-        return None
-    try:
-        pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i")))
-    except OSError:
-        return None
-    return pid, uid
+        log.warning("shutting down: ending %d calls still in flight with daemon_stopping",
+                    len(self.connections.tasks))
+        self.connections.cut_short(m.ErrorReply(DaemonStopping.code, message))
 
 
 def _answers(path) -> bool:
