@@ -47,12 +47,7 @@ IDLE_CHECK_S = 5.0
 class Daemon:
     def __init__(self, settings: Settings, listener: socket.socket | None = None) -> None:
         """`listener`: the listening socket systemd passed (socket activation); its path wins over settings'."""
-        if listener is not None:
-            named = Path(listener.getsockname())
-            if named != settings.socket:
-                settings = dataclasses.replace(settings, socket=named,
-                                               sources={**settings.sources, "socket": "systemd socket activation"})
-        self.settings = settings
+        self.settings = settings = _activated(settings, listener)
         # Under socket activation the socket file is systemd's: it made it, it
         # removes it, and it keeps listening between daemons.
         self._listener = listener
@@ -74,17 +69,9 @@ class Daemon:
         """Take the socket's lock (refusing to start beside a live daemon), bind it, start duties."""
         path = self.settings.socket
         paths.private_dir(path.parent)
-        self._lock()
+        self._lock_fd = _lock(path)
         try:
-            if self._listener is None:
-                if _answers(path):  # a daemon too old to take the lock
-                    raise AlreadyRunning(f"a holsrv daemon is already listening on {path}")
-                with contextlib.suppress(FileNotFoundError):
-                    path.unlink()  # stale: nobody holds the lock, nobody answered on it
-            killed = self.pool.reap_leftovers()
-            if killed:
-                log.warning("stopped %d HOL servers left by a previous daemon", killed)
-            await self._bind()
+            await self._take_socket()
         except BaseException:
             self._unlock()
             raise
@@ -96,27 +83,18 @@ class Daemon:
         how = " (socket from systemd)" if self._listener is not None else ""
         log.info("holsrv %s listening on %s%s (pid %d)", __version__, path, how, os.getpid())
 
-    def _lock(self) -> None:
-        """Hold the socket's lock file for the daemon's whole life: one daemon per socket,
-        even when its socket file is deleted."""
-        lock = paths.lock_path(self.settings.socket)
-        fd = paths.open_private(lock, os.O_RDWR)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-            os.close(fd)
-            raise AlreadyRunning(
-                f"another holsrv daemon (pid {holder or 'unknown'}) holds {lock}, so it serves "
-                f"{self.settings.socket}; if that socket file was deleted, the daemon makes it again within "
-                f"{SOCKET_CHECK_S:g}s. To replace the daemon, stop it first (`holctl shutdown`)."
-            ) from None
-        except BaseException:
-            os.close(fd)
-            raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        self._lock_fd = fd
+    async def _take_socket(self) -> None:
+        """With the lock held: clear a stale socket file, stop a dead daemon's HOL servers, bind."""
+        path = self.settings.socket
+        if self._listener is None:
+            if _answers(path):  # a daemon too old to take the lock
+                raise AlreadyRunning(f"a holsrv daemon is already listening on {path}")
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()  # stale: nobody holds the lock, nobody answered on it
+        killed = self.pool.reap_leftovers()
+        if killed:
+            log.warning("stopped %d HOL servers left by a previous daemon", killed)
+        await self._bind()
 
     def _unlock(self) -> None:
         if self._lock_fd is not None:
@@ -253,6 +231,39 @@ class Daemon:
         log.warning("shutting down: ending %d calls still in flight with daemon_stopping",
                     len(self.connections.tasks))
         self.connections.cut_short(m.ErrorReply(DaemonStopping.code, message))
+
+
+def _lock(socket_path: Path) -> int:
+    """Take the socket's lock file, to hold for the daemon's whole life: one daemon per socket,
+    even when its socket file is deleted.  Its file descriptor; closing it lets go."""
+    lock = paths.lock_path(socket_path)
+    fd = paths.open_private(lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        os.close(fd)
+        raise AlreadyRunning(
+            f"another holsrv daemon (pid {holder or 'unknown'}) holds {lock}, so it serves "
+            f"{socket_path}; if that socket file was deleted, the daemon makes it again within "
+            f"{SOCKET_CHECK_S:g}s. To replace the daemon, stop it first (`holctl shutdown`)."
+        ) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def _activated(settings: Settings, listener: socket.socket | None) -> Settings:
+    """`settings` with the socket systemd passed, if it passed one at another path."""
+    if listener is not None:
+        named = Path(listener.getsockname())
+        if named != settings.socket:
+            settings = dataclasses.replace(settings, socket=named,
+                                           sources={**settings.sources, "socket": "systemd socket activation"})
+    return settings
 
 
 def _answers(path) -> bool:
