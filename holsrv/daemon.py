@@ -104,13 +104,20 @@ class Daemon:
     async def _bind(self) -> None:
         """Listen on the socket path (0600), replacing the listener we had, if any; or serve
         the listening socket systemd passed."""
-        path = self.settings.socket
         if self._listener is not None:
             # systemd set its mode (SocketMode=) and owns the file: serve only.
             server = await asyncio.start_unix_server(self.connections.serve, sock=self._listener, limit=RECEIVE_BUFFER)
             self._socket_id = None
             self._server = server
             return
+        server = await self._listen()
+        old, self._server = self._server, server
+        if old is not None:
+            old.close()  # bound to the deleted file: nobody can reach it any more
+
+    async def _listen(self) -> asyncio.Server:
+        """A server on a new socket file at the socket path, readable by us alone; remembers which file."""
+        path = self.settings.socket
         old_umask = os.umask(0o177)
         try:
             server = await asyncio.start_unix_server(self.connections.serve, path=str(path), limit=RECEIVE_BUFFER)
@@ -119,9 +126,7 @@ class Daemon:
         os.chmod(path, 0o600)
         info = os.lstat(path)
         self._socket_id = (info.st_dev, info.st_ino)
-        old, self._server = self._server, server
-        if old is not None:
-            old.close()  # bound to the deleted file: nobody can reach it any more
+        return server
 
     async def _watch_socket(self) -> None:
         """Make the socket again if its file is deleted; stop if something else took its place."""
@@ -131,12 +136,7 @@ class Daemon:
             try:
                 info = os.lstat(path)
             except FileNotFoundError:
-                log.warning("the socket %s was deleted: listening on a new one", path)
-                try:
-                    await self._bind()
-                except OSError as err:
-                    log.warning("cannot make the socket %s again (%s); trying again in %gs", path, err,
-                                SOCKET_CHECK_S)
+                await self._make_again()
                 continue
             except OSError:
                 continue
@@ -145,6 +145,14 @@ class Daemon:
                 log.warning("%s is no longer this daemon's socket (something replaced it): stopping", path)
                 self.stopping.set()
                 return
+
+    async def _make_again(self) -> None:
+        path = self.settings.socket
+        log.warning("the socket %s was deleted: listening on a new one", path)
+        try:
+            await self._bind()
+        except OSError as err:
+            log.warning("cannot make the socket %s again (%s); trying again in %gs", path, err, SOCKET_CHECK_S)
 
     async def _exit_when_idle(self) -> None:
         """Stop once there has been no HOL server and no client connection for `idle_exit_s`."""
