@@ -64,7 +64,7 @@ class Connections:
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client went away; whatever it started carries on
         except asyncio.CancelledError:
-            # close() cancels a connection, and so does its caller hanging up
+            # The drain (`cut_short`) cancels a connection, and so does its caller hanging up
             # mid-call (`_caller_gone`).  Ending normally keeps asyncio's
             # stream callback from logging the cancellation as an error.
             pass
