@@ -1,17 +1,11 @@
-"""The daemon: a Unix-socket server that hands each request to the tools.
+"""The daemon's life: lock, bind (or take systemd's socket), serve, drain, stop.
 
-One connection may carry many requests, answered in order, one at a time;
-connections are independent, so a client waiting on a slow file never
-delays another.  Every error a request causes becomes an `ErrorReply` here,
-once; a bug becomes an `internal` error with its traceback in the log, and
-the connection survives.
-
-No client can hold the others up: the loop yields between the requests of
-one connection, a connection's unread input is bounded (the stream limit,
-then the kernel's buffer pushes back on the client), a frame begun must be
-finished within `frame_timeout_s`, a reply taken within `send_timeout_s`,
-and at `max_connections` the oldest idle connection makes room.  A
-malformed connection is logged once, at WARNING, in one line.
+One daemon per socket, held by a lock file; the socket is made again if
+its file is deleted, and the daemon steps aside if another file takes its
+place.  It stops on SIGTERM/SIGINT, a shutdown request or, if asked, when
+idle, draining calls in flight within `stop_timeout_s`.  What it serves is
+`connections`' (who may connect, and each connection's requests) and
+`dispatch`'s (which module answers a request).
 """
 
 from __future__ import annotations
@@ -20,56 +14,28 @@ import asyncio
 import contextlib
 import dataclasses
 import fcntl
-import functools
 import logging
 import os
-import select
 import signal
 import socket
-import struct
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import assert_never
 
-from holsrv import __version__, stepping
-from holsrv.answers import common, control, diagnostics, goals, holmake, logs, lookups, search, trials
-from holsrv.answers.common import Context, Report
+from holsrv import __version__
+from holsrv.answers.common import Context
 from holsrv.cache import AnswerCache
-from holsrv.errors import (
-    AlreadyRunning,
-    DaemonStopping,
-    FrameError,
-    HolsrvError,
-    PeerRefused,
-    ProtocolMismatch,
-    ServerBusy,
-)
+from holsrv.connection import RECEIVE_BUFFER
+from holsrv.connections import Connections
+from holsrv.dispatch import Dispatch
+from holsrv.errors import AlreadyRunning, DaemonStopping
 from holsrv.pool import Pool, wait_all
-from holsrv.rpc import framing, limits, paths
 from holsrv.rpc import messages as m
+from holsrv.rpc import paths
 from holsrv.settings import Settings
 
 log = logging.getLogger(__name__)
 
-# A connection's stream buffer: past twice this much unread input the daemon
-# stops reading from it, and the kernel's socket buffer makes the client wait.
-RECEIVE_BUFFER = 64 * 1024
-# Calls whose work is for their caller alone: if it hangs up, they are
-# cancelled.  Actions (restart, stop, retryCompile, shutdown) always complete.
-ABANDONED_WHEN_GONE = (
-    m.Diagnostics, m.GoalState, m.Hover, m.Definition, m.References, m.Completion,
-    m.DocumentSymbol, m.WorkspaceSymbol, m.Search, m.Eval, m.Status,
-    # A trial's candidates stop, and its `finally` gives the server the file's text back.
-    m.Try, m.GoalDiff,
-)
-_STOPPING_UNANSWERED = (
-    "the daemon is shutting down and did not start this request; send it again in a few seconds "
-    "(the next call starts a new daemon, or systemd restarts it)"
-)
-# How much of a request a log line quotes.
-LOGGED_CHARS = 300
 # How often the daemon checks that its socket file is still there (someone may
 # delete it; clients would then start a daemon that cannot run while we do).
 SOCKET_CHECK_S = 2.0
@@ -78,30 +44,10 @@ SOCKET_CHECK_S = 2.0
 IDLE_CHECK_S = 5.0
 
 
-class _Unresponsive(ConnectionError):
-    """The client did not take a reply within the send deadline."""
-
-
-@dataclass(eq=False)
-class _Connection:
-    """What the daemon knows of one open connection, for picking one to close."""
-
-    writer: asyncio.StreamWriter
-    # monotonic time since which it waits for a frame; None while a request is answered
-    idle_since: float | None
-    warned: bool = False  # its one WARNING line is spent
-    peer: int | None = None  # the client's pid, where the system says
-
-
 class Daemon:
     def __init__(self, settings: Settings, listener: socket.socket | None = None) -> None:
         """`listener`: the listening socket systemd passed (socket activation); its path wins over settings'."""
-        if listener is not None:
-            named = Path(listener.getsockname())
-            if named != settings.socket:
-                settings = dataclasses.replace(settings, socket=named,
-                                               sources={**settings.sources, "socket": "systemd socket activation"})
-        self.settings = settings
+        self.settings = settings = _activated(settings, listener)
         # Under socket activation the socket file is systemd's: it made it, it
         # removes it, and it keeps listening between daemons.
         self._listener = listener
@@ -110,13 +56,9 @@ class Daemon:
         self.answers = Context(self.pool, self.cache, settings)
         self.started = time.monotonic()
         self.stopping = asyncio.Event()
+        self.dispatch = Dispatch(self.answers, self.stopping, self.started)
         self._server: asyncio.AbstractServer | None = None
-        self._connections: set[asyncio.Task] = set()
-        self._open: dict[asyncio.Task, _Connection] = {}
-        self._frames = framing.Budget(settings.frame_budget_mb * 1024 * 1024)
-        # Connections from any other user are refused (defence in depth
-        # behind the socket's 0600); a test may pretend to be someone else.
-        self.owner_uid = os.getuid()
+        self.connections = Connections(settings, self.dispatch.answer, self.stopping)
         self._force = asyncio.Event()  # a second signal: stop at once
         self._lock_fd: int | None = None
         self._socket_id: tuple[int, int] | None = None  # (device, inode) of the socket we bound
@@ -127,17 +69,9 @@ class Daemon:
         """Take the socket's lock (refusing to start beside a live daemon), bind it, start duties."""
         path = self.settings.socket
         paths.private_dir(path.parent)
-        self._lock()
+        self._lock_fd = _lock(path)
         try:
-            if self._listener is None:
-                if _answers(path):  # a daemon too old to take the lock
-                    raise AlreadyRunning(f"a holsrv daemon is already listening on {path}")
-                with contextlib.suppress(FileNotFoundError):
-                    path.unlink()  # stale: nobody holds the lock, nobody answered on it
-            killed = self.pool.reap_leftovers()
-            if killed:
-                log.warning("stopped %d HOL servers left by a previous daemon", killed)
-            await self._bind()
+            await self._take_socket()
         except BaseException:
             self._unlock()
             raise
@@ -149,27 +83,18 @@ class Daemon:
         how = " (socket from systemd)" if self._listener is not None else ""
         log.info("holsrv %s listening on %s%s (pid %d)", __version__, path, how, os.getpid())
 
-    def _lock(self) -> None:
-        """Hold the socket's lock file for the daemon's whole life: one daemon per socket,
-        even when its socket file is deleted."""
-        lock = paths.lock_path(self.settings.socket)
-        fd = paths.open_private(lock, os.O_RDWR)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-            os.close(fd)
-            raise AlreadyRunning(
-                f"another holsrv daemon (pid {holder or 'unknown'}) holds {lock}, so it serves "
-                f"{self.settings.socket}; if that socket file was deleted, the daemon makes it again within "
-                f"{SOCKET_CHECK_S:g}s. To replace the daemon, stop it first (`holctl shutdown`)."
-            ) from None
-        except BaseException:
-            os.close(fd)
-            raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        self._lock_fd = fd
+    async def _take_socket(self) -> None:
+        """With the lock held: clear a stale socket file, stop a dead daemon's HOL servers, bind."""
+        path = self.settings.socket
+        if self._listener is None:
+            if _answers(path):  # a daemon too old to take the lock
+                raise AlreadyRunning(f"a holsrv daemon is already listening on {path}")
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()  # stale: nobody holds the lock, nobody answered on it
+        killed = self.pool.reap_leftovers()
+        if killed:
+            log.warning("stopped %d HOL servers left by a previous daemon", killed)
+        await self._bind()
 
     def _unlock(self) -> None:
         if self._lock_fd is not None:
@@ -179,24 +104,29 @@ class Daemon:
     async def _bind(self) -> None:
         """Listen on the socket path (0600), replacing the listener we had, if any; or serve
         the listening socket systemd passed."""
-        path = self.settings.socket
         if self._listener is not None:
             # systemd set its mode (SocketMode=) and owns the file: serve only.
-            server = await asyncio.start_unix_server(self._serve, sock=self._listener, limit=RECEIVE_BUFFER)
+            server = await asyncio.start_unix_server(self.connections.serve, sock=self._listener, limit=RECEIVE_BUFFER)
             self._socket_id = None
             self._server = server
             return
+        server = await self._listen()
+        old, self._server = self._server, server
+        if old is not None:
+            old.close()  # bound to the deleted file: nobody can reach it any more
+
+    async def _listen(self) -> asyncio.Server:
+        """A server on a new socket file at the socket path, readable by us alone; remembers which file."""
+        path = self.settings.socket
         old_umask = os.umask(0o177)
         try:
-            server = await asyncio.start_unix_server(self._serve, path=str(path), limit=RECEIVE_BUFFER)
+            server = await asyncio.start_unix_server(self.connections.serve, path=str(path), limit=RECEIVE_BUFFER)
         finally:
             os.umask(old_umask)
         os.chmod(path, 0o600)
         info = os.lstat(path)
         self._socket_id = (info.st_dev, info.st_ino)
-        old, self._server = self._server, server
-        if old is not None:
-            old.close()  # bound to the deleted file: nobody can reach it any more
+        return server
 
     async def _watch_socket(self) -> None:
         """Make the socket again if its file is deleted; stop if something else took its place."""
@@ -206,12 +136,7 @@ class Daemon:
             try:
                 info = os.lstat(path)
             except FileNotFoundError:
-                log.warning("the socket %s was deleted: listening on a new one", path)
-                try:
-                    await self._bind()
-                except OSError as err:
-                    log.warning("cannot make the socket %s again (%s); trying again in %gs", path, err,
-                                SOCKET_CHECK_S)
+                await self._make_again()
                 continue
             except OSError:
                 continue
@@ -220,6 +145,14 @@ class Daemon:
                 log.warning("%s is no longer this daemon's socket (something replaced it): stopping", path)
                 self.stopping.set()
                 return
+
+    async def _make_again(self) -> None:
+        path = self.settings.socket
+        log.warning("the socket %s was deleted: listening on a new one", path)
+        try:
+            await self._bind()
+        except OSError as err:
+            log.warning("cannot make the socket %s again (%s); trying again in %gs", path, err, SOCKET_CHECK_S)
 
     async def _exit_when_idle(self) -> None:
         """Stop once there has been no HOL server and no client connection for `idle_exit_s`."""
@@ -230,7 +163,7 @@ class Daemon:
             await asyncio.sleep(period)  # a periodic duty, as the socket watch: not a synchronisation
             now = time.monotonic()
             # A dead server stays in `sessions` until its file's next call: it is no reason to stay.
-            if self._open or any(s.alive for s in self.pool.sessions.values()):
+            if self.connections or any(s.alive for s in self.pool.sessions.values()):
                 busy_at = now
             elif now - busy_at >= limit:
                 log.info("no HOL server and no client for %gs (idle_exit_s): exiting", limit)
@@ -276,19 +209,17 @@ class Daemon:
         deadline = loop.time() + budget
         self.stopping.set()  # connections end after the reply they are working on
         self.pool.closing = True
-        log.info("shutting down: %d connections, %d HOL servers", len(self._connections), len(self.pool.sessions))
+        log.info("shutting down: %d connections, %d HOL servers", len(self.connections.tasks), len(self.pool.sessions))
         for duty in (self._watch, self._idle):
             if duty is not None and duty is not asyncio.current_task():
                 duty.cancel()
         if self._server is not None:
             self._server.close()
-        for conn in list(self._open.values()):
-            if conn.idle_since is not None:
-                conn.writer.close()  # waiting for a request: nothing to answer
-        if not await wait_all(set(self._connections), budget / 2, self._force):
+        self.connections.close_idle()
+        if not await wait_all(self.connections.tasks, budget / 2, self._force):
             self._cut_short(budget / 2)
         duties = [d for d in (self._watch, self._idle) if d is not None and d is not asyncio.current_task()]
-        await asyncio.gather(*self._connections, *duties, return_exceptions=True)
+        await asyncio.gather(*self.connections.tasks, *duties, return_exceptions=True)
         await self.pool.close(max(0.0, deadline - loop.time()), self._force)
         with contextlib.suppress(OSError):
             info = os.lstat(self.settings.socket)
@@ -305,388 +236,42 @@ class Daemon:
             "answer. Nothing was lost on disk; call again: the next call starts a daemon (or reaches the "
             "one systemd restarts)."
         )
-        log.warning("shutting down: ending %d calls still in flight with daemon_stopping", len(self._connections))
-        frame = framing.encode(m.ErrorReply(DaemonStopping.code, message))
-        for task in list(self._connections):
-            conn = self._open.get(task)
-            if conn is not None:
-                with contextlib.suppress(Exception):  # a transport already closing
-                    conn.writer.write(frame)
-            task.cancel()
-
-    # -- connections -----------------------------------------------------------
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
-        # No write buffer beyond the kernel's: `_send`'s drain then means the
-        # client has the reply, and closing never lingers on unsent data.
-        writer.transport.set_write_buffer_limits(high=0)
-        conn = self._open[task] = _Connection(writer, time.monotonic())
-        try:
-            if await self._refused_peer(reader, writer, conn):
-                return
-            self._limit_peer(task, conn)
-            if len(self._open) > self.settings.max_connections and not self._close_oldest_idle(task):
-                err = ServerBusy(
-                    f"the daemon has {len(self._open) - 1} connections open (HOLSRV_MAX_CONNECTIONS="
-                    f"{self.settings.max_connections}), all busy with requests; try again in a moment"
-                )
-                await self._refuse(reader, writer, conn, err)
-                return
-            client = await self._hello(reader, writer, conn)
-            if client is not None:
-                await self._requests(reader, writer, client, conn)
-        except _Unresponsive as err:
-            self._warn(conn, "dropped a connection: %s", err)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass  # the client went away; whatever it started carries on
-        except asyncio.CancelledError:
-            # close() cancels a connection, and so does its caller hanging up
-            # mid-call (`_caller_gone`).  Ending normally keeps asyncio's
-            # stream callback from logging the cancellation as an error.
-            pass
-        except Exception:
-            log.exception("connection failed")
-        finally:
-            self._connections.discard(task)
-            self._open.pop(task, None)
-            if writer.transport.get_write_buffer_size():
-                writer.transport.abort()  # a reply it never took: do not wait on it
-            else:
-                writer.close()
-
-    async def _refused_peer(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: _Connection
-    ) -> bool:
-        """True, after an error frame and a WARNING line, if the peer runs as another user."""
-        peer = _peer_credentials(writer)
-        conn.peer = None if peer is None else peer[0]
-        if peer is None or peer[1] == self.owner_uid:
-            return False
-        pid, uid = peer
-        log.warning("refused a connection from pid %d, uid %d: this daemon serves uid %d only",
-                    pid, uid, self.owner_uid)
-        await self._send(writer, m.ErrorReply(PeerRefused.code, (
-            f"this holsrv daemon belongs to uid {self.owner_uid} and serves no other user (you are uid {uid}). "
-            "Use a daemon of your own: leave HOLSRV_SOCKET unset, or point it at a path in a directory of yours."
-        )))
-        # Take the hello the client is sending: closing with it unread would
-        # reset the connection, and the client might never read why.
-        with contextlib.suppress(TimeoutError, OSError):
-            async with asyncio.timeout(self.settings.hello_timeout_s):
-                await reader.read(RECEIVE_BUFFER)
-        return True
-
-    async def _refuse(self, reader, writer, conn: _Connection, err: HolsrvError) -> None:
-        """Answer the hello with `err`: an error sent before the client wrote its hello could
-        reach it as a broken pipe instead."""
-        conn.idle_since = None  # not a connection to close for room: it is leaving
-        log.warning("refused a connection: %s", err)
-        with contextlib.suppress(FrameError, TimeoutError):
-            async with asyncio.timeout(self.settings.hello_timeout_s):
-                await framing.read_body(reader, budget=self._frames)
-        await self._send(writer, m.ErrorReply(err.code, str(err)))
-
-    def _limit_peer(self, newcomer: asyncio.Task, conn: _Connection) -> None:
-        """Keep the newcomer's process within its idle connections, closing its own oldest idle one."""
-        if conn.peer is None:
-            return
-        idle = sum(
-            1 for t, c in self._open.items() if t is not newcomer and c.peer == conn.peer and c.idle_since is not None
-        )
-        if idle >= self.settings.max_idle_per_peer:
-            self._close_oldest_idle(newcomer, peer=conn.peer)
-
-    def _close_oldest_idle(self, newcomer: asyncio.Task, peer: int | None = None) -> bool:
-        """Close the connection idle longest (of process `peer`, if given), with a frame saying
-        why, to make room; False if none is idle."""
-        idle = [
-            (c.idle_since, t) for t, c in self._open.items()
-            if t is not newcomer and c.idle_since is not None and (peer is None or c.peer == peer)
-        ]
-        if not idle:
-            return False
-        since, task = min(idle, key=lambda pair: pair[0])
-        conn = self._open.pop(task)
-        limit = (
-            f"{self.settings.max_idle_per_peer} idle connections per client process" if peer is not None
-            else f"{self.settings.max_connections} connections at most"
-        )
-        message = (
-            f"the daemon closed this connection, idle for {time.monotonic() - since:.0f}s, to make room for a new "
-            f"one ({limit}): open a new connection for the next call"
-        )
-        log.info("%s", message)
-        with contextlib.suppress(HolsrvError):
-            conn.writer.write(framing.encode(m.ErrorReply("connection_closed", message)))
-        conn.writer.close()  # its task then sees the end of the stream and ends
-        return True
-
-    def _warn(self, conn: _Connection, message: str, *args: object) -> None:
-        """Log a connection's first problem at WARNING and any later ones at DEBUG: one line each."""
-        log.log(logging.DEBUG if conn.warned else logging.WARNING, message, *args)
-        conn.warned = True
-
-    async def _hello(self, reader, writer, conn: _Connection) -> str | None:
-        expected = (
-            f"a connection must begin with a Hello frame (msgpack {{'op': 'hello', 'protocol': "
-            f"{m.PROTOCOL_VERSION}, 'client': NAME}} after its 4-byte big-endian length); holctl and "
-            "holmcp send it themselves"
-        )
-        try:
-            async with asyncio.timeout(self.settings.hello_timeout_s):
-                body = await framing.read_body(reader, budget=self._frames)
-            if body is None:
-                return None
-            hello = framing.decode(framing.hello_decoder, body)
-        except (FrameError, TimeoutError) as err:
-            problem = f"no hello within {self.settings.hello_timeout_s:g}s" if isinstance(err, TimeoutError) else err
-            self._warn(conn, "rejected a connection: %s", problem)
-            await self._send(writer, m.ErrorReply(FrameError.code, f"{problem}: {expected}"))
-            return None
-        if hello.protocol != m.PROTOCOL_VERSION:
-            message = (
-                f"protocol mismatch: client {hello.client} {hello.client_version} speaks protocol "
-                f"{hello.protocol}, this daemon ({__version__}) speaks {m.PROTOCOL_VERSION}. "
-                "Restart the daemon so it matches the installed clients: stop it with "
-                f"`kill {os.getpid()}` (or `systemctl --user restart holsrv`); the next call "
-                "starts a matching one."
-            )
-            self._warn(conn, "rejected %s: %s", hello.client, message)
-            await self._send(writer, m.ErrorReply(ProtocolMismatch.code, message))
-            return None
-        await self._send(writer, m.Welcome(
-            m.PROTOCOL_VERSION, __version__, os.getpid(),
-            request_timeout_s=self.settings.request_timeout_s,
-            lookup_wait_s=self.settings.lookup_wait_s,
-            start_wait_s=self.settings.start_wait_s,
-            try_timeout_s=self.settings.try_timeout_s,
-            trial_wait_s=self.settings.trial_wait_s,
-            settings_warnings=self._differences(hello.settings),
-            holmake_timeout_s=self.settings.holmake_timeout_s,
-        ))
-        return hello.client
-
-    def _differences(self, given: dict[str, str]) -> list[str]:
-        """One sentence per setting a client was given that this daemon does not have."""
-        return [
-            f"{name}={raw} was given to this client, but the running daemon (pid {os.getpid()}) uses "
-            f"{ours or '(none)'} ({source}), so the client's value has no effect. To apply it, restart the "
-            "daemon: `holctl shutdown` (the next call starts one from the client's environment), or set it "
-            "where the daemon is started (its systemd unit)."
-            for name, raw, ours, source in self.settings.differences(given)
-        ]
-
-    async def _requests(self, reader, writer, client: str, conn: _Connection) -> None:
-        """Answer the connection's requests one at a time, in order, until it ends or breaks the framing.
-
-        The next frame is read while a request is answered (one frame ahead,
-        so a pipelining client is bounded as before): an end of stream seen
-        then, from a caller that closed its socket, cancels the question or
-        eval it is waiting for (see `_caller_gone`).
-        """
-        task = asyncio.current_task()
-        assert task is not None
-        ahead: asyncio.Task | None = None
-        try:
-            while True:
-                conn.idle_since = time.monotonic()
-                if self.stopping.is_set():
-                    # Shutting down (see `close`): the call in flight was answered;
-                    # one read after it is told why it will not be.
-                    if ahead is not None and ahead.done() and not ahead.cancelled() and ahead.exception() is None \
-                            and ahead.result() is not None:
-                        await self._send(writer, m.ErrorReply(DaemonStopping.code, _STOPPING_UNANSWERED))
-                    return
-                if ahead is None:
-                    ahead = self._read_ahead(reader)
-                try:
-                    body = await ahead
-                except FrameError as err:
-                    # A bad length or a stalled frame: the stream cannot be
-                    # resynchronised, so say why and close.
-                    self._warn(conn, "dropped a connection from %s: %s", client, err)
-                    await self._send(writer, m.ErrorReply(err.code, f"{err}; the daemon closes this connection"))
-                    return
-                if body is None:
-                    return
-                conn.idle_since = None
-                # A yield, so one connection pipelining a burst of requests whose
-                # answers are ready (cached) cannot keep every other one waiting.
-                await asyncio.sleep(0)
-                ahead = self._read_ahead(reader)
-                try:
-                    request = framing.decode(framing.request_decoder, body)
-                except FrameError as err:
-                    self._warn(conn, "rejected a request from %s: %s", client, err)
-                    advice = f"{err}; is the client older or newer than the daemon?"
-                    await self._send(writer, m.ErrorReply(err.code, advice))
-                    continue
-                report = self._progress_to(writer) if getattr(request, "progress", False) else None
-                watch = None
-                if isinstance(request, ABANDONED_WHEN_GONE):
-                    watch = functools.partial(self._caller_gone, task, writer, client, request)
-                    ahead.add_done_callback(watch)
-                try:
-                    reply = await self._answer(request, client, report)
-                finally:
-                    if watch is not None:
-                        ahead.remove_done_callback(watch)
-                await self._send(writer, reply)
-        finally:
-            if ahead is not None:
-                ahead.cancel()
-
-    def _read_ahead(self, reader: asyncio.StreamReader) -> asyncio.Task:
-        task = asyncio.ensure_future(framing.read_body(reader, self.settings.frame_timeout_s, self._frames))
-        # Its error is read by the loop, or nobody's once the connection ended.
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())
-        return task
-
-    def _caller_gone(self, task: asyncio.Task, writer, client: str, request: m.Request, ahead: asyncio.Task) -> None:
-        """Cancel the connection's call in flight if its caller closed the socket.
-
-        An end of stream may be a half-close (the client still reads its
-        answer); only a hang-up (the socket closed at the other end) means no
-        one will read it.  Cancelling frees what the call held: its lease (so
-        the server can be evicted and `waiting_calls` drops) and, for a
-        request HOL is working on, HOL's thread (`$/cancelRequest`).
-        """
-        if ahead.cancelled() or ahead.exception() is not None or ahead.result() is not None:
-            return
-        if _hung_up(writer):
-            log.info("%s went away during %s: cancelling it", client, type(request).__name__)
-            task.cancel()
-
-    async def _answer(self, request: m.Request, client: str, report: Report | None = None) -> m.Reply:
-        try:
-            limits.check_request(request)
-            common.check_expect_hash(getattr(request, "expect_hash", ""))
-            return await common.stamp(self.answers, request, await self.dispatch(request, client, report))
-        except HolsrvError as err:
-            log.info("%s from %s: %s: %s", type(request).__name__, client, err.code, err)
-            return m.ErrorReply(err.code, str(err), err.detail)
-        except ConnectionError:
-            raise  # the caller went away while it was sent progress
-        except Exception as err:
-            log.exception("internal error answering %.*r", LOGGED_CHARS, request)
-            return m.ErrorReply("internal", f"internal error in the daemon: {err!r}; see the daemon log")
-
-    async def dispatch(self, request: m.Request, client: str, report: Report | None = None) -> m.Reply:
-        ctx = self.answers
-        match request:
-            case m.Diagnostics():
-                return await diagnostics.answer(ctx, request, client, report)
-            case m.GoalState():
-                return await goals.goal_state(ctx, request, client)
-            case m.Hover():
-                return await lookups.hover(ctx, request, client)
-            case m.Definition():
-                return await lookups.definition(ctx, request, client)
-            case m.References():
-                return await lookups.references(ctx, request, client)
-            case m.Completion():
-                return await lookups.completion(ctx, request, client)
-            case m.DocumentSymbol():
-                return await lookups.document_symbol(ctx, request, client)
-            case m.WorkspaceSymbol():
-                return await lookups.workspace_symbol(ctx, request, client)
-            case m.Eval():
-                return await control.eval(ctx, request, client)
-            case m.RetryCompile():
-                return await control.retry_compile(ctx, request, client)
-            case m.Restart():
-                return await control.restart(ctx, request, client)
-            case m.Stop():
-                return await control.stop(ctx, request)
-            case m.Search():
-                return await search.search(ctx, request, client)
-            case m.Holmake():
-                return await holmake.holmake(ctx, request, client, report)
-            case m.Status():
-                return await self.status()
-            case m.Shutdown():
-                self.stopping.set()
-                return m.ShutdownResult(f"holsrv (pid {os.getpid()}) is stopping its HOL servers and exiting")
-            case m.Try():
-                return await trials.try_tactics(ctx, request, client, report)
-            case m.GoalDiff():
-                return await trials.goal_diff(ctx, request, client)
-            case m.Logs():
-                return await logs.logs(ctx, request)
-            case _:
-                assert_never(request)
-
-    async def status(self) -> m.StatusResult:
-        for session in list(self.pool.sessions.values()):
-            await session.refresh_tally()
-        now = self.pool.clock()
-        return m.StatusResult(
-            daemon_version=__version__,
-            protocol=m.PROTOCOL_VERSION,
-            pid=os.getpid(),
-            uptime_s=round(time.monotonic() - self.started, 1),
-            socket=str(self.settings.socket),
-            max_servers=self.settings.max_servers,
-            sessions=self.pool.status_rows(now),
-            cache_hits=self.cache.hits,
-            cache_misses=self.cache.misses,
-            settings=[m.SettingSource(name, value, source) for name, value, source in self.settings.effective()],
-            memory_budget_mb=self.settings.memory_budget_mb,
-            memory_used_mb=round(self.pool.memory_held_mb(), 1),
-        )
+        log.warning("shutting down: ending %d calls still in flight with daemon_stopping",
+                    len(self.connections.tasks))
+        self.connections.cut_short(m.ErrorReply(DaemonStopping.code, message))
 
 
-    def _progress_to(self, writer: asyncio.StreamWriter) -> Report:
-        """Progress frames for one call, written on its connection ahead of its reply."""
-
-        async def report(progress: m.Progress) -> None:
-            await self._send(writer, progress)
-
-        return report
-
-    async def _send(self, writer: asyncio.StreamWriter, reply: m.Reply) -> None:
-        """Write one frame; `_Unresponsive` if the client does not take it within the send deadline."""
-        try:
-            # In slices: the proofs of a 30,000-proof answer take milliseconds to encode.
-            frame = await stepping.sliced(framing.encode_steps(reply, stepping.ITEMS_PER_STEP))
-        except HolsrvError as err:  # too large, or text that is not UTF-8
-            log.error("could not send a %s: %s", type(reply).__name__, err)
-            frame = [framing.encode(m.ErrorReply("internal", f"the daemon could not send its reply: {err}"))]
-        writer.writelines(frame)
-        try:
-            async with asyncio.timeout(self.settings.send_timeout_s):
-                await writer.drain()
-        except TimeoutError:
-            unsent = writer.transport.get_write_buffer_size()
-            raise _Unresponsive(
-                f"the client took no reply for {self.settings.send_timeout_s:g}s ({unsent} bytes unsent)"
-            ) from None
-
-
-def _peer_credentials(writer: asyncio.StreamWriter) -> tuple[int, int] | None:
-    """(pid, uid) of the process at the other end (Linux SO_PEERCRED); None where unknown."""
-    sock = writer.get_extra_info("socket")
-    option = getattr(socket, "SO_PEERCRED", None)
-    if sock is None or option is None:
-        return None
+def _lock(socket_path: Path) -> int:
+    """Take the socket's lock file, to hold for the daemon's whole life: one daemon per socket,
+    even when its socket file is deleted.  Its file descriptor; closing it lets go."""
+    lock = paths.lock_path(socket_path)
+    fd = paths.open_private(lock, os.O_RDWR)
     try:
-        pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i")))
-    except OSError:
-        return None
-    return pid, uid
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        os.close(fd)
+        raise AlreadyRunning(
+            f"another holsrv daemon (pid {holder or 'unknown'}) holds {lock}, so it serves "
+            f"{socket_path}; if that socket file was deleted, the daemon makes it again within "
+            f"{SOCKET_CHECK_S:g}s. To replace the daemon, stop it first (`holctl shutdown`)."
+        ) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
 
 
-def _hung_up(writer: asyncio.StreamWriter) -> bool:
-    """True if the peer closed its socket (POLLHUP), not merely its writing half."""
-    sock = writer.get_extra_info("socket")
-    if sock is None:
-        return False
-    poller = select.poll()
-    poller.register(sock.fileno(), 0)  # 0: only hang-ups and errors are reported
-    return any(events & (select.POLLHUP | select.POLLERR) for _, events in poller.poll(0))
+def _activated(settings: Settings, listener: socket.socket | None) -> Settings:
+    """`settings` with the socket systemd passed, if it passed one at another path."""
+    if listener is not None:
+        named = Path(listener.getsockname())
+        if named != settings.socket:
+            settings = dataclasses.replace(settings, socket=named,
+                                           sources={**settings.sources, "socket": "systemd socket activation"})
+    return settings
 
 
 def _answers(path) -> bool:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from holctl.cli import cli, failure_for
+from holctl.calls import failure_for
+from holctl.cli import cli
 from holsrv import errors, settings
 from holsrv.errors import error_for_code
 from holsrv.main import main as holsrv_main

@@ -121,7 +121,7 @@ def test_at_the_connection_limit_with_every_connection_busy_a_newcomer_gets_serv
         for sock in busy:
             sock.sendall(framing.encode(m.Diagnostics(str(path), wait=30)))
         # Both requests read and being answered (a connection still idle would be closed for room).
-        connections = daemon.daemon._open.values
+        connections = daemon.daemon.connections._open.values
         wait_until(lambda: [c.idle_since for c in connections()] == [None, None], what="both calls to be read")
         with pytest.raises(errors.ServerBusy, match="2 connections open .HOLSRV_MAX_CONNECTIONS=2., all busy"):
             daemon.call(m.Status(), timeout=10)
@@ -150,12 +150,12 @@ def test_partial_frames_cannot_hold_more_than_the_frame_budget(daemon_factory):
     big = 700 * 1024
     with _hello(daemon) as holder, _hello(daemon) as second:
         holder.sendall(big.to_bytes(4, "big") + b"\x00" * 1000)  # and then nothing
-        wait_until(lambda: daemon.daemon._frames.held >= big, what="the first frame to be begun")
+        wait_until(lambda: daemon.daemon.connections._frames.held >= big, what="the first frame to be begun")
         second.sendall(big.to_bytes(4, "big"))
         reply = _reply(second)
         assert isinstance(reply, m.ErrorReply) and reply.code == "bad_frame"
         assert "cannot be received now" in reply.message and "send it again shortly" in reply.message
-    wait_until(lambda: daemon.daemon._frames.held == 0, what="the abandoned frame to be let go")
+    wait_until(lambda: daemon.daemon.connections._frames.held == 0, what="the abandoned frame to be let go")
     assert isinstance(daemon.call(m.Status(), timeout=10), m.StatusResult)
 
 

@@ -11,7 +11,8 @@ import pytest
 from click.testing import CliRunner
 from test_wire import FakeDaemon
 
-from holctl.cli import cli, failure_for
+from holctl.calls import failure_for
+from holctl.cli import cli
 from holsrv import __version__
 from holsrv.errors import error_for_code
 from holsrv.rpc import messages

@@ -138,7 +138,7 @@ def test_one_processs_idle_connections_cannot_push_out_anothers(daemon_factory):
                 for sock in mine:  # both still open and answered
                     sock.sendall(framing.encode(m.Status()))
                     assert isinstance(_reply(sock), m.StatusResult)
-                hogged = [c for c in daemon.daemon._open.values() if c.peer == hog.pid]
+                hogged = [c for c in daemon.daemon.connections._open.values() if c.peer == hog.pid]
                 assert len(hogged) == 3, f"the hog keeps {len(hogged)} idle connections"
             finally:
                 hog.kill()

@@ -331,7 +331,7 @@ def test_a_rotated_log_stays_private(short_tmp):
 
 
 def test_a_connection_from_another_uid_is_refused_with_a_clear_error(daemon, caplog):
-    daemon.daemon.owner_uid = os.getuid() + 1  # as if the peer were another user
+    daemon.daemon.connections.owner_uid = os.getuid() + 1  # as if the peer were another user
     with caplog.at_level(logging.WARNING, logger="holsrv.daemon"):
         with pytest.raises(errors.PeerRefused) as refused:
             daemon.call(m.Status())

@@ -1,0 +1,1 @@
+"""holctl's commands by family: questions about a file, the fleet, the service."""

@@ -1,0 +1,113 @@
+"""holctl's commands about the fleet: the daemon's status, a file's server (restart, stop, retry, its log),
+the daemon's own log, and shutting it all down."""
+
+from __future__ import annotations
+
+import collections
+import os
+from pathlib import Path
+
+import click
+
+from holctl.calls import EXIT_CODES, Target
+from holctl.options import absolute, file_argument, json_option
+from holsrv.rpc import messages
+
+
+@click.command("status", epilog=EXIT_CODES)
+@json_option
+@click.pass_obj
+def status(target: Target, as_json: bool) -> None:
+    """Print the daemon, its settings, and every HOL server it runs."""
+    target.ask(messages.Status(), as_json)
+
+
+@click.command("retryCompile", epilog=EXIT_CODES)
+@file_argument
+@json_option
+@click.pass_obj
+def retry_compile(target: Target, file: str, as_json: bool) -> None:
+    """Compile FILE again after its blocked dependencies were fixed."""
+    target.ask(messages.RetryCompile(file=absolute(file)), as_json)
+
+
+@click.command("restart", epilog=EXIT_CODES)
+@file_argument
+@click.option(
+    "--max-heap-mb",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Heap cap for the new server in MB (0: no cap). Default: keep the current cap.",
+)
+@json_option
+@click.pass_obj
+def restart(target: Target, file: str, max_heap_mb: int | None, as_json: bool) -> None:
+    """Stop FILE's HOL server and start a fresh one."""
+    target.ask(messages.Restart(file=absolute(file), max_heap_mb=max_heap_mb), as_json)
+
+
+@click.command("stop", epilog=EXIT_CODES)
+@file_argument
+@json_option
+@click.pass_obj
+def stop(target: Target, file: str, as_json: bool) -> None:
+    """Stop FILE's HOL server, freeing its memory and its place; the next call starts a new one."""
+    target.ask(messages.Stop(file=absolute(file)), as_json)
+
+
+@click.command("shutdown", epilog=EXIT_CODES)
+@json_option
+@click.pass_obj
+def shutdown(target: Target, as_json: bool) -> None:
+    """Stop every HOL server and the daemon. Never starts a daemon."""
+    # Starting a daemon only to stop it would be silly.
+    Target(target.socket, autostart=False).ask(messages.Shutdown(), as_json)
+
+
+@click.command("logs", epilog=EXIT_CODES)
+@click.argument("file", type=click.Path(), required=False)
+@click.option("--daemon", "of_daemon", is_flag=True, help="The daemon's own log instead of a file's HOL server's.")
+@click.option("-f", "--follow", is_flag=True, help="With --daemon: keep printing what it logs (Ctrl-C ends).")
+@click.option("-n", "--lines", type=click.IntRange(min=1, max=100_000), default=200, show_default=True,
+              help="How many of the last lines.")
+@json_option
+@click.pass_obj
+def logs(target: Target, file: str | None, of_daemon: bool, follow: bool, lines: int, as_json: bool) -> None:
+    """Print what FILE's HOL server wrote to stderr, or (--daemon) the daemon's log. Never starts a daemon."""
+    if of_daemon == (file is not None):
+        raise click.UsageError("give FILE or --daemon (not both)")
+    if of_daemon:
+        _daemon_log(target.socket, lines, follow)
+        return
+    if follow:
+        raise click.UsageError("--follow goes with --daemon")
+    Target(target.socket, autostart=False).ask(messages.Logs(file=absolute(file or ""), lines=lines), as_json)
+
+
+def _daemon_log(socket: Path | None, lines: int, follow: bool) -> None:
+    """The journal under systemd (units installed, no --socket), else the log file of a daemon started on demand."""
+    from holctl import service
+    from holsrv.rpc import paths
+
+    path = socket or paths.default_socket()
+    if service.installed() and socket is None:
+        command = service.journal_command(lines, follow)
+        try:
+            os.execvp(command[0], command)
+        except OSError as err:
+            raise click.ClickException(f"cannot run {command[0]} ({err}); the daemon logs to the journal") from None
+    log = paths.log_path(path)
+    if not log.is_file():
+        raise click.ClickException(
+            f"no daemon log at {log}: no daemon was started on demand on {path}. Under systemd it logs to the "
+            "journal (journalctl --user -u holsrv); started by hand, to its stderr or its --log-file."
+        )
+    if follow:
+        # tail -F follows the file across the daemon's rotations.
+        os.execvp("tail", ["tail", "-n", str(lines), "-F", str(log)])
+    with open(log, encoding="utf-8", errors="replace") as text:
+        kept = collections.deque(text, maxlen=lines)
+    click.echo("".join(kept), nl=False)
+
+
+COMMANDS = [status, retry_compile, restart, stop, shutdown, logs]

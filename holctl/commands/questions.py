@@ -1,0 +1,217 @@
+"""holctl's questions about a file: its verdict, goals, names, search, eval, trials and Holmake."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+import msgspec
+
+from holctl.calls import EXIT_CODES, Target
+from holctl.options import (
+    Seconds,
+    absolute,
+    at_position,
+    file_argument,
+    json_option,
+    lookup_wait,
+    wait_option,
+    with_lookup_wait,
+    with_paging,
+)
+from holsrv.rpc import messages
+
+
+def _with_wait(request_type, wait: float | None, **fields):
+    """The request, with `wait` only if given: the daemon's default otherwise."""
+    return request_type(**fields) if wait is None else request_type(wait=wait, **fields)
+
+
+@click.command("diagnostics", epilog=EXIT_CODES)
+@file_argument
+@wait_option
+@json_option
+@click.pass_obj
+def diagnostics(target: Target, file: str, wait: float | None, as_json: bool) -> None:
+    """Compile FILE, check every proof, and print the verdict and problems."""
+    target.ask(_with_wait(messages.Diagnostics, wait, file=absolute(file)), as_json)
+
+
+@click.command("goalState", epilog=EXIT_CODES)
+@file_argument
+@click.argument("line", type=click.IntRange(min=1))
+@click.argument("column", type=click.IntRange(min=1), required=False)
+@wait_option
+@json_option
+@click.pass_obj
+def goal_state(target: Target, file: str, line: int, column: int | None, wait: float | None, as_json: bool) -> None:
+    """Print the goals at LINE:COLUMN inside a Proof…QED block of FILE.
+
+    At a column: the goals before the tactic there (on the QED line, what is
+    left at the end). Without COLUMN: the goals before the line's first
+    tactic and after its last.
+    """
+    target.ask(_with_wait(messages.GoalState, wait, file=absolute(file), line=line, column=column), as_json)
+
+
+PositionLookup = type[messages.Hover | messages.Definition | messages.References | messages.Completion]
+
+
+def _position_command(name: str, request_type: PositionLookup, summary: str) -> click.Command:
+    """A command that takes FILE LINE COLUMN and the lookup wait."""
+
+    @file_argument
+    @at_position
+    @with_lookup_wait
+    @json_option
+    @click.pass_obj
+    def command(
+        target: Target, file: str, line: int, column: int, wait: float | None, no_wait: bool, as_json: bool
+    ) -> None:
+        request = request_type(file=absolute(file), line=line, column=column, wait=lookup_wait(wait, no_wait))
+        target.ask(request, as_json)
+
+    command.__doc__ = summary
+    return click.command(name, epilog=EXIT_CODES)(command)
+
+
+hover = _position_command(
+    "hover", messages.Hover, "Print what HOL knows about the name at LINE:COLUMN: its type or statement."
+)
+definition = _position_command("definition", messages.Definition, "Print where the name at LINE:COLUMN is defined.")
+references = _position_command("references", messages.References, "Print where the name at LINE:COLUMN is used.")
+completion = _position_command(
+    "completion", messages.Completion, "Print completions for the name ending at LINE:COLUMN."
+)
+
+
+@click.command("documentSymbol", epilog=EXIT_CODES)
+@file_argument
+@with_lookup_wait
+@json_option
+@click.pass_obj
+def document_symbol(target: Target, file: str, wait: float | None, no_wait: bool, as_json: bool) -> None:
+    """Print an outline of FILE: its theorems, definitions and values."""
+    target.ask(messages.DocumentSymbol(file=absolute(file), wait=lookup_wait(wait, no_wait)), as_json)
+
+
+@click.command("workspaceSymbol", epilog=EXIT_CODES)
+@file_argument
+@click.argument("query")
+@with_paging
+@with_lookup_wait
+@json_option
+@click.pass_obj
+def workspace_symbol(
+    target: Target, file: str, query: str, limit: int, page: int, wait: float | None, no_wait: bool, as_json: bool
+) -> None:
+    """Search the theorems and constants FILE can see for names containing QUERY (2 characters or more)."""
+    request = messages.WorkspaceSymbol(
+        file=absolute(file), query=query, limit=limit, page=page, wait=lookup_wait(wait, no_wait)
+    )
+    target.ask(request, as_json)
+
+
+@click.command("eval", epilog=EXIT_CODES)
+@file_argument
+@click.argument("code")
+@click.option(
+    "--timeout",
+    type=Seconds(),
+    default=None,
+    help="Seconds the code may run (daemon default 120).",
+)
+@json_option
+@click.pass_obj
+def eval_(target: Target, file: str, code: str, timeout: float | None, as_json: bool) -> None:
+    """Evaluate SML CODE in FILE's HOL session (CODE `-` reads standard input)."""
+    if code == "-":
+        code = sys.stdin.read()
+    path = absolute(file)
+    request = messages.Eval(path, code) if timeout is None else messages.Eval(path, code, timeout)
+    target.ask(request, as_json)
+
+
+@click.command("try", epilog=EXIT_CODES)
+@file_argument
+@click.argument("line", type=click.IntRange(min=1))
+@click.argument("candidates", nargs=-1, required=True, metavar="[COLUMN] TACTIC...")
+@click.option("--timeout", type=Seconds(), default=None, help="Seconds each candidate may take (daemon default 30).")
+@wait_option
+@json_option
+@click.pass_obj
+def try_(
+    target: Target, file: str, line: int, candidates: tuple[str, ...], timeout: float | None,
+    wait: float | None, as_json: bool,
+) -> None:
+    """Try each TACTIC in place of LINE's tactic, one after another: try FILE LINE [COLUMN] TACTIC...
+
+    A whole number right after LINE is the COLUMN the replaced text starts
+    at; without it the line's whole tactic is replaced (a leading or trailing
+    `>>` kept). The file is not changed, only the HOL server's copy, which gets
+    the file's text back at the end. Prints, per candidate, the goals it
+    leaves (or its error), its proof's status, its time and what changed.
+    Put `--` before tactics that start with `-`.
+    """
+    column = None
+    if candidates and candidates[0].isdigit():
+        column, candidates = int(candidates[0]), candidates[1:]
+    if not candidates or column == 0:
+        raise click.UsageError("give LINE, an optional COLUMN (1-based), then one or more tactics to try")
+    request = _with_wait(messages.Try, wait, file=absolute(file), line=line, column=column, tactics=list(candidates))
+    target.ask(msgspec.structs.replace(request, timeout=timeout), as_json)
+
+
+@click.command("goalDiff", epilog=EXIT_CODES)
+@file_argument
+@click.argument("positions", nargs=-1, required=True, type=click.IntRange(min=1),
+                metavar="LINE1 [COL1] LINE2 [COL2]")
+@wait_option
+@json_option
+@click.pass_obj
+def goal_diff(target: Target, file: str, positions: tuple[int, ...], wait: float | None, as_json: bool) -> None:
+    """What changed in the goals from LINE1 [COL1] to LINE2 [COL2] of one proof.
+
+    Give LINE1 LINE2, or LINE1 COL1 LINE2 COL2. Without columns: from before
+    LINE1's first tactic to after LINE2's last.
+    """
+    if len(positions) not in (2, 4):
+        raise click.UsageError("give LINE1 LINE2, or LINE1 COL1 LINE2 COL2")
+    line1, col1, line2, col2 = (positions[0], None, positions[1], None) if len(positions) == 2 else positions
+    target.ask(_with_wait(messages.GoalDiff, wait, file=absolute(file), line1=line1, column1=col1,
+                          line2=line2, column2=col2), as_json)
+
+
+@click.command("search", epilog=EXIT_CODES)
+@file_argument
+@click.argument("query")
+@with_paging
+@with_lookup_wait
+@json_option
+@click.pass_obj
+def search(
+    target: Target, file: str, query: str, limit: int, page: int, wait: float | None, no_wait: bool, as_json: bool
+) -> None:
+    """Search the theorems FILE's HOL has loaded: QUERY is "name fragments", 'theories' and a term pattern.
+
+    E.g. holctl search fooScript.sml "'arithmetic' x + y = y + x".
+    """
+    request = messages.Search(file=absolute(file), query=query, limit=limit, page=page,
+                              wait=lookup_wait(wait, no_wait))
+    target.ask(request, as_json)
+
+
+@click.command("holmake", epilog=EXIT_CODES)
+@file_argument
+@click.argument("make_target", metavar="[TARGET]", required=False, default="")
+@click.option("-j", "--jobs", type=click.IntRange(min=0, max=256), default=0,
+              help="Holmake's -j (default: the daemon's holmake_jobs setting).")
+@json_option
+@click.pass_obj
+def holmake(target: Target, file: str, make_target: str, jobs: int, as_json: bool) -> None:
+    """Run Holmake in FILE's directory with the servers' HOL; print success or the failing theory's log tail."""
+    target.ask(messages.Holmake(file=absolute(file), target=make_target, jobs=jobs), as_json)
+
+
+COMMANDS = [diagnostics, goal_state, hover, definition, references, completion, document_symbol, workspace_symbol,
+            eval_, try_, goal_diff, search, holmake]

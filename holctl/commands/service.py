@@ -1,0 +1,93 @@
+"""holctl's commands about the service: the settings a daemon would use, and the systemd user units."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from holctl.calls import EXIT_CODES, Target
+from holsrv.errors import HolsrvError
+from holsrv.rpc import client, messages
+
+
+@click.command("config", epilog=EXIT_CODES)
+@click.pass_obj
+def config(target: Target) -> None:
+    """Print the settings a daemon started now would use, where each comes from, and the running daemon's."""
+    from holsrv import settings as holsrv_settings
+
+    file = holsrv_settings.config_path()
+    click.echo(f"config file: {file} ({'found' if file and file.is_file() else 'none there'})")
+    try:
+        ours = holsrv_settings.Settings.from_env()
+    except holsrv_settings.ConfigError as err:
+        raise click.ClickException(f"a daemon would not start: {err}") from None
+    effective = ours.effective()
+    click.echo("a daemon started now (flags aside) would use (config key = value  source, environment name):")
+    for name, value, source in effective:
+        click.echo(_setting_line(name, value, f"{source}, {name}"))
+    try:
+        with client.connect(target.socket, name="holctl", autostart=False) as conn:
+            status = conn.call(messages.Status())
+    except HolsrvError:
+        click.echo("no daemon is running; the next holctl or holmcp call starts one with these settings "
+                   "(and, started so, idle_exit_s 3600 unless set)")
+        return
+    assert isinstance(status, messages.StatusResult)
+    shown = {name: value for name, value, _ in effective}
+    differ = [s for s in status.settings if shown.get(s.name) != s.value]
+    if not differ:
+        click.echo(f"the running daemon (pid {status.pid}) uses the same values")
+        return
+    click.echo(f"the running daemon (pid {status.pid}) differs in (`holctl shutdown`, and the next call starts one "
+               "with the above):")
+    for setting in differ:
+        click.echo(_setting_line(setting.name, setting.value, setting.source))
+
+
+def _setting_line(name: str, value: str, source: str) -> str:
+    return f"  {name.removeprefix('HOLSRV_').lower():<22} = {value or '(none)':<12}  {source}"
+
+
+@click.command("install-service")
+def install_service() -> None:
+    """Install holsrv as a systemd user service, started on the first connection to its socket."""
+    from holctl import service
+    from holsrv.settings import ConfigError, Settings
+
+    try:
+        stop_timeout_s = Settings.from_env().stop_timeout_s
+    except ConfigError as err:
+        raise click.ClickException(f"fix the settings first, or the service would not start: {err}") from None
+    if not service.installed():
+        _stop_on_demand_daemon()
+    try:
+        service.install(os.environ, stop_timeout_s, click.echo)
+    except (service.ServiceError, OSError) as err:
+        raise click.ClickException(str(err)) from None
+
+
+@click.command("uninstall-service")
+def uninstall_service() -> None:
+    """Stop and remove the systemd user units install-service wrote."""
+    from holctl import service
+
+    try:
+        service.uninstall(os.environ, click.echo)
+    except (service.ServiceError, OSError) as err:
+        raise click.ClickException(str(err)) from None
+
+
+def _stop_on_demand_daemon() -> None:
+    """Ask a daemon already on the socket to stop, so the one systemd starts can take it over."""
+    try:
+        with client.connect(None, name="holctl", autostart=False) as conn:
+            reply = conn.call(messages.Shutdown())
+    except HolsrvError:
+        return  # none running
+    assert isinstance(reply, messages.ShutdownResult)
+    click.echo(f"asked the running daemon to stop: {reply.message}")
+
+
+COMMANDS = [config, install_service, uninstall_service]

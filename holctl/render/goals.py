@@ -1,0 +1,102 @@
+"""The text of answers about goals: a goal state, a trial's candidates, the goals' diff."""
+
+from __future__ import annotations
+
+from holctl.render.common import _footer, _indented, _range
+from holsrv.rpc.messages import Goal, GoalsDiff, GoalStateResult, TryCandidate, TryResult
+from holsrv.rpc.words import duration
+
+SEPARATOR = "-" * 36
+# "ok" is what a daemon of protocol 1 said for "goals" and "proved_here".
+_GOAL_STATES = ("goals", "proved_here", "failed", "ok")
+
+
+def _goal_state(reply: GoalStateResult) -> list[str]:
+    footer = _footer(reply.content_hash, reply.server, reply.cached)
+    if reply.state not in _GOAL_STATES:
+        return [reply.message, *footer]
+    lines = [f"theorem {reply.theorem}, step {reply.step}"]
+    if reply.column is None and reply.line_text:
+        lines.append(f"line {reply.line}: {reply.line_text.strip()}")
+    if reply.provisional:
+        lines.append("provisional: the file is still compiling, so this answer may change; ask again")
+    if reply.message:
+        lines.append(reply.message)
+    lines += reply.context
+    if reply.note:
+        lines.append(f"note: {reply.note}")
+    if reply.error:
+        where = f" at {_range(reply.failed_range)}" if reply.failed_range else ""
+        first, *rest = reply.error.splitlines() or [""]
+        lines += [f"error{where}: {first}", *("    " + line for line in rest)]
+    if reply.before is not None:
+        lines += ["before the line:", *_goals(reply.before, "  "), "after the line:"]
+    lines += _goals(reply.goals, "  " if reply.before is not None else "", proved=not reply.error)
+    return lines + footer
+
+
+def _goals(goals: list[Goal], indent: str = "", proved: bool = True) -> list[str]:
+    """Numbered goals in HOL's layout; none at all reads as proved (unless a tactic failed)."""
+    if not goals:
+        return [indent + "no goals: proved at this point"] if proved else []
+    lines = []
+    for n, goal in enumerate(goals, 1):
+        lines += [f"{indent}goal {n} of {len(goals)}:", *(indent + line for line in _goal(goal))]
+    return lines
+
+
+def _goal(goal: Goal) -> list[str]:
+    """HOL's own layout: numbered assumptions, a rule, then the goal."""
+    lines = []
+    for n, asm in enumerate(goal.asms):
+        first, *rest = asm.splitlines() or [""]
+        lines += [f"  {n}.  {first}", *("      " + line for line in rest)]
+    if goal.asms:
+        lines.append("  " + SEPARATOR)
+    return lines + _indented(goal.goal, "  ")
+
+
+def _diff(d: GoalsDiff) -> list[str]:
+    """The summary, then each changed goal's hypotheses and conclusion."""
+    lines = [f"diff: {d.summary}"]
+    for c in d.changed:
+        lines += [f"  goal {c.before_index} → {c.after_index}:"]
+        lines += [f"    + {h}" for h in c.hyps_added] + [f"    - {h}" for h in c.hyps_removed]
+        if c.rewritten:
+            lines += [f"    was: {c.goal_before}", f"    now: {c.goal_after}"]
+    return lines
+
+
+# -- trials
+
+
+def _try(reply: TryResult) -> list[str]:
+    lines = [f"theorem {reply.theorem}, line {reply.line}: tried in place of {reply.replaced!r}", reply.message,
+             "goals before:", *_goals(reply.before, "  ")]
+    for n, candidate in enumerate(reply.candidates, 1):
+        lines += _candidate(n, candidate)
+    footer = _footer(reply.content_hash, reply.server) if reply.server else []
+    return lines + [f"({duration(reply.time_s)} in all)", *footer]
+
+
+def _candidate(n: int, c: TryCandidate) -> list[str]:
+    proof = f"; proof {c.proof.status}" if c.proof else ""
+    taken = f", after HOL took {duration(c.taken_s)} to take it" if c.taken_s is not None and c.taken_s >= 1.0 else ""
+    lines = [f"[{n}] {c.tactic}: {c.state.upper()} in {duration(c.time_s)}{taken}{proof}"]
+    if c.message:
+        lines.append("    " + c.message)
+    if c.error:
+        where = f" at {_range(c.failed_range)}" if c.failed_range else ""
+        if c.candidate_range is not None:
+            where += f" ({_range(c.candidate_range)} of the candidate)"
+        first, *rest = c.error.splitlines() or [""]
+        lines += [f"    error{where}: {first}", *("      " + line for line in rest)]
+    if c.proof and c.proof.detail and c.state != "proved":
+        lines.append(f"    proof: {c.proof.detail}")
+    if c.state == "goals":
+        lines += _goals(c.goals, "    ")
+    elif c.state == "proved" and c.goals:
+        lines += ["    after it (closed by the tactics that follow):", *_goals(c.goals, "      ")]
+    if c.diff is not None and c.state == "goals":
+        lines += ["    " + line for line in _diff(c.diff)[1:]]
+    return lines

@@ -1,0 +1,38 @@
+"""The text of answers that are a run's output: an eval, a Holmake."""
+
+from __future__ import annotations
+
+from holctl.render.common import _indented, _server_lines
+from holsrv.rpc.messages import EvalResult, HolmakeResult
+
+
+def _eval(reply: EvalResult) -> list[str]:
+    lines = reply.output.rstrip("\n").splitlines()
+    for err in reply.errors:
+        first, *rest = err.splitlines() or [""]
+        lines += [f"error: {first}", *("    " + line for line in rest)]
+    for warning in reply.warnings:
+        first, *rest = warning.splitlines() or [""]
+        lines += [f"warning: {first}", *("    " + line for line in rest)]
+    if reply.stderr.strip():
+        lines += ["stderr:", *_indented(reply.stderr.rstrip("\n"))]
+    if reply.timed_out:
+        lines.append(
+            "TIMED OUT: the code did not finish in time and was cancelled "
+            "(restart the file's server if it stays busy)"
+        )
+    if not lines:
+        lines = ["(no output)"]
+    return lines + _server_lines(reply.server)
+
+
+def _holmake(reply: HolmakeResult) -> list[str]:
+    lines = [("OK: " if reply.ok else "FAILED: ") + reply.message]
+    if reply.failed:
+        lines.append(f"failed: {reply.failed}")
+    if reply.cheated:
+        lines.append(f"cheated: {', '.join(reply.cheated)} (built, but a proof in each is a cheat)")
+    lines += [f"unblocked: {file}" for file in reply.unblocked]
+    if reply.log_tail:
+        lines += ["log tail:", *_indented(reply.log_tail)]
+    return lines

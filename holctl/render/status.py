@@ -1,0 +1,75 @@
+"""The text of the daemon's status: itself, its settings, a table of its HOL servers."""
+
+from __future__ import annotations
+
+from holctl.render.common import _BUCKET_WORDS, _TALLY_BUCKETS
+from holsrv.rpc.messages import SessionStatus, SettingSource, StatusResult, Tally
+from holsrv.rpc.words import duration
+
+_STATUS_COLUMNS = ("FILE", "PID", "STATE", "UP", "IDLE", "MB", "CAP", "PROOFS", "LAST VERDICT", "WAITING", "CLIENTS")
+
+
+_GONE = ("stopping", "stopped", "dead")
+
+
+def _status(reply: StatusResult) -> list[str]:
+    lines = [
+        f"holsrv {reply.daemon_version}  pid {reply.pid}  up {duration(reply.uptime_s)}  "
+        f"protocol {reply.protocol}",
+        f"socket: {reply.socket}",
+        f"servers: {sum(s.state not in _GONE for s in reply.sessions)} running of {reply.max_servers}  "
+        f"cache: {reply.cache_hits} hits, {reply.cache_misses} misses",
+    ]
+    if reply.memory_budget_mb:
+        lines.append(f"memory: {reply.memory_used_mb:.0f} of {reply.memory_budget_mb} MB budget held")
+    versions = sorted({s.hol_version for s in reply.sessions if s.hol_version})
+    if versions:
+        lines.append(f"HOL: {', '.join(versions)}")
+    lines += _settings(reply.settings)
+    if not reply.sessions:
+        return lines + ["no HOL servers running"]
+    lines += _table([_STATUS_COLUMNS, *(_session_row(s) for s in reply.sessions)])
+    return lines + [
+        f"replacing {s.file} (pid {s.pid} → {s.replacement_pid or 'starting'}, for "
+        f"{duration(s.replacing_since_s or 0)}): {s.replacing}"
+        for s in reply.sessions if s.replacing
+    ]
+
+
+def _settings(settings: list[SettingSource]) -> list[str]:
+    """The daemon's settings: one line each for those set somewhere, one line for the defaults."""
+    chosen = [f"  {s.name}={s.value}  ({s.source})" for s in settings if s.source != "default"]
+    defaults = [f"{s.name}={s.value}" for s in settings if s.source == "default"]
+    lines = ["settings:", *chosen] if settings else []
+    if defaults:
+        lines.append("  defaults: " + ", ".join(defaults))
+    return lines
+
+
+def _session_row(s: SessionStatus) -> tuple[str, ...]:
+    state = s.state + (f" ({s.restarts} restarts)" if s.restarts else "") + (" large" if s.large else "")
+    return (
+        s.file,
+        str(s.pid) if s.pid is not None else "-",
+        state,
+        duration(s.uptime_s),
+        duration(s.idle_s),
+        f"{s.footprint_mb:.0f}" if s.footprint_mb is not None else "-",
+        str(s.max_heap_mb) if s.max_heap_mb else "none",
+        _short_tally(s.tally) if s.state not in _GONE else "-",
+        s.last_verdict or "-",
+        str(s.waiting_calls),
+        ",".join(s.clients) or "-",
+    )
+
+
+def _short_tally(tally: Tally) -> str:
+    if tally.total == 0:
+        return "-"
+    rest = [f"{getattr(tally, b)} {_BUCKET_WORDS.get(b, b)}" for b in _TALLY_BUCKETS[1:] if getattr(tally, b)]
+    return ", ".join([f"{tally.proved}/{tally.total} proved", *rest])
+
+
+def _table(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
