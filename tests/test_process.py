@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 
@@ -44,6 +45,10 @@ async def test_the_footprint_counts_the_child_and_its_descendants_from_cheap_cou
     finally:
         stdin.close()
         await child.stop()
+        # Both processes hold the stdout pipe: read it to its end, so the loop
+        # does not close with the pipe's transport still open (a teardown error
+        # on a loaded machine, where the forked child is the last to go).
+        await asyncio.wait_for(stdout.read(), 30)
 
 
 def test_swapped_bytes_are_the_kernels_counter_for_the_process():
