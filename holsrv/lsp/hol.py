@@ -11,26 +11,18 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any
 
 from holsrv.errors import LspError
-from holsrv.lsp.replies import (
+from holsrv.lsp.evalreports import ErrorReport, EvalReport, ToplevelOut, UnknownReport, decode_eval_reports
+from holsrv.lsp.goalstates import GoalState, Pending, decode_goal_state
+from holsrv.lsp.shapes import Diagnostic, Position, Unsupported
+from holsrv.lsp.symbols import (
     CompletionItem,
-    Diagnostic,
     DocumentSymbol,
-    ErrorReport,
-    EvalReport,
-    GoalState,
     Hover,
-    Pending,
-    Position,
     SearchHit,
     Target,
-    ToplevelOut,
-    UnknownReport,
-    Unsupported,
     WorkspaceSymbol,
     decode_completion,
     decode_document_symbols,
-    decode_eval_reports,
-    decode_goal_state,
     decode_hover,
     decode_locations,
     decode_search,
