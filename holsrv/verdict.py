@@ -13,9 +13,10 @@ import itertools
 import re
 from collections.abc import Iterable
 
-from holsrv import looping, proofs, stepping, tally
+from holsrv import compileerrors, diagnosticlist, looping, proofs, stepping, tally
 from holsrv.filestate import FileState, ProofEntry
 from holsrv.lsp import hol, replies
+from holsrv.proofblocks import Blocks
 from holsrv.rpc import messages as m
 from holsrv.rpc.words import duration, plural, size
 from holsrv.settings import Settings
@@ -53,15 +54,15 @@ def build_steps(
     # text was checked: verdicts about an earlier text would mislead.
     unknown = file.phase == "blocked" or file.version == 0
     entries = [] if unknown else (yield from tally.visible_steps(file, text))
-    diagnostics = yield from proofs.diagnostics_steps(file, encoding, set(walk_errors))
-    blocks = proofs.Blocks(text)
+    diagnostics = yield from diagnosticlist.diagnostics_steps(file, encoding, set(walk_errors))
+    blocks = Blocks(text)
     # Only a completed compile has said all it will about each declaration; every
     # error counts, listed or not.
-    errors = (yield from proofs.compile_errors_steps(blocks, diagnostics)) if file.phase == "completed" else {}
-    omitted = max(0, len(diagnostics) - proofs.MAX_DIAGNOSTICS)
-    diagnostics = diagnostics[:proofs.MAX_DIAGNOSTICS]
-    proofs.note_failures(blocks, diagnostics, complete)
-    parse = proofs.parse_errors(blocks, diagnostics)
+    errors = (yield from compileerrors.compile_errors_steps(blocks, diagnostics)) if file.phase == "completed" else {}
+    omitted = max(0, len(diagnostics) - diagnosticlist.MAX_DIAGNOSTICS)
+    diagnostics = diagnostics[:diagnosticlist.MAX_DIAGNOSTICS]
+    diagnosticlist.note_failures(blocks, diagnostics, complete)
+    parse = diagnosticlist.parse_errors(blocks, diagnostics)
     listed = []
     for chunk in stepping.chunks(entries):
         listed += [proofs.proof(file, e, now, blocks, parse, errors) for e in chunk]
@@ -147,7 +148,7 @@ def _named(names: list[str]) -> str:
 
 
 def _unreported(
-    file: FileState, blocks: proofs.Blocks, errors: dict[str, m.Diagnostic]
+    file: FileState, blocks: Blocks, errors: dict[str, m.Diagnostic]
 ) -> stepping.Steps[list[m.Proof]]:
     if file.phase == "blocked":
         why = "not checked: the file is blocked"
@@ -160,7 +161,7 @@ def _unreported(
     return (yield from proofs.unreported_steps({}, blocks, {}, why))
 
 
-def _cheat(blocks: proofs.Blocks, cheat) -> m.CheatUse:
+def _cheat(blocks: Blocks, cheat) -> m.CheatUse:
     line = blocks.index.line(cheat.offset)
     return m.CheatUse(theorem=cheat.theorem, line=line, col=cheat.offset - blocks.index.start(line) + 1)
 
@@ -331,7 +332,7 @@ def _incomplete(r: m.DiagnosticsResult, statuses: _Statuses, waited_s: float, on
 
 
 def _error_count(errors: list[m.Diagnostic]) -> str:
-    parse = sum(1 for e in errors if e.note == proofs.PARSE_NOTE)
+    parse = sum(1 for e in errors if e.note == diagnosticlist.PARSE_NOTE)
     parts = [plural(parse, "parse error")] if parse else []
     if len(errors) > parse:
         parts.append(plural(len(errors) - parse, "compile error"))

@@ -11,7 +11,7 @@ import os
 import pytest
 from fake_hol import transcript_replay as tr
 
-from holsrv import proofs, stepping, verdict
+from holsrv import compileerrors, proofblocks, stepping, verdict
 from holsrv.filestate import FileState
 from holsrv.rpc import messages as m
 from holsrv.settings import Settings
@@ -227,5 +227,5 @@ def _error_at(line: int, col: int, end_line: int, end_col: int, message: str) ->
     (_error_at(8, 3, 8, 9, "Value or constructor (simpx) has not been declared\n"), ["helper"]),
 ])
 def test_a_compile_error_in_a_local_block_belongs_to_the_theorems_it_stops(diagnostic, owners):
-    blocks = proofs.Blocks(LOCAL_TEXT)
-    assert sorted(proofs.compile_errors(blocks, [diagnostic])) == owners
+    blocks = proofblocks.Blocks(LOCAL_TEXT)
+    assert sorted(compileerrors.compile_errors(blocks, [diagnostic])) == owners

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from holsrv import proofs, script, textinfo
+from holsrv import compileerrors, diagnosticlist, proofs, script, textinfo
 from holsrv.answers.common import (
     Context,
     blocked_message,
@@ -27,6 +27,7 @@ from holsrv.answers.common import (
 from holsrv.files import content_hash
 from holsrv.lsp import hol, replies
 from holsrv.positions import Text
+from holsrv.proofblocks import Blocks
 from holsrv.rpc import messages as m
 from holsrv.session import Session
 
@@ -198,11 +199,11 @@ def _agreeing(result: m.GoalStateResult, session: Session, text: str, where: _Wh
     """`result` with no sentence the file's diagnostics contradict at the same text: a
     compile error at or before the position first, a cheat named as a cheat, the QED
     line of a proof diagnostics calls proved said to be proved."""
-    blocks = proofs.Blocks(text)
+    blocks = Blocks(text)
     name = blocks.owner(result.line)
     if name is None:
         return result
-    diagnostics = proofs.diagnostics(session.file, session.encoding, set(session.walk_errors))
+    diagnostics = diagnosticlist.diagnostics(session.file, session.encoding, set(session.walk_errors))
     error = _compile_error(blocks, diagnostics, name, result.line)
     if error is not None:
         return _with_compile_error(result, error, name, blocks)
@@ -233,7 +234,7 @@ def _without(message: str, sentence: str) -> list[str]:
     return [rest] if rest else []
 
 
-def _compile_error(blocks: proofs.Blocks, diagnostics: list[m.Diagnostic], name: str, line: int) -> m.Diagnostic | None:
+def _compile_error(blocks: Blocks, diagnostics: list[m.Diagnostic], name: str, line: int) -> m.Diagnostic | None:
     """The first compile error at or before `line` that is about proof `name` (its lines,
     or its statement) or about no proof and before it."""
     first = blocks.lines[name][0]
@@ -242,19 +243,19 @@ def _compile_error(blocks: proofs.Blocks, diagnostics: list[m.Diagnostic], name:
             break
         if diag.severity != "error" or hol.is_proof_diagnostic(diag.message):
             continue
-        owners = proofs.error_owners(blocks, diag)
+        owners = compileerrors.error_owners(blocks, diag)
         if name in owners or (not owners and diag.range.line < first):
             return diag
     return None
 
 
 def _with_compile_error(
-    result: m.GoalStateResult, error: m.Diagnostic, name: str, blocks: proofs.Blocks
+    result: m.GoalStateResult, error: m.Diagnostic, name: str, blocks: Blocks
 ) -> m.GoalStateResult:
     where = "before this proof" if error.range.line < blocks.lines[name][0] else f"in {name}"
     said = (
         f"HOL reports a compile error {where}, at line {error.range.line}, column {error.range.col}: "
-        f"{proofs.error_summary(error.message)}. Until it is fixed the goals here are not those of the "
+        f"{compileerrors.error_summary(error.message)}. Until it is fixed the goals here are not those of the "
         "text as written, and diagnostics does not count this proof proved."
     )
     if result.error:
