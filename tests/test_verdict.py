@@ -13,6 +13,7 @@ from fake_hol import transcript_replay as tr
 
 from holsrv import compileerrors, proofblocks, stepping, verdict
 from holsrv.filestate import FileState
+from holsrv.outstanding import MAX_OUTSTANDING_PROOFS
 from holsrv.rpc import messages as m
 from holsrv.settings import Settings
 
@@ -162,9 +163,9 @@ def test_a_file_of_thousands_of_proofs_is_answered_in_bounded_steps_with_the_sam
     assert sliced == answer(file, text, now=500.0)
     assert sliced.tally.checking == count // 2 and len(sliced.proofs) == count
     # Thousands checking for 499 s: named up to a bound, the rest counted.
-    assert len(sliced.outstanding) == verdict.MAX_OUTSTANDING_PROOFS + 1
-    assert sliced.outstanding[-1] == f"and {count // 2 - verdict.MAX_OUTSTANDING_PROOFS} more proofs checking"
-    assert sliced.warnings[-1].startswith(f"… and {count // 2 - verdict.MAX_OUTSTANDING_PROOFS} more proofs as slow")
+    assert len(sliced.outstanding) == MAX_OUTSTANDING_PROOFS + 1
+    assert sliced.outstanding[-1] == f"and {count // 2 - MAX_OUTSTANDING_PROOFS} more proofs checking"
+    assert sliced.warnings[-1].startswith(f"… and {count // 2 - MAX_OUTSTANDING_PROOFS} more proofs as slow")
 
 
 def test_recorded_theorems_that_do_not_compile_fail_with_their_compile_error_each_on_its_own_theorem():
