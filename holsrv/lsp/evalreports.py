@@ -82,4 +82,3 @@ def _report(item: Any) -> EvalReport | UnknownReport:
 def eval_output(reports: list[EvalReport | UnknownReport]) -> str:
     """What the code printed and the compiler echoed, in order."""
     return "".join(r.body for r in reports if isinstance(r, (ToplevelOut, CompilerOut)))
-

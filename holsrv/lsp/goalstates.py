@@ -64,4 +64,3 @@ def decode_goal_state(raw: Any) -> GoalState | Pending | None:
     if isinstance(raw, dict) and raw.get("status") == "pending" and "theorem" not in raw:
         return Pending(error=str(raw.get("error") or ""))
     return convert(raw, GoalState, "$/hol/goalState")
-

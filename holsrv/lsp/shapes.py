@@ -103,4 +103,3 @@ def shape_error(method: str, raw: Any, why: str) -> LspError:
         "newer or older than holsrv supports (see PROTOCOL.md)",
         detail=shown,
     )
-

@@ -104,7 +104,6 @@ class CompletionList(Lsp):
     items: list[CompletionItem] = []
 
 
-
 def decode_hover(raw: Any) -> Hover | None:
     return None if raw is None else convert(raw, Hover, "textDocument/hover")
 
@@ -173,4 +172,3 @@ def decode_completion(raw: Any) -> tuple[list[CompletionItem], bool]:
         return convert(as_list(raw, method), list[CompletionItem], method), False
     completions = convert(raw, CompletionList, method)
     return completions.items, completions.is_incomplete
-

@@ -147,4 +147,3 @@ def reply_timeout(request: Request, welcome: Welcome) -> float:
         case _:
             assert_never(request)
     return spent + REPLY_MARGIN_S
-

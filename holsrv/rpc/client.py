@@ -107,4 +107,3 @@ def _handshake(sock: socket.socket, name: str, settings: Mapping[str, str] | Non
     except BaseException:
         sock.close()
         raise
-
