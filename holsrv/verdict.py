@@ -43,14 +43,8 @@ def build_steps(
     # text was checked: verdicts about an earlier text would mislead.
     unknown = file.phase == "blocked" or file.version == 0
     entries = [] if unknown else (yield from tally.visible_steps(file, text))
-    diagnostics = yield from diagnosticlist.diagnostics_steps(file, encoding, set(walk_errors))
     blocks = Blocks(text)
-    # Only a completed compile has said all it will about each declaration; every
-    # error counts, listed or not.
-    errors = (yield from compileerrors.compile_errors_steps(blocks, diagnostics)) if file.phase == "completed" else {}
-    omitted = max(0, len(diagnostics) - diagnosticlist.MAX_DIAGNOSTICS)
-    diagnostics = diagnostics[:diagnosticlist.MAX_DIAGNOSTICS]
-    diagnosticlist.note_failures(blocks, diagnostics, complete)
+    diagnostics, omitted, errors = yield from _diagnosed(file, blocks, encoding, set(walk_errors), complete)
     parse = diagnosticlist.parse_errors(blocks, diagnostics)
     listed = yield from _listed(file, entries, now, blocks, parse, errors)
     cheats = yield from _cheats(blocks)
@@ -81,6 +75,20 @@ def build_steps(
     yield
     result.verdict, result.headline = headline.verdict(result, statuses, waited_s, opened, only_slow, file)
     return result
+
+
+def _diagnosed(
+    file: FileState, blocks: Blocks, encoding: str, walk_errors: set[str], complete: bool
+) -> stepping.Steps[tuple[list[m.Diagnostic], int, dict[str, m.Diagnostic]]]:
+    """(the diagnostics listed, how many more there were, each theorem's compile error)."""
+    diagnostics = yield from diagnosticlist.diagnostics_steps(file, encoding, walk_errors)
+    # Only a completed compile has said all it will about each declaration; every
+    # error counts, listed or not.
+    errors = (yield from compileerrors.compile_errors_steps(blocks, diagnostics)) if file.phase == "completed" else {}
+    omitted = max(0, len(diagnostics) - diagnosticlist.MAX_DIAGNOSTICS)
+    diagnostics = diagnostics[:diagnosticlist.MAX_DIAGNOSTICS]
+    diagnosticlist.note_failures(blocks, diagnostics, complete)
+    return diagnostics, omitted, errors
 
 
 def _listed(
