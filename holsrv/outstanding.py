@@ -69,23 +69,26 @@ def slow_warnings(
             if len(warnings) == MAX_OUTSTANDING_PROOFS:
                 more += 1
                 continue
-            took = duration(took_s)
-            if took_s > looping_after:
-                warnings.append(
-                    f"PROBABLY LOOPING: proof {e.name} (line {e.line0 + 1}) has been checking for {took}; "
-                    f"server footprint {footprint}. Edit that proof (or replace it with cheat for now): "
-                    "restarting the server would only run the same loop again. Nothing was cancelled."
-                )
-            else:
-                warnings.append(
-                    f"SLOW: proof {e.name} (line {e.line0 + 1}) has been checking for {took}, far longer than "
-                    f"the slowest of the {file.finished} finished proofs ({duration(file.slowest_s)}); it may "
-                    "be looping. Edit that proof (or replace it with cheat for now) to move on: restarting "
-                    "would run it again. Nothing was cancelled."
-                )
+            warnings.append(_slow_warning(file, e, took_s, took_s > looping_after, footprint))
     if more:
         warnings.append(f"… and {plural(more, 'more proof')} as slow (see outstanding and the proofs list)")
     return warnings
+
+
+def _slow_warning(file: FileState, e: ProofEntry, took_s: float, probably_looping: bool, footprint: str) -> str:
+    took = duration(took_s)
+    if probably_looping:
+        return (
+            f"PROBABLY LOOPING: proof {e.name} (line {e.line0 + 1}) has been checking for {took}; "
+            f"server footprint {footprint}. Edit that proof (or replace it with cheat for now): "
+            "restarting the server would only run the same loop again. Nothing was cancelled."
+        )
+    return (
+        f"SLOW: proof {e.name} (line {e.line0 + 1}) has been checking for {took}, far longer than "
+        f"the slowest of the {file.finished} finished proofs ({duration(file.slowest_s)}); it may "
+        "be looping. Edit that proof (or replace it with cheat for now) to move on: restarting "
+        "would run it again. Nothing was cancelled."
+    )
 
 
 def outstanding(file: FileState, proofs: list[ProofEntry], now: float, settings: Settings) -> list[str]:

@@ -134,16 +134,20 @@ def reply_timeout(request: Request, welcome: Welcome) -> float:
             # The daemon kills a Holmake at its own limit and then answers.
             spent = welcome.holmake_timeout_s or FALLBACK_HOLMAKE_TIMEOUT_S
         case Try():
-            # Start and compile, then each candidate's own limit, then the
-            # restored text's compile (lookup_wait) and one LSP request late.
-            each = welcome.try_timeout_s or FALLBACK_TRY_TIMEOUT_S
-            if request.timeout is not None:
-                each = limits.bounded(request.timeout)
-            trial = welcome.trial_wait_s or FALLBACK_TRIAL_WAIT_S  # other calls on the file finishing first
-            each += limits.try_release_s(each)  # HOL letting go of the candidate before
-            spent = start + trial + limits.bounded(request.wait) + len(request.tactics) * each + lookup + 2 * lsp
+            spent = _try_spent(request, welcome, start, lookup, lsp)
         case GoalDiff():
             spent = 2 * (limits.bounded(request.wait) + start + lsp)
         case _:
             assert_never(request)
     return spent + REPLY_MARGIN_S
+
+
+def _try_spent(request: Try, welcome: Welcome, start: float, lookup: float, lsp: float) -> float:
+    """Start and compile, then each candidate's own limit, then the restored
+    text's compile (lookup_wait) and one LSP request late."""
+    each = welcome.try_timeout_s or FALLBACK_TRY_TIMEOUT_S
+    if request.timeout is not None:
+        each = limits.bounded(request.timeout)
+    trial = welcome.trial_wait_s or FALLBACK_TRIAL_WAIT_S  # other calls on the file finishing first
+    each += limits.try_release_s(each)  # HOL letting go of the candidate before
+    return start + trial + limits.bounded(request.wait) + len(request.tactics) * each + lookup + 2 * lsp
