@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from holsrv import stepping
-from holsrv.lsp import hol
+from holsrv.lsp import quirks
 from holsrv.proofblocks import Blocks
 from holsrv.rpc import messages as m
 
@@ -34,7 +34,7 @@ def compile_errors_steps(blocks: Blocks, diagnostics: list[m.Diagnostic]) -> ste
     found: dict[str, m.Diagnostic] = {}
     for chunk in stepping.chunks(diagnostics):
         for diag in chunk:
-            if diag.severity != "error" or hol.is_proof_diagnostic(diag.message):
+            if diag.severity != "error" or quirks.is_proof_diagnostic(diag.message):
                 continue
             for name in error_owners(blocks, diag):
                 found.setdefault(name, diag)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from holsrv import stepping, textinfo
 from holsrv.filestate import FileState
-from holsrv.lsp import hol
+from holsrv.lsp import quirks
 from holsrv.positions import Text
 from holsrv.proofblocks import Blocks
 from holsrv.rpc import messages as m
@@ -44,11 +44,11 @@ def _position(diag: m.Diagnostic) -> tuple[int, int]:
 
 
 def _diagnostic(text: Text, diag: dict, encoding: str) -> m.Diagnostic:
-    parse = hol.is_parse_recovery(diag)
+    parse = quirks.is_parse_recovery(diag)
     return m.Diagnostic(
         range=text.lsp_range(diag.get("range", {}), encoding),
         severity="error" if parse else _SEVERITY.get(diag.get("severity", 1), "error"),
-        message=clip(hol.readable(str(diag.get("message", "")).rstrip()), MAX_MESSAGE_CHARS),
+        message=clip(quirks.readable(str(diag.get("message", "")).rstrip()), MAX_MESSAGE_CHARS),
         note=PARSE_NOTE if parse else "",
     )
 
@@ -56,7 +56,7 @@ def _diagnostic(text: Text, diag: dict, encoding: str) -> m.Diagnostic:
 def note_failures(blocks: Blocks, diagnostics: list[m.Diagnostic], complete: bool) -> None:
     """Say where a failure still sits on its theorem's name instead of its failing step."""
     for diag in diagnostics:
-        name = blocks.owner(diag.range.line) if hol.is_proof_failure(diag.message) else None
+        name = blocks.owner(diag.range.line) if quirks.is_proof_failure(diag.message) else None
         if name is None or diag.range.line >= blocks.lines[name][1]:
             continue
         _, body, last = blocks.lines[name]

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from holsrv import diagnosticlist, proofs, stepping
 from holsrv.filestate import FileState
-from holsrv.lsp import hol
+from holsrv.lsp import quirks
 from holsrv.rpc import messages as m
 from holsrv.rpc.words import duration, plural
 
@@ -80,7 +80,7 @@ def verdict(
         return "INCOMPLETE", _incomplete(r, statuses, waited_s, only_slow, file)
     wrong = statuses.names("failed", "diverged")
     if wrong:
-        others = [e for e in errors if not hol.is_proof_diagnostic(e.message)]
+        others = [e for e in errors if not quirks.is_proof_diagnostic(e.message)]
         also = f", and {_error_count(others)}" if others else ""
         return "FAILED", f"FAILED: {len(wrong)} of {t.total} proofs failed ({_named(wrong)}){also}"
     if errors:

@@ -15,7 +15,7 @@ from holsrv import stepping, tally
 from holsrv.compileerrors import compile_errors, does_not_compile
 from holsrv.diagnosticlist import MAX_MESSAGE_CHARS, diagnostics, parse_errors
 from holsrv.filestate import FileState, ProofEntry
-from holsrv.lsp import hol
+from holsrv.lsp import quirks
 from holsrv.proofblocks import Blocks
 from holsrv.rpc import messages as m
 from holsrv.rpc.words import clip
@@ -50,7 +50,7 @@ def proof(
 ) -> m.Proof:
     """`entry` as the answer lists it; `parse` from `parse_errors`; `errors` (from
     `compile_errors`, after a completed compile) fail a dropped proof that does not compile."""
-    detail = clip(hol.readable(entry.detail.strip()), MAX_MESSAGE_CHARS) if entry.detail else ""
+    detail = clip(quirks.readable(entry.detail.strip()), MAX_MESSAGE_CHARS) if entry.detail else ""
     status = tally.answer_status(entry.status)
     error = errors.get(entry.name) if errors and status == "unchecked" else None
     if error is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from holsrv import compileerrors, diagnosticlist, proofs
 from holsrv.answers.common import replace
 from holsrv.answers.goalcolumns import Where
-from holsrv.lsp import hol
+from holsrv.lsp import quirks
 from holsrv.proofblocks import Blocks
 from holsrv.rpc import messages as m
 from holsrv.session import Session
@@ -71,7 +71,7 @@ def _compile_error(blocks: Blocks, diagnostics: list[m.Diagnostic], name: str, l
     for diag in diagnostics:
         if diag.range.line > line:
             break
-        if diag.severity != "error" or hol.is_proof_diagnostic(diag.message):
+        if diag.severity != "error" or quirks.is_proof_diagnostic(diag.message):
             continue
         owners = compileerrors.error_owners(blocks, diag)
         if name in owners or (not owners and diag.range.line < first):
