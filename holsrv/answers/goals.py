@@ -65,14 +65,7 @@ async def goal_state(ctx: Context, req: m.GoalState, client: str) -> m.GoalState
             age = m.Freshness(cached.content_hash, age_s=ctx.cache.age(key))  # the rest: `stamp`
             return replace(cached, cached=True, server=note(lease), freshness=age)
         where = where_to_ask(src.text, text.lines, req.line, req.column)
-        # One walk per position; HOL runs them one at a time, so ask in turn.
-        # Before first: the later walk then starts from the state HOL kept.
-        asked = [
-            await _ask(ctx, session, text.to_lsp(req.line, column, session.encoding), deadline)
-            for column in ([where.before] if where.before else []) + [where.after]
-        ]
-        for error in dict.fromkeys(r.error.rstrip() for r in asked if isinstance(r, replies.GoalState) and r.error):
-            session.walk_errors.append(error)
+        asked = await _walks(ctx, session, text, req.line, where, deadline)
         result = _result(base, asked[0], asked[-1], text, session, where)
         if session.data != src.data:
             # Another call synced a newer text while this one waited.
@@ -85,6 +78,19 @@ async def goal_state(ctx: Context, req: m.GoalState, client: str) -> m.GoalState
         if all(hol.is_settled(r) for r in asked) and session.phase == "completed":
             ctx.cache.put(key, result)
         return result
+
+
+async def _walks(ctx: Context, session: Session, text: Text, line: int, where: Where, deadline: float) -> list[Reply]:
+    """HOL's answers at `where`'s columns of `line`; a failed walk's error is noted as not the text's."""
+    # One walk per position; HOL runs them one at a time, so ask in turn.
+    # Before first: the later walk then starts from the state HOL kept.
+    asked = [
+        await _ask(ctx, session, text.to_lsp(line, column, session.encoding), deadline)
+        for column in ([where.before] if where.before else []) + [where.after]
+    ]
+    for error in dict.fromkeys(r.error.rstrip() for r in asked if isinstance(r, replies.GoalState) and r.error):
+        session.walk_errors.append(error)
+    return asked
 
 
 async def _ask(ctx: Context, session: Session, position: dict, deadline: float) -> Reply:
