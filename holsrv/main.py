@@ -16,7 +16,7 @@ import uvloop
 from holsrv import __version__, activation
 from holsrv.daemon import Daemon
 from holsrv.errors import AlreadyRunning
-from holsrv.rpc import client, paths
+from holsrv.rpc import autostart, paths
 from holsrv.settings import ConfigError, Settings
 
 # A daemon a client started exits after this long with no server and no
@@ -72,7 +72,7 @@ def main(
         uvloop.run(_serve(settings, ready_fd, listener))
     except AlreadyRunning as err:
         # The client that started us waits for the running daemon's socket.
-        _ready(ready_fd, client.ALREADY_RUNNING.encode() + b"\n")
+        _ready(ready_fd, autostart.ALREADY_RUNNING.encode() + b"\n")
         raise click.ClickException(str(err)) from None
 
 

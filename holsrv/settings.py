@@ -1,38 +1,26 @@
-"""Every tunable of the daemon, in one frozen object built once at start.
+"""Every tunable of the daemon, in one frozen object built once at start: the settings table.
 
 Values come from command-line flags, else `HOLSRV_*` environment variables,
 else the config file (`$XDG_CONFIG_HOME/holsrv/config.toml`, keys named as
-the fields), else defaults sized from the machine.  Nothing else in the daemon reads the
-environment, so tests build a `Settings` and pass it in.
+the fields), else defaults sized from the machine (`settingsources` reads
+them).  Nothing else in the daemon reads the environment, so tests build a
+`Settings` and pass it in.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import difflib
-import math
 import os
-import re
-import shutil
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from holsrv import executables
 from holsrv.errors import HolNotFound
 from holsrv.rpc import paths
+from holsrv.settingsources import ConfigError, config_path, env_names, gather, parse, show
 
-ENV_PREFIX = "HOLSRV_"
-# Other environment names for a setting, after its own HOLSRV_ name: an old
-# name kept working after a rename, and the names the reference tool (the
-# in-process MCP server holmcp re-homes) reads, so its users' setups carry over.
-OTHER_NAMES = {
-    "lookup_wait_s": ("HOLSRV_DIAGNOSTICS_WAIT_S",),
-    "hol_bin": ("HOL_BIN",),
-    "extra_path": ("HOL_LSP_EXTRA_PATH",),
-    "max_servers": ("HOL_LSP_MCP_MAX_SERVERS",),
-}
+__all__ = ["ConfigError", "Settings", "config_path", "env_names"]
 
 
 def _total_memory_mb() -> int:
@@ -149,32 +137,13 @@ class Settings:
 
         A bad config file or value raises `ConfigError`, saying where."""
         env = os.environ if environ is None else environ
-        values: dict = {}
-        sources: dict[str, str] = {}
-        config_file = config_file or config_path(env)
-        if config_file is not None and config_file.is_file():
-            for name, value in read_config(config_file).items():
-                values[name], sources[name] = value, f"config file {config_file}"
-        for f in dataclasses.fields(cls):
-            for name in env_names(f.name):
-                raw = env.get(name)
-                if raw:
-                    try:
-                        values[f.name] = _parse(f.name, raw)
-                    except ValueError as err:
-                        raise ConfigError(f"{name}={raw!r} in the environment: {err}; "
-                                          "fix or unset it, then start the daemon again") from None
-                    sources[f.name] = f"environment {name}"
-                    break
-        for name, value in overrides.items():
-            if value is not None:
-                values[name], sources[name] = value, f"flag {_FLAGS.get(name, '--' + name.replace('_', '-'))}"
+        values, sources = gather(_TYPES, env, config_file or config_path(env), overrides)
         return cls(**values, sources=sources)
 
     def effective(self) -> list[tuple[str, str, str]]:
         """(environment name, value, where it came from) for every setting, for status."""
         return [
-            (env_names(f.name)[0], _show(getattr(self, f.name)), self.sources.get(f.name, "default"))
+            (env_names(f.name)[0], show(getattr(self, f.name)), self.sources.get(f.name, "default"))
             for f in dataclasses.fields(self) if f.name != "sources"
         ]
 
@@ -187,7 +156,7 @@ class Settings:
             if setting is None or setting == "socket" or not raw:
                 continue  # the socket picks the daemon, so it always agrees
             try:
-                wanted = _parse(setting, raw)
+                wanted = parse(_TYPES, setting, raw)
             except ValueError:
                 wanted = raw
             ours = getattr(self, setting)
@@ -195,7 +164,7 @@ class Settings:
                 ours = self._resolved_hol()
                 wanted = os.path.realpath(str(wanted))
             if wanted != ours:
-                found.append((name, raw, _show(ours), self.sources.get(setting, "default")))
+                found.append((name, raw, show(ours), self.sources.get(setting, "default")))
         return found
 
     def _resolved_hol(self) -> str | None:
@@ -206,160 +175,12 @@ class Settings:
 
     def hol_command(self, environ: dict[str, str] | None = None) -> str:
         """The `hol` executable: hol_bin / $HOL_BIN, else $HOLDIR/bin/hol, else `hol` on PATH."""
-        env = os.environ if environ is None else environ
-        tried = []
-        for candidate in (self.hol_bin, env.get("HOL_BIN")):
-            if candidate:
-                if os.access(candidate, os.X_OK) and Path(candidate).is_file():
-                    return candidate
-                tried.append(f"HOL_BIN={candidate} (not an executable file)")
-        holdir = env.get("HOLDIR")
-        if holdir:
-            candidate = str(Path(holdir) / "bin" / "hol")
-            if os.access(candidate, os.X_OK):
-                return candidate
-            tried.append(f"HOLDIR={holdir} (no executable bin/hol there)")
-        search = os.pathsep.join([*self.extra_path, env.get("PATH", "")])
-        found = shutil.which("hol", path=search)
-        if found:
-            return found
-        tried.append("`hol` on PATH (not found)")
-        raise HolNotFound(
-            "cannot find HOL4: tried " + "; ".join(tried) + ". Set HOL_BIN to the `hol` "
-            "executable, or HOLDIR to the HOL4 tree, or put HOL's bin/ on PATH, then restart "
-            "the daemon (holctl shutdown)."
-        )
-
+        return executables.hol_command(self.hol_bin, self.extra_path, environ)
 
     def holmake_command(self, environ: dict[str, str] | None = None) -> str:
         """Holmake of the same HOL as the servers: holmake_bin, else beside `hol`, else $HOLDIR/bin, else PATH."""
-        env = os.environ if environ is None else environ
-        if self.holmake_bin:
-            if os.access(self.holmake_bin, os.X_OK) and Path(self.holmake_bin).is_file():
-                return self.holmake_bin
-            raise HolNotFound(f"HOLSRV_HOLMAKE_BIN={self.holmake_bin} is not an executable file: fix or unset it")
-        candidates = []
-        with contextlib.suppress(HolNotFound):
-            hol = self.hol_command(environ)
-            candidates += [Path(hol).parent / "Holmake", Path(os.path.realpath(hol)).parent / "Holmake"]
-        if env.get("HOLDIR"):
-            candidates.append(Path(env["HOLDIR"]) / "bin" / "Holmake")
-        for candidate in candidates:
-            if os.access(candidate, os.X_OK) and candidate.is_file():
-                return str(candidate)
-        found = shutil.which("Holmake", path=os.pathsep.join([*self.extra_path, env.get("PATH", "")]))
-        if found:
-            return found
-        raise HolNotFound(
-            "cannot find Holmake: looked beside the `hol` the servers use, in $HOLDIR/bin and on PATH. "
-            "Set HOLSRV_HOLMAKE_BIN (or HOLDIR) and restart the daemon (holctl shutdown)."
-        )
+        return executables.holmake_command(self.holmake_bin, self.hol_bin, self.extra_path, environ)
 
 
 _TYPES = {f.name: f.type for f in dataclasses.fields(Settings)}
-# holsrv's flags not named like their setting
-_FLAGS = {"hol_bin": "--hol", "idle_timeout_s": "--idle-timeout", "idle_exit_s": "--idle-exit"}
-
-
-def env_names(setting: str) -> tuple[str, ...]:
-    """The environment names a setting is read from, in order of precedence."""
-    return (ENV_PREFIX + setting.upper(), *OTHER_NAMES.get(setting, ()))
-
-
 _BY_ENV_NAME = {name: f.name for f in dataclasses.fields(Settings) if f.name != "sources" for name in env_names(f.name)}
-
-
-def _show(value: object) -> str:
-    if isinstance(value, tuple):
-        return ",".join(map(str, value))
-    return "" if value is None else str(value)
-
-
-def _parse(name: str, raw: str):
-    kind = _TYPES[name]
-    if name == "socket":
-        return Path(raw)
-    if name == "extra_path":
-        return tuple(p for p in raw.split(os.pathsep) if p)
-    if name == "position_encodings":
-        return tuple(p.strip() for p in raw.split(",") if p.strip())
-    if kind in ("int",):
-        return int(raw)
-    if kind in ("float",):
-        return float(raw)
-    return raw
-
-
-# -- the config file -----------------------------------------------------------
-
-CONFIG_NAME = "config.toml"
-_NUMBERS = {"int": (int,), "float": (int, float)}
-
-
-class ConfigError(ValueError):
-    """A config file or environment value the daemon will not start with; says where and why."""
-
-
-def config_path(environ: Mapping[str, str] | None = None) -> Path | None:
-    """`$XDG_CONFIG_HOME/holsrv/config.toml` (else under `$HOME/.config`); None with neither set."""
-    env = os.environ if environ is None else environ
-    base = env.get("XDG_CONFIG_HOME") or (str(Path(env["HOME"]) / ".config") if env.get("HOME") else "")
-    return Path(base) / "holsrv" / CONFIG_NAME if base else None
-
-
-def read_config(path: Path) -> dict:
-    """The settings `path` sets, checked: an unknown key or a bad value raises
-    `ConfigError` naming the key, the file and its line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-        table = tomllib.loads(text)
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"cannot read the config file {path}: {err}") from None
-    except tomllib.TOMLDecodeError as err:  # its message names the line and column
-        raise ConfigError(f"{path} is not valid TOML: {err}; fix it or move it away") from None
-    values = {}
-    for key, raw in table.items():
-        where = f"{path}, line {_key_line(text, key)}"
-        if key not in _TYPES or key == "sources":
-            known = [f for f in _TYPES if f != "sources"]
-            close = difflib.get_close_matches(key, known, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            raise ConfigError(f"unknown setting {key!r} in {where}; {hint}the settings are: {', '.join(known)}")
-        try:
-            values[key] = _from_toml(key, raw)
-        except ValueError as err:
-            raise ConfigError(f"bad value for {key!r} in {where}: {err}") from None
-    return values
-
-
-def _key_line(text: str, key: str) -> int | str:
-    """The line where `key` is set (tomllib does not say): `key =`, a quoted key,
-    a dotted key or a `[key]` table header."""
-    name = rf"(?:{re.escape(key)}|\"{re.escape(key)}\"|'{re.escape(key)}')"
-    pattern = re.compile(rf"^\s*(?:{name}\s*[=.]|\[+\s*{name}\s*[\].])")
-    for number, line in enumerate(text.splitlines(), 1):
-        if pattern.match(line):
-            return number
-    return "?"
-
-
-def _from_toml(key: str, raw: object):
-    """A TOML value as the setting's type; ValueError saying what was expected."""
-    kind = _TYPES[key]
-    if key in ("extra_path", "position_encodings"):
-        if isinstance(raw, str):
-            return _parse(key, raw)
-        if isinstance(raw, list) and all(isinstance(item, str) for item in raw):
-            return tuple(raw)
-        raise ValueError(f"expected a list of strings, got {raw!r}")
-    if kind in _NUMBERS:
-        if isinstance(raw, bool) or not isinstance(raw, _NUMBERS[kind]):
-            raise ValueError(f"expected {'an integer' if kind == 'int' else 'a number'}, got {raw!r}")
-        if not math.isfinite(raw) or raw < 0:
-            raise ValueError(f"expected a finite number of 0 or more, got {raw!r}")
-        return float(raw) if kind == "float" else raw
-    if not isinstance(raw, str) or not raw:
-        raise ValueError(f"expected a non-empty string, got {raw!r}")
-    if key == "socket":
-        return Path(raw).expanduser()
-    return os.path.expanduser(raw) if key == "hol_bin" else raw

@@ -41,8 +41,9 @@ def test_holctl_cli_loads_only_stdlib_msgspec_click_and_our_wire_package():
     assert sorted(m for m in added if m.split(".")[0] not in allowed) == []
     ours = {m for m in added if m.startswith("holsrv.")}
     # Not holsrv.rpc.aclient: holmcp's asyncio client.
-    assert ours <= {"holsrv.errors", "holsrv.rpc", "holsrv.rpc.client", "holsrv.rpc.framing", "holsrv.rpc.limits",
-                    "holsrv.rpc.messages", "holsrv.rpc.paths", "holsrv.rpc.words"}
+    assert ours <= {"holsrv.errors", "holsrv.rpc", "holsrv.rpc.autostart", "holsrv.rpc.calls", "holsrv.rpc.client",
+                    "holsrv.rpc.framing", "holsrv.rpc.limits", "holsrv.rpc.messages", "holsrv.rpc.paths",
+                    "holsrv.rpc.words"}
 
 
 def test_importing_the_wire_builds_no_decoder_until_one_is_used():

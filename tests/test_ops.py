@@ -116,7 +116,7 @@ def test_a_socket_activated_daemon_serves_on_the_socket_it_was_given_and_leaves_
         # this test's hands, as in systemd's), so a client that connects
         # before the next daemon starts waits in the backlog, not refused.
         assert stat.S_ISSOCK(os.lstat(path).st_mode)
-        waiting = rpc_client._open(path)
+        waiting = rpc_client.open_socket(path)
         with _reaped(_activated(listener, env)) as second:
             with rpc_client._handshake(waiting, "test", None) as conn:
                 assert conn.call(m.Status()).pid == second.pid

@@ -11,8 +11,9 @@ import os
 import pytest
 from fake_hol import transcript_replay as tr
 
-from holsrv import proofs, stepping, verdict
+from holsrv import compileerrors, proofblocks, stepping, verdict
 from holsrv.filestate import FileState
+from holsrv.outstanding import MAX_OUTSTANDING_PROOFS
 from holsrv.rpc import messages as m
 from holsrv.settings import Settings
 
@@ -162,9 +163,9 @@ def test_a_file_of_thousands_of_proofs_is_answered_in_bounded_steps_with_the_sam
     assert sliced == answer(file, text, now=500.0)
     assert sliced.tally.checking == count // 2 and len(sliced.proofs) == count
     # Thousands checking for 499 s: named up to a bound, the rest counted.
-    assert len(sliced.outstanding) == verdict.MAX_OUTSTANDING_PROOFS + 1
-    assert sliced.outstanding[-1] == f"and {count // 2 - verdict.MAX_OUTSTANDING_PROOFS} more proofs checking"
-    assert sliced.warnings[-1].startswith(f"… and {count // 2 - verdict.MAX_OUTSTANDING_PROOFS} more proofs as slow")
+    assert len(sliced.outstanding) == MAX_OUTSTANDING_PROOFS + 1
+    assert sliced.outstanding[-1] == f"and {count // 2 - MAX_OUTSTANDING_PROOFS} more proofs checking"
+    assert sliced.warnings[-1].startswith(f"… and {count // 2 - MAX_OUTSTANDING_PROOFS} more proofs as slow")
 
 
 def test_recorded_theorems_that_do_not_compile_fail_with_their_compile_error_each_on_its_own_theorem():
@@ -227,5 +228,5 @@ def _error_at(line: int, col: int, end_line: int, end_col: int, message: str) ->
     (_error_at(8, 3, 8, 9, "Value or constructor (simpx) has not been declared\n"), ["helper"]),
 ])
 def test_a_compile_error_in_a_local_block_belongs_to_the_theorems_it_stops(diagnostic, owners):
-    blocks = proofs.Blocks(LOCAL_TEXT)
-    assert sorted(proofs.compile_errors(blocks, [diagnostic])) == owners
+    blocks = proofblocks.Blocks(LOCAL_TEXT)
+    assert sorted(compileerrors.compile_errors(blocks, [diagnostic])) == owners

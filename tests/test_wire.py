@@ -19,7 +19,7 @@ import msgspec
 import pytest
 
 from holsrv.errors import DaemonUnreachable, FrameError, ServerBusy
-from holsrv.rpc import aclient, client, framing
+from holsrv.rpc import aclient, calls, client, framing
 from holsrv.rpc import messages as m
 
 from conftest import FAILING_SCRIPT, stepped
@@ -210,23 +210,23 @@ def test_reply_timeouts_grow_with_the_limits_the_daemon_announced():
     welcome = m.Welcome(1, "v", 1, request_timeout_s=60.0, lookup_wait_s=25.0, start_wait_s=25.0)
     slower = m.Welcome(1, "v", 1, request_timeout_s=600.0, lookup_wait_s=250.0, start_wait_s=250.0)
     for request in [m.Diagnostics("/f", wait=5.0), m.Hover("/f", 1, 1), m.RetryCompile("/f"), m.Eval("/f", "1;")]:
-        assert client.reply_timeout(request, slower) > client.reply_timeout(request, welcome) > 0
-    margin = client.REPLY_MARGIN_S
+        assert calls.reply_timeout(request, slower) > calls.reply_timeout(request, welcome) > 0
+    margin = calls.REPLY_MARGIN_S
     # A request's own wait, then the start and the last LSP request it may still be in.
-    assert client.reply_timeout(m.Diagnostics("/f", wait=5.0), welcome) == 5 + 25 + 60 + margin
-    assert client.reply_timeout(m.GoalState("/f", 1, 1, wait=100.0), welcome) == 100 + 25 + 60 + margin
+    assert calls.reply_timeout(m.Diagnostics("/f", wait=5.0), welcome) == 5 + 25 + 60 + margin
+    assert calls.reply_timeout(m.GoalState("/f", 1, 1, wait=100.0), welcome) == 100 + 25 + 60 + margin
     # A lookup: the start, the compile reaching the position, the LSP request.
-    assert client.reply_timeout(m.Completion("/f", 1, 1), welcome) == 25 + 25 + 60 + margin
+    assert calls.reply_timeout(m.Completion("/f", 1, 1), welcome) == 25 + 25 + 60 + margin
     # A lookup's own wait bounds both its waits.
-    assert client.reply_timeout(m.Hover("/f", 1, 1, wait=0.0), welcome) == 60 + margin
+    assert calls.reply_timeout(m.Hover("/f", 1, 1, wait=0.0), welcome) == 60 + margin
     # eval's own timeout replaces the LSP request timeout.
-    assert client.reply_timeout(m.Eval("/f", "1;", timeout=300.0), welcome) == 25 + 300 + margin
+    assert calls.reply_timeout(m.Eval("/f", "1;", timeout=300.0), welcome) == 25 + 300 + margin
 
 
 def test_a_welcome_without_limits_falls_back_to_the_old_daemon_defaults():
     old, announced = m.Welcome(1, "v", 1), m.Welcome(1, "v", 1, 60.0, 25.0, 25.0)
     for request in [m.Diagnostics("/f"), m.Hover("/f", 1, 1), m.Eval("/f", "1;"), m.Restart("/f"), m.Status()]:
-        assert client.reply_timeout(request, old) == client.reply_timeout(request, announced)
+        assert calls.reply_timeout(request, old) == calls.reply_timeout(request, announced)
 
 
 # -- what both clients send -----------------------------------------------------
@@ -235,7 +235,7 @@ def test_a_welcome_without_limits_falls_back_to_the_old_daemon_defaults():
 def test_clients_pass_on_holsrv_settings_and_the_reference_tools_names_only():
     env = {"HOLSRV_MAX_HEAP_MB": "999", "HOL_BIN": "/srv/hol/bin/hol", "HOLDIR": "/srv/hol",
            "HOL_LSP_EXTRA_PATH": "/x", "HOL_LSP_MCP_MAX_SERVERS": "2", "HOME": "/home/u", "HOLSRVX": "1"}
-    assert client.given_settings(env) == {
+    assert calls.given_settings(env) == {
         "HOLDIR": "/srv/hol", "HOLSRV_MAX_HEAP_MB": "999", "HOL_BIN": "/srv/hol/bin/hol",
         "HOL_LSP_EXTRA_PATH": "/x", "HOL_LSP_MCP_MAX_SERVERS": "2",
     }
@@ -432,9 +432,9 @@ def test_the_async_client_reconnects_to_a_daemon_restarted_on_the_same_socket(da
 
 def test_a_holmake_reply_is_awaited_as_long_as_the_daemon_lets_holmake_run():
     welcome = m.Welcome(1, "v", 1, holmake_timeout_s=600.0)
-    assert client.reply_timeout(m.Holmake("/f"), welcome) == 600.0 + client.REPLY_MARGIN_S
+    assert calls.reply_timeout(m.Holmake("/f"), welcome) == 600.0 + calls.REPLY_MARGIN_S
     older = m.Welcome(1, "v", 1)  # says nothing of its Holmake limit
-    assert client.reply_timeout(m.Holmake("/f"), older) == client.FALLBACK_HOLMAKE_TIMEOUT_S + client.REPLY_MARGIN_S
+    assert calls.reply_timeout(m.Holmake("/f"), older) == calls.FALLBACK_HOLMAKE_TIMEOUT_S + calls.REPLY_MARGIN_S
 
 
 def _answer(proofs: int, checked: int = 0) -> m.DiagnosticsResult:

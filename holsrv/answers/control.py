@@ -6,9 +6,9 @@ from holsrv import files, stepping
 from holsrv.ancestors import ancestors
 from holsrv.answers import evalcode
 from holsrv.answers.common import NO_SERVER, Context, blocked_message, compiled, note, opened, read
+from holsrv.diagnosticlist import MAX_MESSAGE_CHARS
 from holsrv.errors import BadRequest, FileNotFound, ServerTimeout
 from holsrv.lsp import hol
-from holsrv.proofs import MAX_MESSAGE_CHARS
 from holsrv.rpc import messages as m
 from holsrv.rpc.words import clip
 

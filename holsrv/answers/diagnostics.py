@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from holsrv import ancestors, looping, stepping, verdict
+from holsrv import ancestors, looping, outstanding, stepping, verdict
 from holsrv.answers.common import Context, Report, note, opened, replace, starting_message
 from holsrv.files import Script, content_hash
 from holsrv.lsp import hol
@@ -87,8 +87,8 @@ async def settle(ctx: Context, session: Session, deadline: float, report: Report
             if progress != last:
                 await report(progress)
                 reported, last = now, progress
-        quiet = verdict.quiet_for(file, ctx.settings)
-        if now >= deadline or file.settled(now, quiet) or verdict.complete_but_slow(file, now, ctx.settings):
+        quiet = outstanding.quiet_for(file, ctx.settings)
+        if now >= deadline or file.settled(now, quiet) or outstanding.complete_but_slow(file, now, ctx.settings):
             return
         # Besides a notification, only time can change the answer: the quiet
         # period ending, or a proof turning "far slower" or "probably looping".

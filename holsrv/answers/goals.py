@@ -10,10 +10,7 @@ at the end of the proof.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-
-from holsrv import proofs, script, textinfo
+from holsrv import script, textinfo
 from holsrv.answers.common import (
     Context,
     blocked_message,
@@ -24,6 +21,8 @@ from holsrv.answers.common import (
     starting_message,
     within,
 )
+from holsrv.answers.goalagreement import QED_NOTE, agreeing
+from holsrv.answers.goalcolumns import Where, where_to_ask
 from holsrv.files import content_hash
 from holsrv.lsp import hol, replies
 from holsrv.positions import Text
@@ -46,29 +45,6 @@ _TIMED_OUT = (
     "slow, split it into smaller steps (intermediate `sg`/`by` subgoals, fewer simp or metis "
     "lemmas). diagnostics checks the whole proof without this budget."
 )
-_QED_NOTE = "This is the QED line: goals is what is left at the end of the proof."
-# What the QED line says when the diagnostics answer for the same text has a verdict.
-_QED_SAYS = {
-    "proved": "This is the QED line: diagnostics reports {name} proved, so nothing is left at the end of the proof.",
-    "failed": "This is the QED line: diagnostics reports {name} failed (see diagnostics); goals is what is "
-              "left at the end of the proof.",
-    "diverged": "This is the QED line: diagnostics reports that {name}'s proof gives a different theorem than "
-                "its statement (see diagnostics).",
-    "parse_error": "This is the QED line: HOL recovered from a parse error in {name} and checked what it "
-                   "recovered; Holmake fails on it as written (see diagnostics).",
-    "suspended": "This is the QED line: {name} leaves subgoals suspended for Resume blocks.",
-}
-
-
-@dataclass(frozen=True)
-class _Where:
-    """The 1-based columns of a line to ask HOL about, and what the line is."""
-
-    after: int
-    before: int | None = None  # a line view whose first character differs from its end
-    kind: str = "tactics"  # "tactics", "qed", "blank" or "outside" (by the daemon's reading)
-
-
 async def goal_state(ctx: Context, req: m.GoalState, client: str) -> m.GoalStateResult:
     deadline = ctx.clock() + max(0.0, req.wait)
     check = position_check(req.line, req.column)  # a bad position is refused before any server starts
@@ -88,15 +64,8 @@ async def goal_state(ctx: Context, req: m.GoalState, client: str) -> m.GoalState
         if cached is not None:
             age = m.Freshness(cached.content_hash, age_s=ctx.cache.age(key))  # the rest: `stamp`
             return replace(cached, cached=True, server=note(lease), freshness=age)
-        where = _where(src.text, text.lines, req.line, req.column)
-        # One walk per position; HOL runs them one at a time, so ask in turn.
-        # Before first: the later walk then starts from the state HOL kept.
-        asked = [
-            await _ask(ctx, session, text.to_lsp(req.line, column, session.encoding), deadline)
-            for column in ([where.before] if where.before else []) + [where.after]
-        ]
-        for error in dict.fromkeys(r.error.rstrip() for r in asked if isinstance(r, replies.GoalState) and r.error):
-            session.walk_errors.append(error)
+        where = where_to_ask(src.text, text.lines, req.line, req.column)
+        asked = await _walks(ctx, session, text, req.line, where, deadline)
         result = _result(base, asked[0], asked[-1], text, session, where)
         if session.data != src.data:
             # Another call synced a newer text while this one waited.
@@ -111,6 +80,19 @@ async def goal_state(ctx: Context, req: m.GoalState, client: str) -> m.GoalState
         return result
 
 
+async def _walks(ctx: Context, session: Session, text: Text, line: int, where: Where, deadline: float) -> list[Reply]:
+    """HOL's answers at `where`'s columns of `line`; a failed walk's error is noted as not the text's."""
+    # One walk per position; HOL runs them one at a time, so ask in turn.
+    # Before first: the later walk then starts from the state HOL kept.
+    asked = [
+        await _ask(ctx, session, text.to_lsp(line, column, session.encoding), deadline)
+        for column in ([where.before] if where.before else []) + [where.after]
+    ]
+    for error in dict.fromkeys(r.error.rstrip() for r in asked if isinstance(r, replies.GoalState) and r.error):
+        session.walk_errors.append(error)
+    return asked
+
+
 async def _ask(ctx: Context, session: Session, position: dict, deadline: float) -> Reply:
     """Ask until HOL stops saying pending or the deadline passes."""
     while True:
@@ -121,51 +103,11 @@ async def _ask(ctx: Context, session: Session, position: dict, deadline: float) 
         await session.wait_change(min(1.0, deadline - ctx.clock()))
 
 
-# -- where to ask -----------------------------------------------------------
-
-
-def _where(text: str, lines: Sequence[str], line: int, column: int | None) -> _Where:
-    """The columns of `line` to ask about: `column` (moved to QED's first byte on
-    the QED line), or with no column the line's first character and its end."""
-    index = textinfo.of(text).index
-    start = index.start(line)
-    chars = lines[line - 1]
-    block = _block_on(text, script.proof_blocks(text), start, start + len(chars))
-    qed = block is not None and start == block.body_end
-    if column is not None:
-        return _Where(1 if qed else column, kind="qed" if qed else "tactics")
-    first, last = len(chars) - len(chars.lstrip()), len(chars.rstrip())
-    if block is None:
-        return _Where(first + 1, kind="outside")
-    if qed:
-        return _Where(1, kind="qed")
-    if last == 0:
-        return _Where(1, kind="blank")
-    # A Resume line starts outside its proof, which opens at the colon.
-    before = max(start + first, _opening(text, block)) - start + 1
-    after = min(start + last, block.body_end) - start + 1
-    return _Where(after, before if before != after else None)
-
-
-def _block_on(text: str, blocks: list[script.ProofBlock], start: int, end: int) -> script.ProofBlock | None:
-    """The proof block with text on the line [start, end], counting its QED line."""
-    for block in blocks:
-        qed_line = start == block.body_end and text.startswith("QED", start)
-        if _opening(text, block) <= end and (start < block.body_end or qed_line):
-            return block
-    return None
-
-
-def _opening(text: str, block: script.ProofBlock) -> int:
-    """Where HOL starts answering: the `Proof` keyword, or a Resume block's colon (§11.1)."""
-    return block.body_start - 1 if text[block.body_start - 1] == ":" else block.body_start - len("Proof")
-
-
 # -- the answer -------------------------------------------------------------
 
 
 def _result(
-    base: m.GoalStateResult, first: Reply, last: Reply, text: Text, session: Session, where: _Where
+    base: m.GoalStateResult, first: Reply, last: Reply, text: Text, session: Session, where: Where
 ) -> m.GoalStateResult:
     """The answer from the walk before the line (`first`) and the one after it (`last`);
     with a column, or a line with one position, they are the same walk."""
@@ -191,83 +133,15 @@ def _result(
     )
     if base.column is None:
         result = replace(result, before=goals_of(first) if isinstance(first, replies.GoalState) else None)
-    return _agreeing(replace(result, message=_message(result, shown, where)), session, text.text, where)
-
-
-def _agreeing(result: m.GoalStateResult, session: Session, text: str, where: _Where) -> m.GoalStateResult:
-    """`result` with no sentence the file's diagnostics contradict at the same text: a
-    compile error at or before the position first, a cheat named as a cheat, the QED
-    line of a proof diagnostics calls proved said to be proved."""
-    blocks = proofs.Blocks(text)
-    name = blocks.owner(result.line)
-    if name is None:
-        return result
-    diagnostics = proofs.diagnostics(session.file, session.encoding, set(session.walk_errors))
-    error = _compile_error(blocks, diagnostics, name, result.line)
-    if error is not None:
-        return _with_compile_error(result, error, name, blocks)
-    listed = proofs.status_of(session.file, blocks, diagnostics, name, session.clock())
-    status = listed.status if listed is not None else ""
-    cheat = blocks.cheat_line(name)
-    if where.kind == "qed" and result.state != "failed":  # a failed walk already says where it failed
-        if status == "cheated" and cheat is not None:
-            said = f"This is the QED line: {name} is not proved: it uses cheat at line {cheat}."
-        elif status in _QED_SAYS:
-            said = _QED_SAYS[status].format(name=name)
-        else:
-            return result
-        if status == "proved":
-            # HOL's walk at QED can show the goal the proof started from.
-            return replace(result, state="proved_here", goals=[], before=None, message=said)
-        return replace(result, message=" ".join([said, *_without(result.message, _QED_NOTE)]))
-    if result.state == "proved_here" and cheat is not None and cheat <= result.line:
-        return replace(result, message=(
-            f"No goals are left here only because of cheat (line {cheat}): the goal is not proved, and "
-            f"diagnostics counts {name} as a cheat."
-        ))
-    return result
-
-
-def _without(message: str, sentence: str) -> list[str]:
-    rest = message.replace(sentence, "").strip()
-    return [rest] if rest else []
-
-
-def _compile_error(blocks: proofs.Blocks, diagnostics: list[m.Diagnostic], name: str, line: int) -> m.Diagnostic | None:
-    """The first compile error at or before `line` that is about proof `name` (its lines,
-    or its statement) or about no proof and before it."""
-    first = blocks.lines[name][0]
-    for diag in diagnostics:
-        if diag.range.line > line:
-            break
-        if diag.severity != "error" or hol.is_proof_diagnostic(diag.message):
-            continue
-        owners = proofs.error_owners(blocks, diag)
-        if name in owners or (not owners and diag.range.line < first):
-            return diag
-    return None
-
-
-def _with_compile_error(
-    result: m.GoalStateResult, error: m.Diagnostic, name: str, blocks: proofs.Blocks
-) -> m.GoalStateResult:
-    where = "before this proof" if error.range.line < blocks.lines[name][0] else f"in {name}"
-    said = (
-        f"HOL reports a compile error {where}, at line {error.range.line}, column {error.range.col}: "
-        f"{proofs.error_summary(error.message)}. Until it is fixed the goals here are not those of the "
-        "text as written, and diagnostics does not count this proof proved."
-    )
-    if result.error:
-        return replace(result, message=" ".join([said, result.message]))
-    return replace(result, state="failed", error=error.message, failed_range=error.range, message=said)
+    return agreeing(replace(result, message=_message(result, shown, where)), session, text.text, where)
 
 
 def goals_of(reply: replies.GoalState) -> list[m.Goal]:
     return [m.Goal(asms=[hol.strip_ansi(a) for a in g.asms], goal=hol.strip_ansi(g.goal)) for g in reply.goals]
 
 
-def _message(result: m.GoalStateResult, reply: replies.GoalState, where: _Where) -> str:
-    said = {"qed": _QED_NOTE, "blank": f"Line {result.line} has no tactic: goals are those at this point."}
+def _message(result: m.GoalStateResult, reply: replies.GoalState, where: Where) -> str:
+    said = {"qed": QED_NOTE, "blank": f"Line {result.line} has no tactic: goals are those at this point."}
     # Past a failure the goals are not those of this line, whatever it is.
     line_note = "" if result.state == "failed" else said.get(where.kind, "")
     return " ".join(filter(None, [line_note, _state_message(result, reply)]))

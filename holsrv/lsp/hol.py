@@ -1,206 +1,69 @@
-"""Typed HOL calls: the requests `hol lsp` answers, and its quirks as named predicates.
+"""Typed HOL calls: the requests `hol lsp` answers (PROTOCOL.md §6, §11, §12).
 
 `HolCalls` sends requests about one open script through the two functions it
-is given and decodes the answers with `replies` (PROTOCOL.md §6, §11, §12).
+is given and decodes the answers with the reply families of `replies`.  HOL's
+quirks, the named predicates, are `quirks`'s; they are named here too, so that
+`hol.is_pending` and the rest read as one HOL layer at the call sites.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from holsrv.errors import LspError
-from holsrv.lsp.replies import (
+from holsrv.lsp.evalreports import ErrorReport, EvalReport, ToplevelOut, UnknownReport, decode_eval_reports
+from holsrv.lsp.goalstates import GoalState, Pending, decode_goal_state
+from holsrv.lsp.quirks import (
+    UNKNOWN_METHOD,
+    did_not_compile,
+    is_compile_error,
+    is_eval_failure,
+    is_failing_branch_end,
+    is_holdep_noise,
+    is_not_compiling_notice,
+    is_parse_recovery,
+    is_parse_report,
+    is_pending,
+    is_proof_diagnostic,
+    is_proof_failure,
+    is_provisional,
+    is_settled,
+    is_unknown_method,
+    readable,
+    sml_string,
+    sml_unquote,
+    strip_ansi,
+    walk_timed_out,
+    without_holdep_noise,
+)
+from holsrv.lsp.shapes import Position, Unsupported
+from holsrv.lsp.symbols import (
     CompletionItem,
-    Diagnostic,
     DocumentSymbol,
-    ErrorReport,
-    EvalReport,
-    GoalState,
     Hover,
-    Pending,
-    Position,
     SearchHit,
     Target,
-    ToplevelOut,
-    UnknownReport,
-    Unsupported,
     WorkspaceSymbol,
     decode_completion,
     decode_document_symbols,
-    decode_eval_reports,
-    decode_goal_state,
     decode_hover,
     decode_locations,
     decode_search,
     decode_workspace_symbols,
 )
 
+__all__ = [
+    "HolCalls", "Notify", "PositionLike", "Request", "UNKNOWN_METHOD", "is_pending", "is_provisional",
+    "walk_timed_out", "is_settled", "is_unknown_method", "is_not_compiling_notice", "is_parse_report",
+    "is_parse_recovery", "is_eval_failure", "did_not_compile", "is_compile_error", "is_proof_failure",
+    "is_failing_branch_end", "is_proof_diagnostic", "readable", "is_holdep_noise", "without_holdep_noise",
+    "sml_string", "sml_unquote", "strip_ansi",
+]
+
 Request = Callable[[str, dict[str, Any], float | None], Awaitable[Any]]
 Notify = Callable[[str, dict[str, Any]], Awaitable[None]]
 PositionLike = Position | Mapping[str, int]
-
-UNKNOWN_METHOD = -32600  # HOL's code for a method it lacks; not -32601 (PROTOCOL.md §3, §17.9)
-_ANSI = re.compile(r"\x1B\[[0-9;]*m")
-_WALK_TIMEOUT = re.compile(r"\btimed out\b", re.IGNORECASE)
-_PARSE_RECOVERY = re.compile(r"\bexpected\b|\bunclosed quotation\b", re.IGNORECASE)
-_NOT_COMPILING = re.compile(r"\bnot compiling\b")
-# What HOL's module loader (tools-poly/poly/poly-init2.ML, `load`) writes to stderr for a module without a `.ui`.
-_HOLDEP_NOISE = re.compile(r'(?:Cannot find file (\S+)\.ui|error in load (\S+) : Fail "Cannot find file \S+\.ui")')
-_SML_ESCAPES = re.compile(r"(?:\\(?:2[0-5][0-9]|1[0-9][0-9]))+")  # bytes 128-255 in SML's \ddd
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-
-
-# -- HOL's quirks ---------------------------------------------------------------
-
-
-def is_pending(reply: GoalState | Pending | None) -> bool:
-    """HOL's bare pending answer: no goal state yet, ask after `$/compileCompleted` (PROTOCOL.md §6.8, §11.4)."""
-    return isinstance(reply, Pending)
-
-
-def is_provisional(reply: GoalState | Pending | None) -> bool:
-    """A full goal state marked `status: pending`: the file's compile is unfinished; show, don't trust (§11.2)."""
-    return isinstance(reply, GoalState) and reply.status == "pending"
-
-
-def walk_timed_out(reply: GoalState | Pending | None) -> bool:
-    """The goal-state walk ran out of time (`walker timed out (>1500ms)`, PROTOCOL.md §11.2): don't cache it."""
-    return isinstance(reply, GoalState) and bool(_WALK_TIMEOUT.search(reply.error))
-
-
-def is_settled(reply: GoalState | Pending | None) -> bool:
-    """A full goal state that asking again would not improve: neither provisional nor timed out (§11.2, §11.5)."""
-    return isinstance(reply, GoalState) and not is_provisional(reply) and not walk_timed_out(reply)
-
-
-def is_unknown_method(err: BaseException, method: str | None = None) -> bool:
-    """HOL lacks the method: error -32600 `unknown method: <method>` (PROTOCOL.md §3, §17.3, §17.9)."""
-    if not isinstance(err, LspError) or err.rpc_code != UNKNOWN_METHOD:
-        return False
-    said = str(err)
-    return said.startswith("unknown method") and (method is None or said.endswith(method))
-
-
-def is_not_compiling_notice(message: str) -> bool:
-    """A showMessage/logMessage saying HOL will not compile a file: blocked or refused (PROTOCOL.md §8.2, §8.3)."""
-    return bool(_NOT_COMPILING.search(message))
-
-
-def is_parse_report(message: str) -> bool:
-    """HOL's words for a parse error it recovered from (`expected …`), which it marks soft
-    (a severity-2 diagnostic, an eval report with `hard: false`) though what it went on
-    with is not the text as written."""
-    return bool(_PARSE_RECOVERY.search(message))
-
-
-def is_parse_recovery(diagnostic: Diagnostic | Mapping[str, Any]) -> bool:
-    """A warning that is really a parse error HOL recovered from; Holmake fails on it (PROTOCOL.md §8.1)."""
-    if isinstance(diagnostic, Mapping):
-        severity, message = diagnostic.get("severity"), str(diagnostic.get("message", ""))
-    else:
-        severity, message = diagnostic.severity, diagnostic.message
-    return severity == 2 and is_parse_report(message)
-
-
-def is_eval_failure(report: ErrorReport) -> bool:
-    """An `$/eval` error report that means the code did not run as written: a hard one (a type
-    error, an uncaught exception) or a parse error, which HOL marks `hard: false` (transcript
-    `eval-errors`).  Only the rest (`Matches are not exhaustive.`, a free type variable) are warnings."""
-    return report.hard or is_parse_report(report.msg)
-
-
-def did_not_compile(status: str | None, error_in_proof: bool, compiled: bool) -> bool:
-    """A proof HOL will never check because its `Proof … QED` does not compile.
-
-    After `$/compileCompleted`, with a compile error inside the block, the pool
-    leaves such a proof `cheated` after an edit (no `checking`, no verdict), or
-    has no entry for it on a fresh open; `status` None means no entry
-    (transcripts candidate-unbound-name, error-classes).
-    """
-    return compiled and error_in_proof and status in (None, "cheated")
-
-
-def is_compile_error(diagnostic: Mapping[str, Any]) -> bool:
-    """An error the compile reported, not one of the pool's own about a failed proof (§10.5)."""
-    return diagnostic.get("severity") == 1 and not is_proof_diagnostic(str(diagnostic.get("message", "")))
-
-
-def is_proof_failure(message: str) -> bool:
-    """The pool's `proof failed: …` error, first on the theorem's name, later on the failing step (§10.5)."""
-    return message.startswith("proof failed")
-
-
-def is_failing_branch_end(message: str) -> bool:
-    """The pool's second error, on the closing paren of a failing `>-` branch (PROTOCOL.md §10.5)."""
-    return message.startswith("end of the failing branch")
-
-
-def is_proof_diagnostic(message: str) -> bool:
-    """One of the pool's own diagnostics about a failed proof, not the compile's (PROTOCOL.md §10.5)."""
-    return is_proof_failure(message) or is_failing_branch_end(message)
-
-
-def readable(message: str) -> str:
-    """HOL's message text as a reader should see it.
-
-    SML prints non-ASCII bytes of a string as decimal escapes (`\\206\\177`
-    is the UTF-8 of `α`); a run of them that decodes as UTF-8 is decoded.
-    Other control characters are shown as `\\xNN` rather than sent raw.
-    """
-    decoded = _SML_ESCAPES.sub(_decode_escapes, message)
-    return _CONTROL.sub(lambda c: f"\\x{ord(c.group()):02x}", decoded)
-
-
-def _decode_escapes(run: re.Match) -> str:
-    try:
-        return bytes(int(code) for code in run.group()[1:].split("\\")).decode("utf-8")
-    except (ValueError, UnicodeDecodeError):
-        return run.group()
-
-
-def is_holdep_noise(line: str, names: Collection[str]) -> bool:
-    """A stderr line from `$/eval`'s dependency load of a module `names` mentions that has no `.ui`.
-
-    With `holdep` 1 HOL tries to load every structure the code names, Basis ones
-    (`PolyML`, `TextIO`) included; each miss writes `Cannot find file X.ui` and
-    `error in load X : Fail "…"` and is otherwise ignored (§12 item 2).  A real
-    miss still shows, as the compile's `Structure (X) has not been declared`.
-    """
-    match = _HOLDEP_NOISE.fullmatch(line.strip())
-    if match is None:
-        return False
-    module = (match.group(1) or match.group(2)).rsplit("/", 1)[-1]
-    return module in names
-
-
-def without_holdep_noise(text: str, names: Collection[str]) -> str:
-    """`text` (server stderr) without the `is_holdep_noise` lines."""
-    kept = [line for line in text.splitlines(keepends=True) if not is_holdep_noise(line, names)]
-    return "".join(kept)
-
-
-def sml_string(text: str) -> str:
-    """`text` as an SML string literal: quotes, backslashes and control characters escaped."""
-    def escape(c: str) -> str:
-        if c in '"\\':
-            return "\\" + c
-        return f"\\{ord(c):03d}" if ord(c) < 32 or ord(c) == 127 else c
-    return '"' + "".join(escape(c) for c in text) + '"'
-
-
-def sml_unquote(printed: str) -> str:
-    """A string as `PolyML.print` shows it (`"a\\nb"`), as text; anything else as it is."""
-    if len(printed) < 2 or not (printed.startswith('"') and printed.endswith('"')):
-        return printed
-    simple = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
-    return re.sub(r'\\(\d{3}|.)', lambda e: simple.get(e.group(1), e.group()), printed[1:-1])
-
-
-def strip_ansi(text: str) -> str:
-    """`text` without the colour escapes HOL puts in goal-state text (PROTOCOL.md §11.2)."""
-    return _ANSI.sub("", text)
 
 
 def _position(position: PositionLike) -> dict[str, int]:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from holsrv.errors import DaemonUnreachable, FrameError
-from holsrv.rpc import client, framing, paths
+from holsrv.rpc import autostart, calls, framing, paths
 from holsrv.rpc.messages import ErrorReply, Eval, Progress, Reply, Request, Restart, Result, Shutdown, Stop, Welcome
 
 # Requests whose reply may be lost after the daemon acted on them: eval runs
@@ -85,7 +85,7 @@ class AsyncClient:
         self.socket = socket or paths.default_socket()
         self.name = name
         self.autostart = autostart
-        self.settings = dict(client.given_settings() if settings is None else settings)
+        self.settings = dict(calls.given_settings() if settings is None else settings)
         self._idle: list[_Connection] = []
         self._starting = asyncio.Lock()
 
@@ -94,7 +94,7 @@ class AsyncClient:
 
         Progress frames go to `on_progress` as they come.  A daemon error is
         raised as its HolsrvError; a daemon that cannot be reached, or that
-        does not answer within `client.reply_timeout`, as DaemonUnreachable.
+        does not answer within `calls.reply_timeout`, as DaemonUnreachable.
         """
         conn = await self._take()
         try:
@@ -124,7 +124,7 @@ class AsyncClient:
     async def _exchange(
         self, conn: _Connection, request: Request, on_progress: ProgressHandler | None
     ) -> tuple[Result, Welcome]:
-        limit = client.reply_timeout(request, conn.welcome)
+        limit = calls.reply_timeout(request, conn.welcome)
         reply = None
         try:
             async with asyncio.timeout(limit):
@@ -140,7 +140,7 @@ class AsyncClient:
                 self._idle.append(conn)
             else:
                 conn.close()
-        return client.result_of(request, reply), conn.welcome
+        return calls.result_of(request, reply), conn.welcome
 
     async def _ask(self, conn: _Connection, request: Request, on_progress: ProgressHandler | None) -> Reply:
         """The frame that ends the call (a result or an error); progress frames go to `on_progress`."""
@@ -181,11 +181,11 @@ class AsyncClient:
             return await self._handshake()
         except (FileNotFoundError, ConnectionRefusedError):
             if not self.autostart:
-                raise client.not_listening(self.socket) from None
+                raise autostart.not_listening(self.socket) from None
         async with self._starting:
             # Starting blocks on a lock file and the daemon's ready line: in a
             # thread, so other calls go on.  Rare: once per daemon lifetime.
-            await asyncio.to_thread(client.start_daemon, self.socket)
+            await asyncio.to_thread(autostart.start_daemon, self.socket)
         try:
             return await self._handshake()
         except OSError as err:
@@ -196,20 +196,20 @@ class AsyncClient:
     async def _handshake(self) -> _Connection:
         """A new connection, welcomed; FileNotFoundError or ConnectionRefusedError when nobody listens."""
         try:
-            async with asyncio.timeout(client.CONNECT_TIMEOUT_S):
+            async with asyncio.timeout(autostart.CONNECT_TIMEOUT_S):
                 reader, writer = await asyncio.open_unix_connection(str(self.socket), limit=framing.MAX_FRAME)
         except (FileNotFoundError, ConnectionRefusedError):
             raise
         except OSError as err:  # TimeoutError included
             raise DaemonUnreachable(f"cannot connect to the daemon on {self.socket}: {err or 'timed out'}") from None
         try:
-            async with asyncio.timeout(client.CONNECT_TIMEOUT_S):
-                writer.write(framing.encode(client.hello(self.name, self.settings)))
+            async with asyncio.timeout(autostart.CONNECT_TIMEOUT_S):
+                writer.write(framing.encode(calls.hello(self.name, self.settings)))
                 await writer.drain()
                 body = await framing.read_body(reader)
             if body is None:
                 raise DaemonUnreachable("the daemon closed the connection during the handshake")
-            return _Connection(reader, writer, client.welcomed(framing.decode(framing.reply_decoder, body)))
+            return _Connection(reader, writer, calls.welcomed(framing.decode(framing.reply_decoder, body)))
         except (OSError, FrameError) as err:
             writer.close()
             raise DaemonUnreachable(f"the daemon did not complete the handshake: {err or 'timed out'}") from None
