@@ -10,20 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import math
-import os
-import signal
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
-
-from holsrv import ancestors, builds, files, looping, process, stepping
+from holsrv import ancestors, builds, files, looping, process, reaping, stepping
 from holsrv.errors import DaemonStopping, HolsrvError, MemoryBudget, ServerBusy, ServerDied
 from holsrv.files import content_hash
 from holsrv.replacement import Replacer
@@ -76,7 +71,7 @@ class Pool:
         self._room_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task] = []
         self._stopping: dict[asyncio.Task, Session] = {}  # evictions in progress
-        self._record = paths.servers_record(settings.socket)
+        self._record = reaping.ServerRecord(paths.servers_record(settings.socket))
         self.closing = False  # the daemon is shutting down: no new servers
         self.builds = builds.Builds(settings.holmake_timeout_s, settings.holmake_tail_lines, clock)
         self.replacer = Replacer(self)  # servers whose ancestors were rebuilt, replaced in the background
@@ -477,102 +472,19 @@ class Pool:
     # -- leftovers -------------------------------------------------------------
 
     def _write_record(self) -> None:
-        """Record live servers' pids, start times and owner marker, for the next daemon."""
-        owner = process.owner_marker()
-        entries = []
-        for session in (*self.sessions.values(), *self.replacer.sessions()):
-            created = session.proc.create_time()
-            if created is not None:
-                entries.append({"pid": session.pid, "create_time": created, "owner": owner})
-        tmp = self._record.with_name(self._record.name + ".tmp")
-        try:
-            fd = paths.open_private(tmp, os.O_WRONLY | os.O_TRUNC)
-            with os.fdopen(fd, "w") as out:
-                out.write(json.dumps(entries))
-            os.replace(tmp, self._record)
-        except OSError as err:
-            log.warning("cannot record the HOL servers in %s: %s", self._record, err)
-
-    def _read_record(self) -> list:
-        try:
-            fd = paths.open_private(self._record, os.O_RDONLY)
-            with os.fdopen(fd, "rb") as record:
-                entries = json.loads(record.read(1 << 20) or b"[]")
-        except (OSError, ValueError) as err:
-            log.warning("ignoring the leftover record %s: %s", self._record, err)
-            return []
-        return entries if isinstance(entries, list) else []
+        """Record live servers for the next daemon (see `reaping`)."""
+        self._record.write((*self.sessions.values(), *self.replacer.sessions()))
 
     def reap_leftovers(self) -> int:
-        """Kill the servers a previous daemon on this socket left behind; returns how many.
-
-        Only what is provably one of them: the recorded pid with its recorded
-        start time, or a member of its process group or session, carrying the
-        recorded owner marker in its environment, of a daemon no longer running.
-        A planted or stale entry names no such process, and nothing is signalled.
-        """
-        entries = self._read_record()
-        table = _process_table({e.get("pid") for e in entries if isinstance(e, dict)}) if entries else []
-        killed = 0
-        for entry in entries:
-            try:
-                leader, created, owner = int(entry["pid"]), float(entry["create_time"]), str(entry["owner"])
-            except (KeyError, TypeError, ValueError):
-                log.info("not stopping leftover %r: an entry without pid, start time and owner proves nothing", entry)
-                continue
-            if process.owner_running(owner):
-                log.info("not stopping pid %d: the daemon that started it (%s) still runs", leader, owner)
-                continue
-            ours = [p for p in table if p.owner == owner and p.in_group_of(leader, created)]
-            if not ours:
-                continue
-            log.warning("stopping HOL server pid %d left by a previous daemon (%d processes: %s)",
-                        leader, len(ours), ", ".join(str(p.pid) for p in ours))
-            for sig_target in ours:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(sig_target.pid, signal.SIGKILL)
-            if any(p.pgid == leader for p in ours):
-                # The group still has a proven member, so its id cannot have
-                # been reused: everything in it descends from our server.
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(leader, signal.SIGKILL)
-            killed += 1
+        """Kill the servers a previous daemon on this socket left behind; returns how many."""
+        killed = reaping.reap_leftovers(self._record)
         self._write_record()
         return killed
-
-
-@dataclass
-class _Proc:
-    """One process as leftover reaping sees it."""
-
-    pid: int
-    pgid: int
-    sid: int
-    created: float
-    owner: str | None  # its OWNER_ENV
-
-    def in_group_of(self, leader: int, created: float) -> bool:
-        """The recorded server itself (same start time), or a process of its group or session."""
-        if self.pid == leader:
-            return abs(self.created - created) <= 0.01  # a reused pid has another start time
-        return leader in (self.pgid, self.sid)
 
 
 def quiet(session: Session) -> bool:
     """Nothing of its file's to do: compiled, and no proof checking."""
     return session.phase != "compiling" and not session.file.checking()
-
-
-def _process_table(leaders: set) -> list[_Proc]:
-    """The processes that are, or share a group or session with, one of `leaders`."""
-    table = []
-    for proc in psutil.process_iter():
-        with contextlib.suppress(psutil.Error, OSError):
-            pgid, sid = os.getpgid(proc.pid), os.getsid(proc.pid)
-            if leaders.isdisjoint((proc.pid, pgid, sid)):
-                continue  # only candidates have their environment read
-            table.append(_Proc(proc.pid, pgid, sid, proc.create_time(), proc.environ().get(process.OWNER_ENV)))
-    return table
 
 
 async def wait_all(
