@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from holsrv import ancestors, builds, files, looping, process, reaping, stepping
-from holsrv.errors import DaemonStopping, HolsrvError, MemoryBudget, ServerBusy, ServerDied
+from holsrv.admission import Admission
+from holsrv.admission import quiet as quiet  # where answers have always found it
+from holsrv.errors import DaemonStopping, HolsrvError, ServerDied
 from holsrv.files import content_hash
 from holsrv.replacement import Replacer
 from holsrv.rpc import messages as m
@@ -76,6 +78,7 @@ class Pool:
         self.builds = builds.Builds(settings.holmake_timeout_s, settings.holmake_tail_lines, clock)
         self.replacer = Replacer(self)  # servers whose ancestors were rebuilt, replaced in the background
         self.unblocker = Unblocker(self)  # blocked servers whose missing ancestors were built, retried
+        self.admission = Admission(settings, busy=self.busy, current=self.sessions.get, shedder=self.replacer)
 
     # -- leases ----------------------------------------------------------------
 
@@ -124,7 +127,7 @@ class Pool:
         hol = self.settings.hol_command()  # no HOL: fail before stopping anyone for room
         heap = self.settings.max_heap_mb if history.max_heap_mb is None else history.max_heap_mb
         async with self._room_lock:
-            await self._make_room(path, heap)
+            self._make_room(path, heap)
             session = self._new_session(path, heap, hol)
             self.sessions[path] = session
         # The start runs on its own: a caller whose wait ends first gives up
@@ -217,46 +220,15 @@ class Pool:
             for entry in session.file.checking()
         )
 
-    async def _make_room(self, path: Path, heap_mb: int) -> None:
+    def _make_room(self, path: Path, heap_mb: int) -> None:
         """Room for one more server with heap cap `heap_mb`: at most max_servers, and
         within the memory budget; idle servers are stopped for it, least recently used first."""
-        alive = self.live()
-        if len(alive) >= self.settings.max_servers:
-            victim = next((s for s in alive if not self.busy(s)), None)
-            if victim is None:
-                raise ServerBusy(
-                    f"all {self.settings.max_servers} HOL servers are busy: "
-                    f"{'; '.join(f'{s.path} ({self._why_busy(s)})' for s in alive)}. Ask again when one "
-                    "finishes, or free one with `stop FILE` (its checks are abandoned; the next call about it "
-                    "starts it again), or raise HOLSRV_MAX_SERVERS and restart the daemon."
-                )
+        victim = self.admission.over_count(self.live())
+        if victim is not None:
             self._evict(victim, f"to make room for another file: at most {self.settings.max_servers} servers "
                         "run at once")
-        self._make_memory_room(path, heap_mb)
-
-    def _make_memory_room(self, path: Path, heap_mb: int) -> None:
         budget = self.settings.memory_budget_mb
-        if budget <= 0:
-            return
-        need = self._cap_mb(heap_mb)
-        alive = self.live()
-        busy = [s for s in alive if self.busy(s)]
-        held_busy = sum(self.reserved_mb(s) for s in busy)
-        # A lone server may always run: its own heap cap is what bounds it.
-        if held_busy and held_busy + need > budget:
-            raise MemoryBudget(
-                f"starting a HOL server for {path.name} needs {need} MB (its heap cap) of the memory budget "
-                f"of {budget} MB, but {held_busy:.0f} MB are held by busy servers: "
-                + "; ".join(f"{s.path} ({self.reserved_mb(s):.0f} MB, {self._why_busy(s)})" for s in busy)
-                + ". Free memory with `stop FILE` on one of them (its checks are abandoned), or give one a "
-                "smaller heap with `restart FILE --max-heap-mb N`, or raise HOLSRV_MEMORY_BUDGET_MB and "
-                "restart the daemon."
-            )
-        held = sum(self.reserved_mb(s) for s in alive)
-        for victim in (s for s in alive if s not in busy):  # least recently used first
-            if not held or held + need <= budget:
-                return
-            held -= self.reserved_mb(victim)
+        for victim in self.admission.over_budget(path, heap_mb, self.live()):
             self._evict(victim, f"to free memory for {path.name}: the memory budget is {budget} MB")
 
     def _evict(self, victim: Session, reason: str) -> None:
@@ -269,30 +241,13 @@ class Pool:
         self._stopping[task] = victim
         task.add_done_callback(lambda t: self._stopping.pop(t, None))
 
-    def _cap_mb(self, heap_mb: int) -> int:
-        # A server without a heap cap is counted at the soft footprint (LARGE).
-        return heap_mb if heap_mb > 0 else self.settings.soft_footprint_mb
-
-    def reserved_mb(self, session: Session) -> float:
-        """What a server counts against the memory budget: its heap cap, or its footprint when larger."""
-        return max(float(self._cap_mb(session.max_heap_mb)), session.footprint or 0.0)
-
     def memory_held_mb(self) -> float:
         """The running servers' share of the memory budget, for status."""
-        return sum(self.reserved_mb(s) for s in self.live())
+        return self.admission.held_mb(self.live())
 
     def live(self) -> list[Session]:
         """Every running server: the files' ones, and those replacing them or replaced (see `replacement`)."""
         return [s for s in (*self.sessions.values(), *self.replacer.sessions()) if s.alive]
-
-    def _why_busy(self, session: Session) -> str:
-        if session.starting:
-            return "starting"
-        if session.waiting:
-            return f"{session.waiting} call(s) waiting on it"
-        if session.phase == "compiling":
-            return "compiling"
-        return "checking " + ", ".join(e.name for e in session.file.checking())
 
     async def stop_session(self, session: Session, reason: str = "stopped by the daemon") -> None:
         if self.sessions.get(session.path) is session:
@@ -399,49 +354,15 @@ class Pool:
                 await self.stop_session(session, f"idle for {idle:.0f}s")
 
     async def _sample_memory(self) -> None:
-        for session in self.live():
-            # On the loop, not in a thread: a few /proc reads, and the daemon
-            # must stay single-threaded because children are spawned with a
-            # preexec_fn (unsafe to fork from a process with threads).
-            mb = session.footprint_mb()
-            session.footprint = mb
-            await asyncio.sleep(0)  # each server's /proc walk in a turn of its own: others are answered between
-            if mb is not None and mb > self.settings.soft_footprint_mb:
-                log.warning("SERVER LARGE: %s (pid %s) uses %.0f MB", session.path, session.pid, mb)
-                if session.bloated_by_trial:
-                    self.shed_bloat(session)
+        await self.admission.sample(self.live())
 
     def shed_bloat(self, session: Session, by_trial: bool = False) -> tuple[bool, str]:
-        """The one decision: a server that a trial pushed past the soft footprint is
-        replaced in the background once it is idle (Poly/ML never gives a grown heap
-        back, so only a fresh server sheds it).  `by_trial`: the caller is the trial
-        that may have done it; its footprint is sampled afresh.
+        """See `Admission.shed_bloat`: for a trial that may have bloated `session`."""
+        return self.admission.shed_bloat(session, by_trial)
 
-        Returns whether a successor is on its way, and what an answer should say
-        ("" when the server is not bloated).
-        """
-        if by_trial and session.alive:
-            session.footprint = session.footprint_mb()
-        mb, soft = session.footprint, self.settings.soft_footprint_mb
-        if mb is None or mb <= soft or self.sessions.get(session.path) is not session or not session.alive:
-            return False, ""
-        if by_trial:
-            session.bloated_by_trial = True
-        if not session.bloated_by_trial:
-            return False, ""  # large by its own file's proofs: a fresh server would grow the same
-        grew = (f"This HOL server grew to {mb:.0f} MB during the trial, past the soft limit of {soft} MB "
-                "(HOLSRV_SOFT_FOOTPRINT_MB), and HOL never gives memory back:")
-        if self.replacer.running.get(session.path) is not None:
-            return True, f"REPLACING: {grew} a fresh server is catching up in the background and takes over by itself."
-        if not quiet(session):
-            return False, (f"{grew} it is replaced in the background once its checks are done "
-                    "(or call restart on the file).")
-        why = self.replacer.shed(session, mb)
-        if why:
-            return False, f"{grew} it cannot be replaced in the background ({why}); call restart on the file."
-        session.bloated_by_trial = False
-        return True, (f"REPLACING: {grew} a fresh server is starting in the background and takes over by itself once "
-                "it has caught up; nothing to do.")
+    def room_beside(self, old: Session) -> str:
+        """Why a second server for `old`'s file cannot run beside it now ("" if it can)."""
+        return self.admission.beside(old, self.live())
 
     async def close(self, budget_s: float | None = None, force: asyncio.Event | None = None) -> None:
         """Stop every server in parallel, each with its escalation.
@@ -480,11 +401,6 @@ class Pool:
         killed = reaping.reap_leftovers(self._record)
         self._write_record()
         return killed
-
-
-def quiet(session: Session) -> bool:
-    """Nothing of its file's to do: compiled, and no proof checking."""
-    return session.phase != "compiling" and not session.file.checking()
 
 
 async def wait_all(

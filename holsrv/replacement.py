@@ -223,23 +223,15 @@ class Replacer:
 
     def _no_room(self, old: Session) -> str:
         """Why a second server for `old`'s file cannot run beside it ("" if it can)."""
-        settings, name = self.pool.settings, old.path.name
-        if settings.replace_timeout_s <= 0:
+        if self.pool.settings.replace_timeout_s <= 0:
             return "no room: background replacement is off (HOLSRV_REPLACE_TIMEOUT_S=0)"
         if self.pool.closing:
             return "no room: the daemon is shutting down"
-        live = self.pool.live()
-        if len(live) + 1 > settings.max_servers:
-            return (f"no room: a second server for {name} beside the old one would pass the limit of "
-                    f"{settings.max_servers} HOL servers (HOLSRV_MAX_SERVERS)")
-        budget = settings.memory_budget_mb
-        held = sum(self.pool.reserved_mb(s) for s in live)
-        need = self.pool._cap_mb(old.max_heap_mb)
-        if budget > 0 and held + need > budget:
-            return (f"no room: a second server for {name} needs {need} MB (its heap cap) while the old one "
-                    f"answers, but {held:.0f} MB of the memory budget of {budget} MB are held "
-                    "(HOLSRV_MEMORY_BUDGET_MB)")
-        return ""
+        return self.pool.room_beside(old)
+
+    def replacing(self, path: Path) -> bool:
+        """A successor for `path`'s server is under way."""
+        return path in self.running
 
     def shed(self, session: Session, footprint_mb: float) -> str:
         """Replace `session`, which grew to `footprint_mb`, in the background; "" once
