@@ -21,6 +21,7 @@ from pathlib import Path
 from holsrv import ancestors, builds, files, looping, process, reaping, stepping
 from holsrv.admission import Admission
 from holsrv.admission import quiet as quiet  # where answers have always found it
+from holsrv.buildwatch import BuildWatch
 from holsrv.errors import DaemonStopping, HolsrvError, ServerDied
 from holsrv.files import content_hash
 from holsrv.replacement import Replacer
@@ -76,8 +77,10 @@ class Pool:
         self._record = reaping.ServerRecord(paths.servers_record(settings.socket))
         self.closing = False  # the daemon is shutting down: no new servers
         self.builds = builds.Builds(settings.holmake_timeout_s, settings.holmake_tail_lines, clock)
-        self.replacer = Replacer(self)  # servers whose ancestors were rebuilt, replaced in the background
-        self.unblocker = Unblocker(self)  # blocked servers whose missing ancestors were built, retried
+        # The pool owns these and gives them itself as `servers.Servers`: they never import it.
+        self.watch = BuildWatch(self.serving, self._look_again)  # builds noticed with no call
+        self.replacer = Replacer(self, self.watch)  # servers whose ancestors were rebuilt, replaced in the background
+        self.unblocker = Unblocker(self, self.watch)  # blocked servers whose missing ancestors were built, retried
         self.admission = Admission(settings, busy=self.busy, current=self.sessions.get, shedder=self.replacer)
 
     # -- leases ----------------------------------------------------------------
@@ -108,7 +111,7 @@ class Pool:
             return Lease(session, "warm")
         promoted = self.replacer.promote(path)
         if promoted is not None:
-            return promoted
+            return Lease(promoted[0], "warm", promoted[1])
         history = self._history.setdefault(path, _History())
         # Before forgetting the old session, so the call after the backoff
         # still says what happened to it.
@@ -130,14 +133,17 @@ class Pool:
             self._make_room(path, heap)
             session = self._new_session(path, heap, hol)
             self.sessions[path] = session
+        self._begin(session)
+        history.restarts += start == "restarted"
+        return Lease(session, start, note, tail)
+
+    def _begin(self, session: Session) -> None:
         # The start runs on its own: a caller whose wait ends first gives up
         # waiting, not the start (loading a heap can take minutes).
-        session.start_task = asyncio.create_task(self._start(session), name=f"start-{path.name}")
+        session.start_task = asyncio.create_task(self._start(session), name=f"start-{session.path.name}")
         # Whoever waits sees a failed start; this keeps an unwatched one from
         # being logged as "never retrieved".
         session.start_task.add_done_callback(lambda t: t.cancelled() or t.exception())
-        history.restarts += start == "restarted"
-        return Lease(session, start, note, tail)
 
     async def _start(self, session: Session) -> None:
         if self._stopping:
@@ -233,17 +239,36 @@ class Pool:
 
     def _evict(self, victim: Session, reason: str) -> None:
         log.info("stopping %s (pid %s) %s", victim.path, victim.pid, reason)
-        # Counted as gone at once; stopped outside the caller's lock, since a
-        # stuck server can take a while to stop.  The new server starts once
-        # it has (see `_start`).
-        victim.mark_stopping(reason)
-        task = asyncio.create_task(self.stop_session(victim, reason))
-        self._stopping[task] = victim
+        self.stop_later(victim, reason)
+
+    def stop_later(self, session: Session, reason: str, name: str | None = None) -> None:
+        """Count `session` as gone at once and stop it in a task of its own."""
+        # Outside the caller's lock, since a stuck server can take a while to
+        # stop.  A new server starts once it has (see `_start`).
+        session.mark_stopping(reason)
+        task = asyncio.create_task(self.stop_session(session, reason), name=name)
+        self._stopping[task] = session
         task.add_done_callback(lambda t: self._stopping.pop(t, None))
 
     def memory_held_mb(self) -> float:
         """The running servers' share of the memory budget, for status."""
         return self.admission.held_mb(self.live())
+
+    def current(self, path: Path) -> Session | None:
+        return self.sessions.get(path)
+
+    def serving(self) -> list[Session]:
+        return list(self.sessions.values())
+
+    def spawn(self, path: Path, heap_mb: int, hol: str) -> Session:
+        """A server for `path` beside the map, starting in the background (a successor: see `replacement`)."""
+        session = self._new_session(path, heap_mb, hol)
+        self._begin(session)
+        return session
+
+    def install(self, path: Path, session: Session) -> None:
+        self.sessions[path] = session  # in place: it keeps the file's LRU position
+        self._write_record()
 
     def live(self) -> list[Session]:
         """Every running server: the files' ones, and those replacing them or replaced (see `replacement`)."""
@@ -288,6 +313,12 @@ class Pool:
         await self.replacer.synced(session, script)
         if self.sessions.get(session.path) is session:
             self.unblocker.notice(session)
+
+    def _look_again(self, session: Session) -> None:
+        """A build went quiet: replace `session` if it loaded an ancestor rebuilt since;
+        a blocked server loaded nothing, so a build it waited for is retried, not replaced."""
+        self.replacer.consider(session)
+        self.unblocker.notice(session)
 
     def rebuilt_reasons(self, path: Path, session: Session | None = None) -> list[str]:
         """The part of `stale_reasons` about rebuilt ancestors, which diagnostics also lists among
@@ -375,6 +406,7 @@ class Pool:
         for task in self._tasks:
             task.cancel()
         await self.builds.close()
+        self.watch.close()
         await self.replacer.close()
         sessions = [*self.sessions.values(), *self.replacer.sessions(), *self._stopping.values()]
         if budget_s is not None:

@@ -23,7 +23,7 @@ stopped, and the answers go back to advising restart.
 
 A server whose compile *blocked* on a missing ancestor loaded nothing, so a
 build of that ancestor needs no successor: `unblocking` retries its compile
-on the same server (the watch here tells it when to look).
+on the same server (`buildwatch` tells both when to look).
 """
 
 from __future__ import annotations
@@ -34,17 +34,15 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import msgspec
 
 from holsrv import ancestors, files, stepping, textinfo
+from holsrv.buildwatch import BUILD_QUIET_S, BuildWatch
 from holsrv.errors import HolsrvError
 from holsrv.rpc import messages as m
+from holsrv.servers import Servers
 from holsrv.session import Session
-
-if TYPE_CHECKING:
-    from holsrv.pool import Lease, Pool
 
 log = logging.getLogger(__name__)
 
@@ -102,12 +100,6 @@ class _Refusal:
     waiting: bool = False  # the build is still being written: it starts by itself
 
 
-# Holmake writes a theory's files one after another, and a build of several
-# theories takes a while: a successor started in the middle would load half
-# of it.  It starts once the ancestors' files have been left alone this long.
-BUILD_QUIET_S = 1.0
-
-
 def caught_up(old: Session, new: Session) -> bool:
     """`new` has compiled its text (or is blocked) and checked every proof of it that `old` had finished checking."""
     if new.data is None or new.phase == "compiling":
@@ -124,18 +116,14 @@ class Replacer:
     beside its map: successors not yet switched to, and replaced ones still
     answering a call."""
 
-    def __init__(self, pool: Pool) -> None:
-        self.pool = pool
+    def __init__(self, pool: Servers, watch: BuildWatch) -> None:
+        self.pool = pool  # only what `Servers` offers: the pool owns this, not the reverse
+        self.watch = watch  # a rebuild starts a replacement with no call and no polling
         self.running: dict[Path, Replacement] = {}
         self.retiring: dict[Session, str] = {}  # replaced server -> what answers from it say
         # Why a server is not being replaced (no room, its successor failed),
         # by file, with the id of the server it is about.
         self._refused: dict[Path, _Refusal] = {}
-        # inotify on the ancestors' directories, read when the loop says it
-        # is readable: a rebuild starts a replacement with no call and no
-        # polling.  None: not set up yet, or no inotify (calls still notice).
-        self._watch: ancestors.Watcher | None = None
-        self._settle: asyncio.TimerHandle | None = None
 
     def sessions(self) -> list[Session]:
         return [*(r.new for r in self.running.values()), *self.retiring]
@@ -150,14 +138,14 @@ class Replacer:
         if rep is not None and rep.old is session:
             await self._forward(rep, script)
             return
-        if self.pool.sessions.get(session.path) is session:  # not a successor, nor a replaced one
-            self._consider(session)
+        if self.pool.current(session.path) is session:  # not a successor, nor a replaced one
+            self.consider(session)
 
-    def _consider(self, session: Session) -> None:
+    def consider(self, session: Session) -> None:
         """Start `session`'s replacement if an ancestor was rebuilt since it loaded them, and there is room."""
         path = session.path
         built = ancestors.built_times(session.file.text, path.parent)
-        self._watch_dirs(path.parent)
+        self.watch.watch(path.parent)
         if session.phase == "completed":
             session.ancestors.loaded(built)  # a pass got past preload: these are what it has
         rebuilt = session.ancestors.rebuilt(built)
@@ -171,7 +159,7 @@ class Replacer:
         newest = max(built.get(name.removesuffix("Theory"), 0.0) for name in rebuilt)
         if time.time() - newest < BUILD_QUIET_S:  # wall clock: file times are
             self._refused[path] = _Refusal(session.id, "the build is still being written", waiting=True)
-            self.recheck_in(BUILD_QUIET_S)
+            self.watch.recheck_in(BUILD_QUIET_S)
             return
         why = self._no_room(session)
         if why:
@@ -182,7 +170,7 @@ class Replacer:
     def stale_reasons(self, path: Path, session: Session | None = None) -> list[str]:
         """Why answers from `session` (default: the file's current server) may be
         stale because of rebuilt ancestors; [] when they are not."""
-        session = session or self.pool.sessions.get(path)
+        session = session or self.pool.current(path)
         if session is None:
             return []
         if session in self.retiring:
@@ -245,14 +233,12 @@ class Replacer:
         return why
 
     def _start(self, old: Session, rebuilt: list[str], built: dict[str, float], bloat_mb: float = 0.0) -> None:
-        new = self.pool._new_session(old.path, old.max_heap_mb, old.hol_cmd)
+        new = self.pool.spawn(old.path, old.max_heap_mb, old.hol_cmd)
         # It loads these builds or newer ones: a later rebuild is one it missed.
         new.ancestors.loaded(built)
         rep = self.running[old.path] = Replacement(old, new, rebuilt, self.pool.clock(), built, bloat_mb=bloat_mb)
         self._refused.pop(old.path, None)
         log.info("replacing %s (pid %s) in the background: %s", old.path, old.pid, rep.cause())
-        new.start_task = asyncio.create_task(self.pool._start(new), name=f"start-{old.path.name}")
-        new.start_task.add_done_callback(lambda t: t.cancelled() or t.exception())
         rep.task = asyncio.create_task(self._run(rep), name=f"replace-{old.path.name}")
 
     async def _run(self, rep: Replacement) -> None:
@@ -304,7 +290,7 @@ class Replacer:
         path = rep.old.path
         if self.running.get(path) is rep:
             del self.running[path]
-        if self.pool.sessions.get(path) is rep.new:  # promoted: it is the file's server now
+        if self.pool.current(path) is rep.new:  # promoted: it is the file's server now
             log.warning("the successor of %s (pid %s) did not catch up: %s", path, rep.new.pid, why)
             return
         log.warning("not replacing %s (pid %s): %s", path, rep.old.pid, why)
@@ -325,13 +311,12 @@ class Replacer:
         path = rep.old.path
         if self.running.get(path) is rep:
             del self.running[path]
-        if self.pool.sessions.get(path) is rep.new:  # promoted already (its predecessor ended)
+        if self.pool.current(path) is rep.new:  # promoted already (its predecessor ended)
             return
-        if self.pool.sessions.get(path) is not rep.old or not rep.new.alive:
+        if self.pool.current(path) is not rep.old or not rep.new.alive:
             # Stopped, restarted or dead meanwhile: someone else decided.
             self._stop_later(rep.new, "its predecessor was replaced otherwise")
             return
-        self.pool.sessions[path] = rep.new  # in place: it keeps the file's LRU position
         rep.new.clients |= rep.old.clients
         rep.new.last_used = rep.old.last_used
         self.retiring[rep.old] = "" if rep.bloat_mb else (
@@ -339,7 +324,7 @@ class Replacer:
             f"{', '.join(rep.rebuilt)} was rebuilt (pid {rep.old.pid} → {rep.new.pid}); ask again for the new "
             "one's answer."
         )
-        self.pool._write_record()
+        self.pool.install(path, rep.new)  # once the old one is retiring: both are in the record
         log.info("replaced %s: pid %s → %s (%s), after %.1fs", path, rep.old.pid, rep.new.pid,
                  rep.cause(), self.pool.clock() - rep.since)
         self.released(rep.old)
@@ -352,68 +337,23 @@ class Replacer:
 
     def _stop_later(self, session: Session, reason: str) -> None:
         # As an eviction: counted as gone at once, stopped outside the caller.
-        session.mark_stopping(reason)
-        task = asyncio.create_task(self.pool.stop_session(session, reason), name=f"retire-{session.path.name}")
-        self.pool._stopping[task] = session
-        task.add_done_callback(lambda t: self.pool._stopping.pop(t, None))
+        self.pool.stop_later(session, reason, name=f"retire-{session.path.name}")
 
-    def promote(self, path: Path) -> Lease | None:
-        """The file's server is gone: its successor, if one has started, takes over at once."""
-        from holsrv.pool import Lease
-
+    def promote(self, path: Path) -> tuple[Session, str] | None:
+        """The file's server is gone: its successor, if one has started, takes over at once;
+        returns it with what the call that finds it should be told."""
         rep = self.running.get(path)
         if rep is None or not rep.new.alive or rep.new.starting:
             return None
         # Its task carries on catching up, and then finds it already in place.
         del self.running[path]
-        self.pool.sessions[path] = rep.new
-        self.pool._write_record()
+        self.pool.install(path, rep.new)
         why = rep.old.exit_reason if rep.old.dead else (rep.old.stop_reason or "it was stopped")
         note = (f"the previous HOL server ended ({why}); the one started because {rep.cause()} "
                 "answers now, and may still be catching up")
-        return Lease(rep.new, "warm", note)
-
-    # -- noticing a rebuild with no call ------------------------------------
-
-    def _watch_dirs(self, script_dir: Path) -> None:
-        if self._watch is None:
-            self._watch = ancestors.Watcher.create()
-            if self._watch is None:
-                return
-            asyncio.get_running_loop().add_reader(self._watch.fd, self._readable)
-        for place in ancestors.shared.places(script_dir):
-            self._watch.watch(place)
-
-    def _readable(self) -> None:
-        assert self._watch is not None
-        if self._watch.changed() != set():  # a change, or an overflow (anything may have changed)
-            self.recheck_in(BUILD_QUIET_S)  # once the build has gone quiet
-
-    def recheck_in(self, delay: float) -> None:
-        """Look at every server's ancestors again in `delay` seconds (one timer: a later call moves it)."""
-        if self._settle is not None:
-            self._settle.cancel()
-        self._settle = asyncio.get_running_loop().call_later(delay, self._recheck)
-
-    def _recheck(self) -> None:
-        self._settle = None
-        for session in list(self.pool.sessions.values()):
-            if session.alive and not session.starting and session.data is not None:
-                try:
-                    self._consider(session)
-                    # A blocked server loaded nothing: a build it waited for is retried, not replaced.
-                    self.pool.unblocker.notice(session)
-                except Exception:  # a loop callback: log it, the next call notices again
-                    log.exception("checking the ancestors of %s failed", session.path)
+        return rep.new, note
 
     async def close(self) -> None:
-        if self._settle is not None:
-            self._settle.cancel()
-        if self._watch is not None:
-            with contextlib.suppress(RuntimeError):  # the loop is already closed
-                asyncio.get_running_loop().remove_reader(self._watch.fd)
-            self._watch.close()
-            self._watch = None
         for rep in self.running.values():
             if rep.task is not None:
                 rep.task.cancel()
