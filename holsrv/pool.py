@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
@@ -22,8 +21,8 @@ from holsrv import ancestors, builds, files, looping, process, reaping, stepping
 from holsrv.admission import Admission
 from holsrv.admission import quiet as quiet  # where answers have always found it
 from holsrv.buildwatch import BuildWatch
-from holsrv.errors import DaemonStopping, HolsrvError, ServerDied
-from holsrv.files import content_hash
+from holsrv.errors import DaemonStopping, HolsrvError
+from holsrv.history import History, restart_note
 from holsrv.replacement import Replacer
 from holsrv.rpc import messages as m
 from holsrv.rpc import paths
@@ -32,10 +31,6 @@ from holsrv.settings import Settings
 from holsrv.unblocking import Unblocker
 
 log = logging.getLogger(__name__)
-
-# A server that dies sooner than this after starting counts as a fast death.
-FAST_DEATH_S = 30.0
-
 
 @dataclass
 class Lease:
@@ -47,27 +42,12 @@ class Lease:
     stderr_tail: str = ""  # of the previous server, when it died
 
 
-@dataclass
-class _History:
-    """What the pool remembers about a file across its sessions."""
-
-    max_heap_mb: int | None = None
-    fast_deaths: int = 0
-    retry_at: float = 0.0
-    last_exit: str = ""
-    last_tail: str = ""
-    restarts: int = 0
-    # The content hash of the text the last server died on: a different text
-    # (the user fixed the proof that crashed it) restarts at once.
-    died_on: str = ""
-
-
 class Pool:
     def __init__(self, settings: Settings, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.settings = settings
         self.clock = clock
         self.sessions: OrderedDict[Path, Session] = OrderedDict()
-        self._history: dict[Path, _History] = {}
+        self.history = History(settings, clock)
         self._locks: dict[Path, asyncio.Lock] = {}
         # Held while counting servers and adding one, so two files cannot both
         # take the last free place.
@@ -112,15 +92,14 @@ class Pool:
         promoted = self.replacer.promote(path)
         if promoted is not None:
             return Lease(promoted[0], "warm", promoted[1])
-        history = self._history.setdefault(path, _History())
         # Before forgetting the old session, so the call after the backoff
         # still says what happened to it.
-        self._check_backoff(path, history, content)
+        self.history.check(path, content)
         start, note, tail = "started", "", ""
         if session is not None:  # it died, or the daemon stopped it
             self.sessions.pop(path, None)
             start = "restarted"
-            note = self._restart_note(session)
+            note = restart_note(session)
             tail = session.tail(10) if session.dead else ""
         if self.closing:
             raise DaemonStopping(
@@ -128,13 +107,13 @@ class Pool:
                 "few seconds: the next call starts a new daemon."
             )
         hol = self.settings.hol_command()  # no HOL: fail before stopping anyone for room
-        heap = self.settings.max_heap_mb if history.max_heap_mb is None else history.max_heap_mb
+        heap = self.history.heap_mb(path)
         async with self._room_lock:
             self._make_room(path, heap)
             session = self._new_session(path, heap, hol)
             self.sessions[path] = session
         self._begin(session)
-        history.restarts += start == "restarted"
+        self.history.started(path, start == "restarted")
         return Lease(session, start, note, tail)
 
     def _begin(self, session: Session) -> None:
@@ -163,24 +142,6 @@ class Pool:
             # The start itself succeeded; the next call syncs (or reports) the file.
             log.info("not opening %s in its new server: %s", session.path, err)
 
-    def _restart_note(self, old: Session) -> str:
-        if old.dead:
-            return f"started a new HOL server: the previous one died ({old.exit_reason})"
-        return f"started a new HOL server: the previous one was stopped ({old.stop_reason or 'by the daemon'})"
-
-    def _check_backoff(self, path: Path, history: _History, content: str) -> None:
-        if content and history.died_on and content != history.died_on and history.retry_at:
-            log.info("%s changed since its server died: restarting without the backoff", path)
-            history.fast_deaths, history.retry_at = 0, 0.0
-        wait = history.retry_at - self.clock()
-        if wait > 0:
-            raise ServerDied(
-                f"the HOL server for {path.name} died {history.fast_deaths} times in a row "
-                f"soon after starting ({history.last_exit}); not restarting for another "
-                f"{math.ceil(wait)}s. Read the stderr tail below and fix the cause: a changed file restarts at once.",
-                detail=history.last_tail,
-            )
-
     def _new_session(self, path: Path, heap: int, hol: str) -> Session:
         return Session(
             path,
@@ -194,22 +155,7 @@ class Pool:
     def _exited(self, session: Session) -> None:
         """Called the moment a server process exits, for whatever reason."""
         self._write_record()
-        if not session.dead:
-            return
-        history = self._history.setdefault(session.path, _History())
-        history.last_exit, history.last_tail = session.exit_reason, session.tail()
-        history.died_on = content_hash(session.data) if session.data is not None else ""
-        if self.clock() - session.started_at < FAST_DEATH_S:
-            history.fast_deaths += 1
-            # The first death restarts at once; repeats back off exponentially.
-            if history.fast_deaths > 1:
-                delay = min(
-                    self.settings.restart_backoff_max_s,
-                    self.settings.restart_backoff_s * 2 ** (history.fast_deaths - 2),
-                )
-                history.retry_at = self.clock() + delay
-        else:
-            history.fast_deaths = 0
+        self.history.exited(session)
 
     # -- limits ------------------------------------------------------------------
 
@@ -282,10 +228,7 @@ class Pool:
 
     async def restart(self, path: Path, max_heap_mb: int | None) -> int | None:
         """Stop `path`'s server (if any) and start a fresh one; returns the old pid."""
-        history = self._history.setdefault(path, _History())
-        if max_heap_mb is not None:
-            history.max_heap_mb = max_heap_mb
-        history.fast_deaths, history.retry_at = 0, 0.0
+        self.history.forgive(path, max_heap_mb)
         lock = self._locks.setdefault(path, asyncio.Lock())
         async with lock:
             await self.replacer.drop(path, "restart requested")
@@ -298,12 +241,7 @@ class Pool:
 
     def last_words(self, path: Path) -> tuple[str, str]:
         """(how the file's last server died, the tail of its stderr); empty if none died."""
-        history = self._history.get(path)
-        return (history.last_exit, history.last_tail) if history is not None else ("", "")
-
-    def restarts(self, path: Path) -> int:
-        history = self._history.get(path)
-        return history.restarts if history else 0
+        return self.history.last_words(path)
 
     # -- rebuilt ancestors (see `replacement`) ---------------------------------
 
@@ -348,7 +286,7 @@ class Pool:
 
     def snapshot(self, session: Session, now: float) -> m.SessionStatus:
         """`session` as status shows it, with its background replacement if one is under way."""
-        return self.replacer.status(session, session.snapshot(now, self.restarts(session.path)), now)
+        return self.replacer.status(session, session.snapshot(now, self.history.restarts(session.path)), now)
 
     def status_rows(self, now: float) -> list[m.SessionStatus]:
         """Status's rows: the files' servers, but not those the daemon stopped, which hold nothing.
