@@ -32,60 +32,18 @@ import asyncio
 import contextlib
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-import msgspec
-
-from holsrv import ancestors, files, stepping, textinfo
+from holsrv import ancestors, files
 from holsrv.buildwatch import BUILD_QUIET_S, BuildWatch
 from holsrv.errors import HolsrvError
 from holsrv.rpc import messages as m
 from holsrv.servers import Servers
 from holsrv.session import Session
+from holsrv.successor import CannotTakeOver, Replacement, catch_up, forward
 
 log = logging.getLogger(__name__)
-
-
-class _CannotTakeOver(Exception):
-    """A successor that must not take over (its compile could not load the ancestors)."""
-
-
-@dataclass
-class Replacement:
-    """A successor being brought up for `old`, whose ancestors `rebuilt` changed."""
-
-    old: Session
-    new: Session
-    rebuilt: list[str]
-    since: float
-    built: dict[str, float]  # the ancestors' build times when it started
-    task: asyncio.Task | None = field(default=None, repr=False)
-    # Not a rebuild: the old server's footprint (MB) passed the soft limit, and
-    # Poly/ML never gives a grown heap back.  Its answers are not stale.
-    bloat_mb: float = 0.0
-
-    def cause(self) -> str:
-        if self.bloat_mb:
-            return f"it grew to {self.bloat_mb:.0f} MB, past the soft footprint limit"
-        return f"ancestor {', '.join(self.rebuilt)} rebuilt"
-
-    def reason(self) -> str:
-        """What the old server's answers say meanwhile ("" when they are as good as ever)."""
-        if self.bloat_mb:
-            return ""
-        return (
-            f"STALE: ancestor {', '.join(self.rebuilt)} was rebuilt after this HOL server (pid {self.old.pid}) "
-            f"loaded it, so its answers use the old build; {self._successor()} in the background and takes "
-            "over by itself once it has caught up. Nothing to do: ask again later."
-        )
-
-    def _successor(self) -> str:
-        """The successor in words: it has no pid until its process is spawned."""
-        if not self.new.pid:
-            return "a fresh server is starting"
-        doing = "starting (loading its heap)" if self.new.starting else "catching up"
-        return f"a fresh server (pid {self.new.pid}) is {doing}"
 
 
 @dataclass
@@ -98,17 +56,6 @@ class _Refusal:
     # None: no room, or the build still being written: tried on every call.
     built: dict[str, float] | None = None
     waiting: bool = False  # the build is still being written: it starts by itself
-
-
-def caught_up(old: Session, new: Session) -> bool:
-    """`new` has compiled its text (or is blocked) and checked every proof of it that `old` had finished checking."""
-    if new.data is None or new.phase == "compiling":
-        return False
-    if new.phase == "blocked":  # it checks nothing until its ancestors load: see `_catch_up`
-        return True
-    finished = {name for name, entry in old.file.proofs.items() if entry.status != "checking"}
-    wanted = finished.intersection(textinfo.of(new.file.text).names)
-    return all(name in new.file.proofs and new.file.proofs[name].status != "checking" for name in wanted)
 
 
 class Replacer:
@@ -136,7 +83,7 @@ class Replacer:
         a successor under way the same text."""
         rep = self.running.get(session.path)
         if rep is not None and rep.old is session:
-            await self._forward(rep, script)
+            await forward(rep, script)
             return
         if self.pool.current(session.path) is session:  # not a successor, nor a replaced one
             self.consider(session)
@@ -197,15 +144,7 @@ class Replacer:
     def status(self, session: Session, row: m.SessionStatus, now: float) -> m.SessionStatus:
         """`row` with the replacement of `session`, if one is under way."""
         rep = self.running.get(session.path)
-        if rep is None or rep.old is not session:
-            return row
-        return msgspec.structs.replace(
-            row,
-            replacing=f"{rep.cause()}; the new server is "
-            + ("starting" if rep.new.starting else "catching up"),
-            replacing_since_s=round(now - rep.since, 1),
-            replacement_pid=rep.new.pid,
-        )
+        return row if rep is None or rep.old is not session else rep.status(row, now)
 
     # -- starting and giving up ----------------------------------------------
 
@@ -247,44 +186,16 @@ class Replacer:
             async with asyncio.timeout(timeout):
                 assert rep.new.start_task is not None
                 await asyncio.shield(rep.new.start_task)  # raises if the start failed
-                await self._catch_up(rep)
+                await catch_up(rep, timeout)
         except TimeoutError:
             await self._give_up(rep, f"it had not caught up after {timeout:.0f}s (HOLSRV_REPLACE_TIMEOUT_S)")
-        except (HolsrvError, OSError, _CannotTakeOver) as err:
+        except (HolsrvError, OSError, CannotTakeOver) as err:
             await self._give_up(rep, str(err))
         except Exception:  # the top of a task: log it, leave the old server answering
             log.exception("replacing %s failed", rep.old.path)
             await self._give_up(rep, "an internal error (see the daemon's log)")
         else:
             self._switch(rep)
-
-    async def _catch_up(self, rep: Replacement) -> None:
-        """Until `rep.new` has caught up on the text that is on disk now."""
-        new = rep.new
-        while True:
-            # The newest text wins: edits made while it started or compiled.
-            script = await stepping.sliced(files.read_steps(str(new.path)))
-            await textinfo.prepare(script.text)
-            await new.sync(script.data, script.text, script.hash)
-            if not await new.wait_until(lambda: caught_up(rep.old, new), self.pool.settings.replace_timeout_s):
-                raise TimeoutError
-            if new.phase == "blocked" and rep.old.phase != "blocked":
-                # Loading a half-written build fails: never trade a working server for that.
-                blocked = new.file.blocked or {}
-                raise _CannotTakeOver(
-                    f"it could not load its ancestors ({blocked.get('message', 'blocked')}); "
-                    "is Holmake still running?"
-                )
-            if (await stepping.sliced(files.read_steps(str(new.path)))).data == new.data:
-                return
-
-    async def _forward(self, rep: Replacement, script: files.Script) -> None:
-        """Give the successor the text a call just gave the old server (once it has opened the file)."""
-        if rep.new.alive and rep.new.data is not None and rep.new.data != script.data:
-            try:
-                await rep.new.sync(script.data, script.text, script.hash)
-            except HolsrvError as err:  # its own task reports the failure
-                log.info("could not forward the new text of %s to its successor: %s", rep.new.path, err)
 
     async def _give_up(self, rep: Replacement, why: str) -> None:
         path = rep.old.path
