@@ -13,7 +13,7 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +28,8 @@ from holsrv.rpc import messages as m
 from holsrv.rpc import paths
 from holsrv.session import Session
 from holsrv.settings import Settings
+from holsrv.stopping import Stops
+from holsrv.stopping import wait_all as wait_all  # where the daemon has always found it
 from holsrv.unblocking import Unblocker
 
 log = logging.getLogger(__name__)
@@ -53,7 +55,7 @@ class Pool:
         # take the last free place.
         self._room_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task] = []
-        self._stopping: dict[asyncio.Task, Session] = {}  # evictions in progress
+        self.stops = Stops(settings, self.stop_session)  # evictions in progress
         self._record = reaping.ServerRecord(paths.servers_record(settings.socket))
         self.closing = False  # the daemon is shutting down: no new servers
         self.builds = builds.Builds(settings.holmake_timeout_s, settings.holmake_tail_lines, clock)
@@ -125,10 +127,8 @@ class Pool:
         session.start_task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
     async def _start(self, session: Session) -> None:
-        if self._stopping:
-            # An evicted server's memory is free only once it has exited
-            # (each stop is bounded by its escalation).
-            await asyncio.wait(set(self._stopping))
+        # An evicted server's memory is free only once it has exited.
+        await self.stops.settled()
         try:
             await session.start()
         finally:
@@ -191,10 +191,7 @@ class Pool:
         """Count `session` as gone at once and stop it in a task of its own."""
         # Outside the caller's lock, since a stuck server can take a while to
         # stop.  A new server starts once it has (see `_start`).
-        session.mark_stopping(reason)
-        task = asyncio.create_task(self.stop_session(session, reason), name=name)
-        self._stopping[task] = session
-        task.add_done_callback(lambda t: self._stopping.pop(t, None))
+        self.stops.later(session, reason, name)
 
     def memory_held_mb(self) -> float:
         """The running servers' share of the memory budget, for status."""
@@ -334,29 +331,15 @@ class Pool:
         return self.admission.beside(old, self.live())
 
     async def close(self, budget_s: float | None = None, force: asyncio.Event | None = None) -> None:
-        """Stop every server in parallel, each with its escalation.
-
-        With `budget_s`, all of it fits in that many seconds (each step gets a
-        quarter), and what is left then is SIGKILLed; so is everything, at
-        once, when `force` is set meanwhile (a second signal).
-        """
+        """Stop every server in parallel, each with its escalation (see `Stops.everything`)."""
         self.closing = True
         for task in self._tasks:
             task.cancel()
         await self.builds.close()
         self.watch.close()
         await self.replacer.close()
-        sessions = [*self.sessions.values(), *self.replacer.sessions(), *self._stopping.values()]
-        if budget_s is not None:
-            for session in sessions:
-                session.proc.hurry(budget_s / 4)
-        stops = {asyncio.ensure_future(s.stop("the daemon is shutting down")) for s in sessions}
-        done = await wait_all({*stops, *self._stopping}, budget_s, force)
-        if not done:
-            why = "the daemon was told twice to stop" if force and force.is_set() else "the shutdown budget ran out"
-            await asyncio.gather(*(s.proc.kill(why) for s in sessions), return_exceptions=True)
-            await wait_all(stops, self.settings.stop_timeout_s)
-        await asyncio.gather(*self._tasks, *stops, *self._stopping, return_exceptions=True)
+        await self.stops.everything([*self.sessions.values(), *self.replacer.sessions()], budget_s, force)
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         self.sessions.clear()
         self._write_record()
 
@@ -371,20 +354,3 @@ class Pool:
         killed = reaping.reap_leftovers(self._record)
         self._write_record()
         return killed
-
-
-async def wait_all(
-    tasks: Collection[asyncio.Future], timeout: float | None, interrupt: asyncio.Event | None = None
-) -> bool:
-    """True once every task is done; False if `timeout` passes or `interrupt` is set first."""
-    if all(t.done() for t in tasks):
-        return True
-    racers: set[asyncio.Future] = {asyncio.ensure_future(asyncio.wait(tasks))}
-    if interrupt is not None:
-        racers.add(asyncio.ensure_future(interrupt.wait()))
-    try:
-        await asyncio.wait(racers, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for racer in racers:
-            racer.cancel()  # not the tasks: asyncio.wait leaves what it waits on alone
-    return all(t.done() for t in tasks)
