@@ -13,21 +13,24 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from holsrv import ancestors, builds, files, looping, process, reaping, stepping
+from holsrv import builds, files, looping, process, reaping
 from holsrv.admission import Admission
 from holsrv.admission import quiet as quiet  # where answers have always found it
 from holsrv.buildwatch import BuildWatch
-from holsrv.errors import DaemonStopping, HolsrvError
+from holsrv.duties import Duties
+from holsrv.errors import DaemonStopping
 from holsrv.history import History, restart_note
+from holsrv.launch import Launcher
 from holsrv.replacement import Replacer
 from holsrv.rpc import messages as m
 from holsrv.rpc import paths
 from holsrv.session import Session
 from holsrv.settings import Settings
+from holsrv.staleness import Staleness
 from holsrv.stopping import Stops
 from holsrv.stopping import wait_all as wait_all  # where the daemon has always found it
 from holsrv.unblocking import Unblocker
@@ -54,8 +57,9 @@ class Pool:
         # Held while counting servers and adding one, so two files cannot both
         # take the last free place.
         self._room_lock = asyncio.Lock()
-        self._tasks: list[asyncio.Task] = []
+        self.duties = Duties()  # the idle reaper and the memory sampler
         self.stops = Stops(settings, self.stop_session)  # evictions in progress
+        self.launcher = Launcher(settings, clock, self.stops, on_exit=self._exited, started=self._write_record)
         self._record = reaping.ServerRecord(paths.servers_record(settings.socket))
         self.closing = False  # the daemon is shutting down: no new servers
         self.builds = builds.Builds(settings.holmake_timeout_s, settings.holmake_tail_lines, clock)
@@ -64,6 +68,7 @@ class Pool:
         self.replacer = Replacer(self, self.watch)  # servers whose ancestors were rebuilt, replaced in the background
         self.unblocker = Unblocker(self, self.watch)  # blocked servers whose missing ancestors were built, retried
         self.admission = Admission(settings, busy=self.busy, current=self.sessions.get, shedder=self.replacer)
+        self.staleness = Staleness(self.replacer, self.unblocker, self.builds, clock, self.sessions.get)
 
     # -- leases ----------------------------------------------------------------
 
@@ -112,45 +117,11 @@ class Pool:
         heap = self.history.heap_mb(path)
         async with self._room_lock:
             self._make_room(path, heap)
-            session = self._new_session(path, heap, hol)
+            session = self.launcher.session(path, heap, hol)
             self.sessions[path] = session
-        self._begin(session)
+        self.launcher.begin(session)
         self.history.started(path, start == "restarted")
         return Lease(session, start, note, tail)
-
-    def _begin(self, session: Session) -> None:
-        # The start runs on its own: a caller whose wait ends first gives up
-        # waiting, not the start (loading a heap can take minutes).
-        session.start_task = asyncio.create_task(self._start(session), name=f"start-{session.path.name}")
-        # Whoever waits sees a failed start; this keeps an unwatched one from
-        # being logged as "never retrieved".
-        session.start_task.add_done_callback(lambda t: t.cancelled() or t.exception())
-
-    async def _start(self, session: Session) -> None:
-        # An evicted server's memory is free only once it has exited.
-        await self.stops.settled()
-        try:
-            await session.start()
-        finally:
-            self._write_record()
-        # Open the file at once, so it compiles even if the caller that started
-        # this server gave up waiting; the next call finds it further along.
-        try:
-            script = await stepping.sliced(files.read_steps(str(session.path)))
-            await session.sync(script.data, script.text, script.hash)
-        except (HolsrvError, OSError) as err:
-            # The start itself succeeded; the next call syncs (or reports) the file.
-            log.info("not opening %s in its new server: %s", session.path, err)
-
-    def _new_session(self, path: Path, heap: int, hol: str) -> Session:
-        return Session(
-            path,
-            self.settings,
-            hol,
-            heap,
-            on_exit=self._exited,
-            clock=self.clock,
-        )
 
     def _exited(self, session: Session) -> None:
         """Called the moment a server process exits, for whatever reason."""
@@ -190,7 +161,7 @@ class Pool:
     def stop_later(self, session: Session, reason: str, name: str | None = None) -> None:
         """Count `session` as gone at once and stop it in a task of its own."""
         # Outside the caller's lock, since a stuck server can take a while to
-        # stop.  A new server starts once it has (see `_start`).
+        # stop.  A new server starts once it has (see `launch`).
         self.stops.later(session, reason, name)
 
     def memory_held_mb(self) -> float:
@@ -205,8 +176,8 @@ class Pool:
 
     def spawn(self, path: Path, heap_mb: int, hol: str) -> Session:
         """A server for `path` beside the map, starting in the background (a successor: see `replacement`)."""
-        session = self._new_session(path, heap_mb, hol)
-        self._begin(session)
+        session = self.launcher.session(path, heap_mb, hol)
+        self.launcher.begin(session)
         return session
 
     def install(self, path: Path, session: Session) -> None:
@@ -262,24 +233,8 @@ class Pool:
 
     def stale_reasons(self, path: Path, session: Session | None = None) -> list[str]:
         """Why answers about the script `path` (from `session`, default its current server)
-        may be stale, one sentence each.
-
-        The one place that knows every such reason: an ancestor rebuilt after
-        the server loaded it (being replaced in the background, or, without
-        room for that, to restart), a build a blocked compile was missing whose
-        retry is pending (`unblocking`), a Holmake running where its theories are built.
-        """
-        reasons = self.rebuilt_reasons(path, session)
-        current = session or self.sessions.get(path)
-        if current is not None:
-            reasons += self.unblocker.reasons(current)
-        if self.builds.running:  # the Holmakefile is read only while some Holmake runs
-            for build in self.builds.running_in(ancestors.include_dirs(path.parent)):
-                reasons.append(
-                    f"Holmake running in {build.directory} (for {self.clock() - build.started:.0f}s): theories "
-                    "this file loads may change under it; ask again when it has finished"
-                )
-        return reasons
+        may be stale, one sentence each (see `staleness`)."""
+        return self.staleness.reasons(path, session)
 
     def snapshot(self, session: Session, now: float) -> m.SessionStatus:
         """`session` as status shows it, with its background replacement if one is under way."""
@@ -297,19 +252,8 @@ class Pool:
 
     def start_background(self) -> None:
         idle_period = max(0.05, min(self.settings.idle_timeout_s / 4, 30.0))
-        self._tasks = [
-            asyncio.create_task(self._every(idle_period, self._reap_idle), name="idle-reaper"),
-            asyncio.create_task(self._every(self.settings.memory_sample_s, self._sample_memory), name="memory"),
-        ]
-
-    async def _every(self, period: float, duty: Callable[[], Awaitable[None]]) -> None:
-        """Run `duty` every `period` seconds for the daemon's life; a failure is logged, not fatal."""
-        while True:
-            await asyncio.sleep(period)  # a periodic duty, not a synchronisation
-            try:
-                await duty()
-            except Exception:
-                log.exception("background duty %s failed; it runs again in %.1fs", duty.__name__, period)
+        self.duties.every(idle_period, self._reap_idle, "idle-reaper")
+        self.duties.every(self.settings.memory_sample_s, self._sample_memory, "memory")
 
     async def _reap_idle(self) -> None:
         now = self.clock()
@@ -333,13 +277,12 @@ class Pool:
     async def close(self, budget_s: float | None = None, force: asyncio.Event | None = None) -> None:
         """Stop every server in parallel, each with its escalation (see `Stops.everything`)."""
         self.closing = True
-        for task in self._tasks:
-            task.cancel()
+        self.duties.cancel()
         await self.builds.close()
         self.watch.close()
         await self.replacer.close()
         await self.stops.everything([*self.sessions.values(), *self.replacer.sessions()], budget_s, force)
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.duties.ended()
         self.sessions.clear()
         self._write_record()
 
