@@ -58,6 +58,17 @@ class _Refusal:
     waiting: bool = False  # the build is still being written: it starts by itself
 
 
+def _rebuilt_reason(rebuilt: list[str], refused: _Refusal | None) -> str:
+    """What answers from a server that loaded the builds before `rebuilt` say, with no successor under way."""
+    said = (f"{', '.join(rebuilt)} changed after this HOL server loaded it; HOL never reloads a theory, "
+            "so these answers use the old one.")
+    if refused is not None and refused.waiting:
+        return (f"STALE: {said} A fresh server starts in the background once the build has been left alone "
+                f"for {BUILD_QUIET_S:.0f}s; ask again shortly.")
+    why = f" It is not replaced in the background: {refused.why}." if refused is not None else ""
+    return f"REBUILT: {said}{why} Call restart to use the new build."
+
+
 class Replacer:
     """The pool's background replacements, and the servers they leave running
     beside its map: successors not yet switched to, and replaced ones still
@@ -131,15 +142,7 @@ class Replacer:
         if not rebuilt:
             return []
         refused = self._refused.get(path)
-        if refused is not None and refused.server != session.id:
-            refused = None
-        said = (f"{', '.join(rebuilt)} changed after this HOL server loaded it; HOL never reloads a theory, "
-                "so these answers use the old one.")
-        if refused is not None and refused.waiting:
-            return [f"STALE: {said} A fresh server starts in the background once the build has been left alone "
-                    f"for {BUILD_QUIET_S:.0f}s; ask again shortly."]
-        why = f" It is not replaced in the background: {refused.why}." if refused is not None else ""
-        return [f"REBUILT: {said}{why} Call restart to use the new build."]
+        return [_rebuilt_reason(rebuilt, refused if refused is not None and refused.server == session.id else None)]
 
     def status(self, session: Session, row: m.SessionStatus, now: float) -> m.SessionStatus:
         """`row` with the replacement of `session`, if one is under way."""
@@ -230,11 +233,7 @@ class Replacer:
             return
         rep.new.clients |= rep.old.clients
         rep.new.last_used = rep.old.last_used
-        self.retiring[rep.old] = "" if rep.bloat_mb else (
-            f"STALE: this answer is from the HOL server for {path.name} that was replaced because ancestor "
-            f"{', '.join(rep.rebuilt)} was rebuilt (pid {rep.old.pid} → {rep.new.pid}); ask again for the new "
-            "one's answer."
-        )
+        self.retiring[rep.old] = rep.retired_reason()
         self.pool.install(path, rep.new)  # once the old one is retiring: both are in the record
         log.info("replaced %s: pid %s → %s (%s), after %.1fs", path, rep.old.pid, rep.new.pid,
                  rep.cause(), self.pool.clock() - rep.since)

@@ -52,6 +52,16 @@ class Replacement:
             "over by itself once it has caught up. Nothing to do: ask again later."
         )
 
+    def retired_reason(self) -> str:
+        """What answers from the old server say once the new one has taken over ("" after a bloat)."""
+        if self.bloat_mb:
+            return ""
+        return (
+            f"STALE: this answer is from the HOL server for {self.old.path.name} that was replaced because "
+            f"ancestor {', '.join(self.rebuilt)} was rebuilt (pid {self.old.pid} → {self.new.pid}); ask again "
+            "for the new one's answer."
+        )
+
     def _successor(self) -> str:
         """The successor in words: it has no pid until its process is spawned."""
         if not self.new.pid:
