@@ -1,9 +1,17 @@
-"""Sessions by script: at most `max_servers` of them, LRU and idle eviction,
-restart after death with backoff, memory watch, and no leftovers.
+"""Sessions by script and their leases: at most `max_servers` of them, LRU
+and idle eviction, restart after death with backoff (`history`).
 
 A server is *busy* while a call waits on it or a proof of its file is still
 checking (a probably-looping proof does not count).  Busy servers are never
 stopped to make room or for idleness.
+
+The pool is the top of its house and owns the rest: which servers may start
+and which make room (`admission`), making and starting them (`launch`),
+stopping them (`stopping`), the record of them for the next daemon and the
+leftovers of the last (`reaping`), successors for servers whose ancestors
+were rebuilt (`replacement`, `successor`), retried compiles (`unblocking`),
+builds noticed with no call (`buildwatch`) and why answers may be stale
+(`staleness`).  Those below see the pool only as `servers.Servers`.
 """
 
 from __future__ import annotations
@@ -48,6 +56,8 @@ class Lease:
 
 
 class Pool:
+    """The files' servers by path, least recently used first, and the leases calls hold on them."""
+
     def __init__(self, settings: Settings, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.settings = settings
         self.clock = clock
@@ -167,6 +177,8 @@ class Pool:
     def memory_held_mb(self) -> float:
         """The running servers' share of the memory budget, for status."""
         return self.admission.held_mb(self.live())
+
+    # -- what replacement and unblocking may do (`servers.Servers`) -------------
 
     def current(self, path: Path) -> Session | None:
         return self.sessions.get(path)
