@@ -1,43 +1,49 @@
-"""Sessions by script: at most `max_servers` of them, LRU and idle eviction,
-restart after death with backoff, memory watch, and no leftovers.
+"""Sessions by script and their leases: at most `max_servers` of them, LRU
+and idle eviction, restart after death with backoff (`history`).
 
 A server is *busy* while a call waits on it or a proof of its file is still
 checking (a probably-looping proof does not count).  Busy servers are never
 stopped to make room or for idleness.
+
+The pool is the top of its house and owns the rest: which servers may start
+and which make room (`admission`), making and starting them (`launch`),
+stopping them (`stopping`), the record of them for the next daemon and the
+leftovers of the last (`reaping`), successors for servers whose ancestors
+were rebuilt (`replacement`, `successor`), retried compiles (`unblocking`),
+builds noticed with no call (`buildwatch`) and why answers may be stale
+(`staleness`).  Those below see the pool only as `servers.Servers`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import math
-import os
-import signal
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
-
-from holsrv import ancestors, builds, files, looping, process, stepping
-from holsrv.errors import DaemonStopping, HolsrvError, MemoryBudget, ServerBusy, ServerDied
-from holsrv.files import content_hash
+from holsrv import builds, files, looping, process, reaping
+from holsrv.admission import Admission
+from holsrv.admission import quiet as quiet  # where answers have always found it
+from holsrv.buildwatch import BuildWatch
+from holsrv.duties import Duties
+from holsrv.errors import DaemonStopping
+from holsrv.history import History, restart_note
+from holsrv.launch import Launcher
 from holsrv.replacement import Replacer
 from holsrv.rpc import messages as m
 from holsrv.rpc import paths
 from holsrv.session import Session
 from holsrv.settings import Settings
+from holsrv.staleness import Staleness
+from holsrv.stopping import Stops
+from holsrv.stopping import wait_all as wait_all  # where the daemon has always found it
 from holsrv.unblocking import Unblocker
 
 log = logging.getLogger(__name__)
-
-# A server that dies sooner than this after starting counts as a fast death.
-FAST_DEATH_S = 30.0
-
 
 @dataclass
 class Lease:
@@ -49,38 +55,30 @@ class Lease:
     stderr_tail: str = ""  # of the previous server, when it died
 
 
-@dataclass
-class _History:
-    """What the pool remembers about a file across its sessions."""
-
-    max_heap_mb: int | None = None
-    fast_deaths: int = 0
-    retry_at: float = 0.0
-    last_exit: str = ""
-    last_tail: str = ""
-    restarts: int = 0
-    # The content hash of the text the last server died on: a different text
-    # (the user fixed the proof that crashed it) restarts at once.
-    died_on: str = ""
-
-
 class Pool:
+    """The files' servers by path, least recently used first, and the leases calls hold on them."""
+
     def __init__(self, settings: Settings, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.settings = settings
         self.clock = clock
         self.sessions: OrderedDict[Path, Session] = OrderedDict()
-        self._history: dict[Path, _History] = {}
+        self.history = History(settings, clock)
         self._locks: dict[Path, asyncio.Lock] = {}
         # Held while counting servers and adding one, so two files cannot both
         # take the last free place.
         self._room_lock = asyncio.Lock()
-        self._tasks: list[asyncio.Task] = []
-        self._stopping: dict[asyncio.Task, Session] = {}  # evictions in progress
-        self._record = paths.servers_record(settings.socket)
+        self.duties = Duties()  # the idle reaper and the memory sampler
+        self.stops = Stops(settings, self.stop_session)  # evictions in progress
+        self.launcher = Launcher(settings, clock, self.stops, on_exit=self._exited, started=self._write_record)
+        self._record = reaping.ServerRecord(paths.servers_record(settings.socket))
         self.closing = False  # the daemon is shutting down: no new servers
         self.builds = builds.Builds(settings.holmake_timeout_s, settings.holmake_tail_lines, clock)
-        self.replacer = Replacer(self)  # servers whose ancestors were rebuilt, replaced in the background
-        self.unblocker = Unblocker(self)  # blocked servers whose missing ancestors were built, retried
+        # The pool owns these and gives them itself as `servers.Servers`: they never import it.
+        self.watch = BuildWatch(self.serving, self._look_again)  # builds noticed with no call
+        self.replacer = Replacer(self, self.watch)  # servers whose ancestors were rebuilt, replaced in the background
+        self.unblocker = Unblocker(self, self.watch)  # blocked servers whose missing ancestors were built, retried
+        self.admission = Admission(settings, busy=self.busy, current=self.sessions.get, shedder=self.replacer)
+        self.staleness = Staleness(self.replacer, self.unblocker, self.builds, clock, self.sessions.get)
 
     # -- leases ----------------------------------------------------------------
 
@@ -110,16 +108,15 @@ class Pool:
             return Lease(session, "warm")
         promoted = self.replacer.promote(path)
         if promoted is not None:
-            return promoted
-        history = self._history.setdefault(path, _History())
+            return Lease(promoted[0], "warm", promoted[1])
         # Before forgetting the old session, so the call after the backoff
         # still says what happened to it.
-        self._check_backoff(path, history, content)
+        self.history.check(path, content)
         start, note, tail = "started", "", ""
         if session is not None:  # it died, or the daemon stopped it
             self.sessions.pop(path, None)
             start = "restarted"
-            note = self._restart_note(session)
+            note = restart_note(session)
             tail = session.tail(10) if session.dead else ""
         if self.closing:
             raise DaemonStopping(
@@ -127,85 +124,19 @@ class Pool:
                 "few seconds: the next call starts a new daemon."
             )
         hol = self.settings.hol_command()  # no HOL: fail before stopping anyone for room
-        heap = self.settings.max_heap_mb if history.max_heap_mb is None else history.max_heap_mb
+        heap = self.history.heap_mb(path)
         async with self._room_lock:
-            await self._make_room(path, heap)
-            session = self._new_session(path, heap, hol)
+            self._make_room(path, heap)
+            session = self.launcher.session(path, heap, hol)
             self.sessions[path] = session
-        # The start runs on its own: a caller whose wait ends first gives up
-        # waiting, not the start (loading a heap can take minutes).
-        session.start_task = asyncio.create_task(self._start(session), name=f"start-{path.name}")
-        # Whoever waits sees a failed start; this keeps an unwatched one from
-        # being logged as "never retrieved".
-        session.start_task.add_done_callback(lambda t: t.cancelled() or t.exception())
-        history.restarts += start == "restarted"
+        self.launcher.begin(session)
+        self.history.started(path, start == "restarted")
         return Lease(session, start, note, tail)
-
-    async def _start(self, session: Session) -> None:
-        if self._stopping:
-            # An evicted server's memory is free only once it has exited
-            # (each stop is bounded by its escalation).
-            await asyncio.wait(set(self._stopping))
-        try:
-            await session.start()
-        finally:
-            self._write_record()
-        # Open the file at once, so it compiles even if the caller that started
-        # this server gave up waiting; the next call finds it further along.
-        try:
-            script = await stepping.sliced(files.read_steps(str(session.path)))
-            await session.sync(script.data, script.text, script.hash)
-        except (HolsrvError, OSError) as err:
-            # The start itself succeeded; the next call syncs (or reports) the file.
-            log.info("not opening %s in its new server: %s", session.path, err)
-
-    def _restart_note(self, old: Session) -> str:
-        if old.dead:
-            return f"started a new HOL server: the previous one died ({old.exit_reason})"
-        return f"started a new HOL server: the previous one was stopped ({old.stop_reason or 'by the daemon'})"
-
-    def _check_backoff(self, path: Path, history: _History, content: str) -> None:
-        if content and history.died_on and content != history.died_on and history.retry_at:
-            log.info("%s changed since its server died: restarting without the backoff", path)
-            history.fast_deaths, history.retry_at = 0, 0.0
-        wait = history.retry_at - self.clock()
-        if wait > 0:
-            raise ServerDied(
-                f"the HOL server for {path.name} died {history.fast_deaths} times in a row "
-                f"soon after starting ({history.last_exit}); not restarting for another "
-                f"{math.ceil(wait)}s. Read the stderr tail below and fix the cause: a changed file restarts at once.",
-                detail=history.last_tail,
-            )
-
-    def _new_session(self, path: Path, heap: int, hol: str) -> Session:
-        return Session(
-            path,
-            self.settings,
-            hol,
-            heap,
-            on_exit=self._exited,
-            clock=self.clock,
-        )
 
     def _exited(self, session: Session) -> None:
         """Called the moment a server process exits, for whatever reason."""
         self._write_record()
-        if not session.dead:
-            return
-        history = self._history.setdefault(session.path, _History())
-        history.last_exit, history.last_tail = session.exit_reason, session.tail()
-        history.died_on = content_hash(session.data) if session.data is not None else ""
-        if self.clock() - session.started_at < FAST_DEATH_S:
-            history.fast_deaths += 1
-            # The first death restarts at once; repeats back off exponentially.
-            if history.fast_deaths > 1:
-                delay = min(
-                    self.settings.restart_backoff_max_s,
-                    self.settings.restart_backoff_s * 2 ** (history.fast_deaths - 2),
-                )
-                history.retry_at = self.clock() + delay
-        else:
-            history.fast_deaths = 0
+        self.history.exited(session)
 
     # -- limits ------------------------------------------------------------------
 
@@ -222,82 +153,52 @@ class Pool:
             for entry in session.file.checking()
         )
 
-    async def _make_room(self, path: Path, heap_mb: int) -> None:
+    def _make_room(self, path: Path, heap_mb: int) -> None:
         """Room for one more server with heap cap `heap_mb`: at most max_servers, and
         within the memory budget; idle servers are stopped for it, least recently used first."""
-        alive = self.live()
-        if len(alive) >= self.settings.max_servers:
-            victim = next((s for s in alive if not self.busy(s)), None)
-            if victim is None:
-                raise ServerBusy(
-                    f"all {self.settings.max_servers} HOL servers are busy: "
-                    f"{'; '.join(f'{s.path} ({self._why_busy(s)})' for s in alive)}. Ask again when one "
-                    "finishes, or free one with `stop FILE` (its checks are abandoned; the next call about it "
-                    "starts it again), or raise HOLSRV_MAX_SERVERS and restart the daemon."
-                )
+        victim = self.admission.over_count(self.live())
+        if victim is not None:
             self._evict(victim, f"to make room for another file: at most {self.settings.max_servers} servers "
                         "run at once")
-        self._make_memory_room(path, heap_mb)
-
-    def _make_memory_room(self, path: Path, heap_mb: int) -> None:
         budget = self.settings.memory_budget_mb
-        if budget <= 0:
-            return
-        need = self._cap_mb(heap_mb)
-        alive = self.live()
-        busy = [s for s in alive if self.busy(s)]
-        held_busy = sum(self.reserved_mb(s) for s in busy)
-        # A lone server may always run: its own heap cap is what bounds it.
-        if held_busy and held_busy + need > budget:
-            raise MemoryBudget(
-                f"starting a HOL server for {path.name} needs {need} MB (its heap cap) of the memory budget "
-                f"of {budget} MB, but {held_busy:.0f} MB are held by busy servers: "
-                + "; ".join(f"{s.path} ({self.reserved_mb(s):.0f} MB, {self._why_busy(s)})" for s in busy)
-                + ". Free memory with `stop FILE` on one of them (its checks are abandoned), or give one a "
-                "smaller heap with `restart FILE --max-heap-mb N`, or raise HOLSRV_MEMORY_BUDGET_MB and "
-                "restart the daemon."
-            )
-        held = sum(self.reserved_mb(s) for s in alive)
-        for victim in (s for s in alive if s not in busy):  # least recently used first
-            if not held or held + need <= budget:
-                return
-            held -= self.reserved_mb(victim)
+        for victim in self.admission.over_budget(path, heap_mb, self.live()):
             self._evict(victim, f"to free memory for {path.name}: the memory budget is {budget} MB")
 
     def _evict(self, victim: Session, reason: str) -> None:
         log.info("stopping %s (pid %s) %s", victim.path, victim.pid, reason)
-        # Counted as gone at once; stopped outside the caller's lock, since a
-        # stuck server can take a while to stop.  The new server starts once
-        # it has (see `_start`).
-        victim.mark_stopping(reason)
-        task = asyncio.create_task(self.stop_session(victim, reason))
-        self._stopping[task] = victim
-        task.add_done_callback(lambda t: self._stopping.pop(t, None))
+        self.stop_later(victim, reason)
 
-    def _cap_mb(self, heap_mb: int) -> int:
-        # A server without a heap cap is counted at the soft footprint (LARGE).
-        return heap_mb if heap_mb > 0 else self.settings.soft_footprint_mb
-
-    def reserved_mb(self, session: Session) -> float:
-        """What a server counts against the memory budget: its heap cap, or its footprint when larger."""
-        return max(float(self._cap_mb(session.max_heap_mb)), session.footprint or 0.0)
+    def stop_later(self, session: Session, reason: str, name: str | None = None) -> None:
+        """Count `session` as gone at once and stop it in a task of its own."""
+        # Outside the caller's lock, since a stuck server can take a while to
+        # stop.  A new server starts once it has (see `launch`).
+        self.stops.later(session, reason, name)
 
     def memory_held_mb(self) -> float:
         """The running servers' share of the memory budget, for status."""
-        return sum(self.reserved_mb(s) for s in self.live())
+        return self.admission.held_mb(self.live())
+
+    # -- what replacement and unblocking may do (`servers.Servers`) -------------
+
+    def current(self, path: Path) -> Session | None:
+        return self.sessions.get(path)
+
+    def serving(self) -> list[Session]:
+        return list(self.sessions.values())
+
+    def spawn(self, path: Path, heap_mb: int, hol: str) -> Session:
+        """A server for `path` beside the map, starting in the background (a successor: see `replacement`)."""
+        session = self.launcher.session(path, heap_mb, hol)
+        self.launcher.begin(session)
+        return session
+
+    def install(self, path: Path, session: Session) -> None:
+        self.sessions[path] = session  # in place: it keeps the file's LRU position
+        self._write_record()
 
     def live(self) -> list[Session]:
         """Every running server: the files' ones, and those replacing them or replaced (see `replacement`)."""
         return [s for s in (*self.sessions.values(), *self.replacer.sessions()) if s.alive]
-
-    def _why_busy(self, session: Session) -> str:
-        if session.starting:
-            return "starting"
-        if session.waiting:
-            return f"{session.waiting} call(s) waiting on it"
-        if session.phase == "compiling":
-            return "compiling"
-        return "checking " + ", ".join(e.name for e in session.file.checking())
 
     async def stop_session(self, session: Session, reason: str = "stopped by the daemon") -> None:
         if self.sessions.get(session.path) is session:
@@ -307,10 +208,7 @@ class Pool:
 
     async def restart(self, path: Path, max_heap_mb: int | None) -> int | None:
         """Stop `path`'s server (if any) and start a fresh one; returns the old pid."""
-        history = self._history.setdefault(path, _History())
-        if max_heap_mb is not None:
-            history.max_heap_mb = max_heap_mb
-        history.fast_deaths, history.retry_at = 0, 0.0
+        self.history.forgive(path, max_heap_mb)
         lock = self._locks.setdefault(path, asyncio.Lock())
         async with lock:
             await self.replacer.drop(path, "restart requested")
@@ -323,12 +221,7 @@ class Pool:
 
     def last_words(self, path: Path) -> tuple[str, str]:
         """(how the file's last server died, the tail of its stderr); empty if none died."""
-        history = self._history.get(path)
-        return (history.last_exit, history.last_tail) if history is not None else ("", "")
-
-    def restarts(self, path: Path) -> int:
-        history = self._history.get(path)
-        return history.restarts if history else 0
+        return self.history.last_words(path)
 
     # -- rebuilt ancestors (see `replacement`) ---------------------------------
 
@@ -339,6 +232,12 @@ class Pool:
         if self.sessions.get(session.path) is session:
             self.unblocker.notice(session)
 
+    def _look_again(self, session: Session) -> None:
+        """A build went quiet: replace `session` if it loaded an ancestor rebuilt since;
+        a blocked server loaded nothing, so a build it waited for is retried, not replaced."""
+        self.replacer.consider(session)
+        self.unblocker.notice(session)
+
     def rebuilt_reasons(self, path: Path, session: Session | None = None) -> list[str]:
         """The part of `stale_reasons` about rebuilt ancestors, which diagnostics also lists among
         its warnings (with the advice: wait for the replacement, or restart)."""
@@ -346,28 +245,12 @@ class Pool:
 
     def stale_reasons(self, path: Path, session: Session | None = None) -> list[str]:
         """Why answers about the script `path` (from `session`, default its current server)
-        may be stale, one sentence each.
-
-        The one place that knows every such reason: an ancestor rebuilt after
-        the server loaded it (being replaced in the background, or, without
-        room for that, to restart), a build a blocked compile was missing whose
-        retry is pending (`unblocking`), a Holmake running where its theories are built.
-        """
-        reasons = self.rebuilt_reasons(path, session)
-        current = session or self.sessions.get(path)
-        if current is not None:
-            reasons += self.unblocker.reasons(current)
-        if self.builds.running:  # the Holmakefile is read only while some Holmake runs
-            for build in self.builds.running_in(ancestors.include_dirs(path.parent)):
-                reasons.append(
-                    f"Holmake running in {build.directory} (for {self.clock() - build.started:.0f}s): theories "
-                    "this file loads may change under it; ask again when it has finished"
-                )
-        return reasons
+        may be stale, one sentence each (see `staleness`)."""
+        return self.staleness.reasons(path, session)
 
     def snapshot(self, session: Session, now: float) -> m.SessionStatus:
         """`session` as status shows it, with its background replacement if one is under way."""
-        return self.replacer.status(session, session.snapshot(now, self.restarts(session.path)), now)
+        return self.replacer.status(session, session.snapshot(now, self.history.restarts(session.path)), now)
 
     def status_rows(self, now: float) -> list[m.SessionStatus]:
         """Status's rows: the files' servers, but not those the daemon stopped, which hold nothing.
@@ -381,19 +264,8 @@ class Pool:
 
     def start_background(self) -> None:
         idle_period = max(0.05, min(self.settings.idle_timeout_s / 4, 30.0))
-        self._tasks = [
-            asyncio.create_task(self._every(idle_period, self._reap_idle), name="idle-reaper"),
-            asyncio.create_task(self._every(self.settings.memory_sample_s, self._sample_memory), name="memory"),
-        ]
-
-    async def _every(self, period: float, duty: Callable[[], Awaitable[None]]) -> None:
-        """Run `duty` every `period` seconds for the daemon's life; a failure is logged, not fatal."""
-        while True:
-            await asyncio.sleep(period)  # a periodic duty, not a synchronisation
-            try:
-                await duty()
-            except Exception:
-                log.exception("background duty %s failed; it runs again in %.1fs", duty.__name__, period)
+        self.duties.every(idle_period, self._reap_idle, "idle-reaper")
+        self.duties.every(self.settings.memory_sample_s, self._sample_memory, "memory")
 
     async def _reap_idle(self) -> None:
         now = self.clock()
@@ -404,189 +276,36 @@ class Pool:
                 await self.stop_session(session, f"idle for {idle:.0f}s")
 
     async def _sample_memory(self) -> None:
-        for session in self.live():
-            # On the loop, not in a thread: a few /proc reads, and the daemon
-            # must stay single-threaded because children are spawned with a
-            # preexec_fn (unsafe to fork from a process with threads).
-            mb = session.footprint_mb()
-            session.footprint = mb
-            await asyncio.sleep(0)  # each server's /proc walk in a turn of its own: others are answered between
-            if mb is not None and mb > self.settings.soft_footprint_mb:
-                log.warning("SERVER LARGE: %s (pid %s) uses %.0f MB", session.path, session.pid, mb)
-                if session.bloated_by_trial:
-                    self.shed_bloat(session)
+        await self.admission.sample(self.live())
 
     def shed_bloat(self, session: Session, by_trial: bool = False) -> tuple[bool, str]:
-        """The one decision: a server that a trial pushed past the soft footprint is
-        replaced in the background once it is idle (Poly/ML never gives a grown heap
-        back, so only a fresh server sheds it).  `by_trial`: the caller is the trial
-        that may have done it; its footprint is sampled afresh.
+        """See `Admission.shed_bloat`: for a trial that may have bloated `session`."""
+        return self.admission.shed_bloat(session, by_trial)
 
-        Returns whether a successor is on its way, and what an answer should say
-        ("" when the server is not bloated).
-        """
-        if by_trial and session.alive:
-            session.footprint = session.footprint_mb()
-        mb, soft = session.footprint, self.settings.soft_footprint_mb
-        if mb is None or mb <= soft or self.sessions.get(session.path) is not session or not session.alive:
-            return False, ""
-        if by_trial:
-            session.bloated_by_trial = True
-        if not session.bloated_by_trial:
-            return False, ""  # large by its own file's proofs: a fresh server would grow the same
-        grew = (f"This HOL server grew to {mb:.0f} MB during the trial, past the soft limit of {soft} MB "
-                "(HOLSRV_SOFT_FOOTPRINT_MB), and HOL never gives memory back:")
-        if self.replacer.running.get(session.path) is not None:
-            return True, f"REPLACING: {grew} a fresh server is catching up in the background and takes over by itself."
-        if not quiet(session):
-            return False, (f"{grew} it is replaced in the background once its checks are done "
-                    "(or call restart on the file).")
-        why = self.replacer.shed(session, mb)
-        if why:
-            return False, f"{grew} it cannot be replaced in the background ({why}); call restart on the file."
-        session.bloated_by_trial = False
-        return True, (f"REPLACING: {grew} a fresh server is starting in the background and takes over by itself once "
-                "it has caught up; nothing to do.")
+    def room_beside(self, old: Session) -> str:
+        """Why a second server for `old`'s file cannot run beside it now ("" if it can)."""
+        return self.admission.beside(old, self.live())
 
     async def close(self, budget_s: float | None = None, force: asyncio.Event | None = None) -> None:
-        """Stop every server in parallel, each with its escalation.
-
-        With `budget_s`, all of it fits in that many seconds (each step gets a
-        quarter), and what is left then is SIGKILLed; so is everything, at
-        once, when `force` is set meanwhile (a second signal).
-        """
+        """Stop every server in parallel, each with its escalation (see `Stops.everything`)."""
         self.closing = True
-        for task in self._tasks:
-            task.cancel()
+        self.duties.cancel()
         await self.builds.close()
+        self.watch.close()
         await self.replacer.close()
-        sessions = [*self.sessions.values(), *self.replacer.sessions(), *self._stopping.values()]
-        if budget_s is not None:
-            for session in sessions:
-                session.proc.hurry(budget_s / 4)
-        stops = {asyncio.ensure_future(s.stop("the daemon is shutting down")) for s in sessions}
-        done = await wait_all({*stops, *self._stopping}, budget_s, force)
-        if not done:
-            why = "the daemon was told twice to stop" if force and force.is_set() else "the shutdown budget ran out"
-            await asyncio.gather(*(s.proc.kill(why) for s in sessions), return_exceptions=True)
-            await wait_all(stops, self.settings.stop_timeout_s)
-        await asyncio.gather(*self._tasks, *stops, *self._stopping, return_exceptions=True)
+        await self.stops.everything([*self.sessions.values(), *self.replacer.sessions()], budget_s, force)
+        await self.duties.ended()
         self.sessions.clear()
         self._write_record()
 
     # -- leftovers -------------------------------------------------------------
 
     def _write_record(self) -> None:
-        """Record live servers' pids, start times and owner marker, for the next daemon."""
-        owner = process.owner_marker()
-        entries = []
-        for session in (*self.sessions.values(), *self.replacer.sessions()):
-            created = session.proc.create_time()
-            if created is not None:
-                entries.append({"pid": session.pid, "create_time": created, "owner": owner})
-        tmp = self._record.with_name(self._record.name + ".tmp")
-        try:
-            fd = paths.open_private(tmp, os.O_WRONLY | os.O_TRUNC)
-            with os.fdopen(fd, "w") as out:
-                out.write(json.dumps(entries))
-            os.replace(tmp, self._record)
-        except OSError as err:
-            log.warning("cannot record the HOL servers in %s: %s", self._record, err)
-
-    def _read_record(self) -> list:
-        try:
-            fd = paths.open_private(self._record, os.O_RDONLY)
-            with os.fdopen(fd, "rb") as record:
-                entries = json.loads(record.read(1 << 20) or b"[]")
-        except (OSError, ValueError) as err:
-            log.warning("ignoring the leftover record %s: %s", self._record, err)
-            return []
-        return entries if isinstance(entries, list) else []
+        """Record live servers for the next daemon (see `reaping`)."""
+        self._record.write((*self.sessions.values(), *self.replacer.sessions()))
 
     def reap_leftovers(self) -> int:
-        """Kill the servers a previous daemon on this socket left behind; returns how many.
-
-        Only what is provably one of them: the recorded pid with its recorded
-        start time, or a member of its process group or session, carrying the
-        recorded owner marker in its environment, of a daemon no longer running.
-        A planted or stale entry names no such process, and nothing is signalled.
-        """
-        entries = self._read_record()
-        table = _process_table({e.get("pid") for e in entries if isinstance(e, dict)}) if entries else []
-        killed = 0
-        for entry in entries:
-            try:
-                leader, created, owner = int(entry["pid"]), float(entry["create_time"]), str(entry["owner"])
-            except (KeyError, TypeError, ValueError):
-                log.info("not stopping leftover %r: an entry without pid, start time and owner proves nothing", entry)
-                continue
-            if process.owner_running(owner):
-                log.info("not stopping pid %d: the daemon that started it (%s) still runs", leader, owner)
-                continue
-            ours = [p for p in table if p.owner == owner and p.in_group_of(leader, created)]
-            if not ours:
-                continue
-            log.warning("stopping HOL server pid %d left by a previous daemon (%d processes: %s)",
-                        leader, len(ours), ", ".join(str(p.pid) for p in ours))
-            for sig_target in ours:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(sig_target.pid, signal.SIGKILL)
-            if any(p.pgid == leader for p in ours):
-                # The group still has a proven member, so its id cannot have
-                # been reused: everything in it descends from our server.
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(leader, signal.SIGKILL)
-            killed += 1
+        """Kill the servers a previous daemon on this socket left behind; returns how many."""
+        killed = reaping.reap_leftovers(self._record)
         self._write_record()
         return killed
-
-
-@dataclass
-class _Proc:
-    """One process as leftover reaping sees it."""
-
-    pid: int
-    pgid: int
-    sid: int
-    created: float
-    owner: str | None  # its OWNER_ENV
-
-    def in_group_of(self, leader: int, created: float) -> bool:
-        """The recorded server itself (same start time), or a process of its group or session."""
-        if self.pid == leader:
-            return abs(self.created - created) <= 0.01  # a reused pid has another start time
-        return leader in (self.pgid, self.sid)
-
-
-def quiet(session: Session) -> bool:
-    """Nothing of its file's to do: compiled, and no proof checking."""
-    return session.phase != "compiling" and not session.file.checking()
-
-
-def _process_table(leaders: set) -> list[_Proc]:
-    """The processes that are, or share a group or session with, one of `leaders`."""
-    table = []
-    for proc in psutil.process_iter():
-        with contextlib.suppress(psutil.Error, OSError):
-            pgid, sid = os.getpgid(proc.pid), os.getsid(proc.pid)
-            if leaders.isdisjoint((proc.pid, pgid, sid)):
-                continue  # only candidates have their environment read
-            table.append(_Proc(proc.pid, pgid, sid, proc.create_time(), proc.environ().get(process.OWNER_ENV)))
-    return table
-
-
-async def wait_all(
-    tasks: Collection[asyncio.Future], timeout: float | None, interrupt: asyncio.Event | None = None
-) -> bool:
-    """True once every task is done; False if `timeout` passes or `interrupt` is set first."""
-    if all(t.done() for t in tasks):
-        return True
-    racers: set[asyncio.Future] = {asyncio.ensure_future(asyncio.wait(tasks))}
-    if interrupt is not None:
-        racers.add(asyncio.ensure_future(interrupt.wait()))
-    try:
-        await asyncio.wait(racers, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for racer in racers:
-            racer.cancel()  # not the tasks: asyncio.wait leaves what it waits on alone
-    return all(t.done() for t in tasks)

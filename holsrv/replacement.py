@@ -23,7 +23,7 @@ stopped, and the answers go back to advising restart.
 
 A server whose compile *blocked* on a missing ancestor loaded nothing, so a
 build of that ancestor needs no successor: `unblocking` retries its compile
-on the same server (the watch here tells it when to look).
+on the same server (`buildwatch` tells both when to look).
 """
 
 from __future__ import annotations
@@ -32,62 +32,18 @@ import asyncio
 import contextlib
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-import msgspec
-
-from holsrv import ancestors, files, stepping, textinfo
+from holsrv import ancestors, files
+from holsrv.buildwatch import BUILD_QUIET_S, BuildWatch
 from holsrv.errors import HolsrvError
 from holsrv.rpc import messages as m
+from holsrv.servers import Servers
 from holsrv.session import Session
-
-if TYPE_CHECKING:
-    from holsrv.pool import Lease, Pool
+from holsrv.successor import CannotTakeOver, Replacement, catch_up, forward
 
 log = logging.getLogger(__name__)
-
-
-class _CannotTakeOver(Exception):
-    """A successor that must not take over (its compile could not load the ancestors)."""
-
-
-@dataclass
-class Replacement:
-    """A successor being brought up for `old`, whose ancestors `rebuilt` changed."""
-
-    old: Session
-    new: Session
-    rebuilt: list[str]
-    since: float
-    built: dict[str, float]  # the ancestors' build times when it started
-    task: asyncio.Task | None = field(default=None, repr=False)
-    # Not a rebuild: the old server's footprint (MB) passed the soft limit, and
-    # Poly/ML never gives a grown heap back.  Its answers are not stale.
-    bloat_mb: float = 0.0
-
-    def cause(self) -> str:
-        if self.bloat_mb:
-            return f"it grew to {self.bloat_mb:.0f} MB, past the soft footprint limit"
-        return f"ancestor {', '.join(self.rebuilt)} rebuilt"
-
-    def reason(self) -> str:
-        """What the old server's answers say meanwhile ("" when they are as good as ever)."""
-        if self.bloat_mb:
-            return ""
-        return (
-            f"STALE: ancestor {', '.join(self.rebuilt)} was rebuilt after this HOL server (pid {self.old.pid}) "
-            f"loaded it, so its answers use the old build; {self._successor()} in the background and takes "
-            "over by itself once it has caught up. Nothing to do: ask again later."
-        )
-
-    def _successor(self) -> str:
-        """The successor in words: it has no pid until its process is spawned."""
-        if not self.new.pid:
-            return "a fresh server is starting"
-        doing = "starting (loading its heap)" if self.new.starting else "catching up"
-        return f"a fresh server (pid {self.new.pid}) is {doing}"
 
 
 @dataclass
@@ -102,21 +58,15 @@ class _Refusal:
     waiting: bool = False  # the build is still being written: it starts by itself
 
 
-# Holmake writes a theory's files one after another, and a build of several
-# theories takes a while: a successor started in the middle would load half
-# of it.  It starts once the ancestors' files have been left alone this long.
-BUILD_QUIET_S = 1.0
-
-
-def caught_up(old: Session, new: Session) -> bool:
-    """`new` has compiled its text (or is blocked) and checked every proof of it that `old` had finished checking."""
-    if new.data is None or new.phase == "compiling":
-        return False
-    if new.phase == "blocked":  # it checks nothing until its ancestors load: see `_catch_up`
-        return True
-    finished = {name for name, entry in old.file.proofs.items() if entry.status != "checking"}
-    wanted = finished.intersection(textinfo.of(new.file.text).names)
-    return all(name in new.file.proofs and new.file.proofs[name].status != "checking" for name in wanted)
+def _rebuilt_reason(rebuilt: list[str], refused: _Refusal | None) -> str:
+    """What answers from a server that loaded the builds before `rebuilt` say, with no successor under way."""
+    said = (f"{', '.join(rebuilt)} changed after this HOL server loaded it; HOL never reloads a theory, "
+            "so these answers use the old one.")
+    if refused is not None and refused.waiting:
+        return (f"STALE: {said} A fresh server starts in the background once the build has been left alone "
+                f"for {BUILD_QUIET_S:.0f}s; ask again shortly.")
+    why = f" It is not replaced in the background: {refused.why}." if refused is not None else ""
+    return f"REBUILT: {said}{why} Call restart to use the new build."
 
 
 class Replacer:
@@ -124,18 +74,14 @@ class Replacer:
     beside its map: successors not yet switched to, and replaced ones still
     answering a call."""
 
-    def __init__(self, pool: Pool) -> None:
-        self.pool = pool
+    def __init__(self, pool: Servers, watch: BuildWatch) -> None:
+        self.pool = pool  # only what `Servers` offers: the pool owns this, not the reverse
+        self.watch = watch  # a rebuild starts a replacement with no call and no polling
         self.running: dict[Path, Replacement] = {}
         self.retiring: dict[Session, str] = {}  # replaced server -> what answers from it say
         # Why a server is not being replaced (no room, its successor failed),
         # by file, with the id of the server it is about.
         self._refused: dict[Path, _Refusal] = {}
-        # inotify on the ancestors' directories, read when the loop says it
-        # is readable: a rebuild starts a replacement with no call and no
-        # polling.  None: not set up yet, or no inotify (calls still notice).
-        self._watch: ancestors.Watcher | None = None
-        self._settle: asyncio.TimerHandle | None = None
 
     def sessions(self) -> list[Session]:
         return [*(r.new for r in self.running.values()), *self.retiring]
@@ -148,16 +94,16 @@ class Replacer:
         a successor under way the same text."""
         rep = self.running.get(session.path)
         if rep is not None and rep.old is session:
-            await self._forward(rep, script)
+            await forward(rep, script)
             return
-        if self.pool.sessions.get(session.path) is session:  # not a successor, nor a replaced one
-            self._consider(session)
+        if self.pool.current(session.path) is session:  # not a successor, nor a replaced one
+            self.consider(session)
 
-    def _consider(self, session: Session) -> None:
+    def consider(self, session: Session) -> None:
         """Start `session`'s replacement if an ancestor was rebuilt since it loaded them, and there is room."""
         path = session.path
         built = ancestors.built_times(session.file.text, path.parent)
-        self._watch_dirs(path.parent)
+        self.watch.watch(path.parent)
         if session.phase == "completed":
             session.ancestors.loaded(built)  # a pass got past preload: these are what it has
         rebuilt = session.ancestors.rebuilt(built)
@@ -171,7 +117,7 @@ class Replacer:
         newest = max(built.get(name.removesuffix("Theory"), 0.0) for name in rebuilt)
         if time.time() - newest < BUILD_QUIET_S:  # wall clock: file times are
             self._refused[path] = _Refusal(session.id, "the build is still being written", waiting=True)
-            self.recheck_in(BUILD_QUIET_S)
+            self.watch.recheck_in(BUILD_QUIET_S)
             return
         why = self._no_room(session)
         if why:
@@ -182,7 +128,7 @@ class Replacer:
     def stale_reasons(self, path: Path, session: Session | None = None) -> list[str]:
         """Why answers from `session` (default: the file's current server) may be
         stale because of rebuilt ancestors; [] when they are not."""
-        session = session or self.pool.sessions.get(path)
+        session = session or self.pool.current(path)
         if session is None:
             return []
         if session in self.retiring:
@@ -196,50 +142,26 @@ class Replacer:
         if not rebuilt:
             return []
         refused = self._refused.get(path)
-        if refused is not None and refused.server != session.id:
-            refused = None
-        said = (f"{', '.join(rebuilt)} changed after this HOL server loaded it; HOL never reloads a theory, "
-                "so these answers use the old one.")
-        if refused is not None and refused.waiting:
-            return [f"STALE: {said} A fresh server starts in the background once the build has been left alone "
-                    f"for {BUILD_QUIET_S:.0f}s; ask again shortly."]
-        why = f" It is not replaced in the background: {refused.why}." if refused is not None else ""
-        return [f"REBUILT: {said}{why} Call restart to use the new build."]
+        return [_rebuilt_reason(rebuilt, refused if refused is not None and refused.server == session.id else None)]
 
     def status(self, session: Session, row: m.SessionStatus, now: float) -> m.SessionStatus:
         """`row` with the replacement of `session`, if one is under way."""
         rep = self.running.get(session.path)
-        if rep is None or rep.old is not session:
-            return row
-        return msgspec.structs.replace(
-            row,
-            replacing=f"{rep.cause()}; the new server is "
-            + ("starting" if rep.new.starting else "catching up"),
-            replacing_since_s=round(now - rep.since, 1),
-            replacement_pid=rep.new.pid,
-        )
+        return row if rep is None or rep.old is not session else rep.status(row, now)
 
     # -- starting and giving up ----------------------------------------------
 
     def _no_room(self, old: Session) -> str:
         """Why a second server for `old`'s file cannot run beside it ("" if it can)."""
-        settings, name = self.pool.settings, old.path.name
-        if settings.replace_timeout_s <= 0:
+        if self.pool.settings.replace_timeout_s <= 0:
             return "no room: background replacement is off (HOLSRV_REPLACE_TIMEOUT_S=0)"
         if self.pool.closing:
             return "no room: the daemon is shutting down"
-        live = self.pool.live()
-        if len(live) + 1 > settings.max_servers:
-            return (f"no room: a second server for {name} beside the old one would pass the limit of "
-                    f"{settings.max_servers} HOL servers (HOLSRV_MAX_SERVERS)")
-        budget = settings.memory_budget_mb
-        held = sum(self.pool.reserved_mb(s) for s in live)
-        need = self.pool._cap_mb(old.max_heap_mb)
-        if budget > 0 and held + need > budget:
-            return (f"no room: a second server for {name} needs {need} MB (its heap cap) while the old one "
-                    f"answers, but {held:.0f} MB of the memory budget of {budget} MB are held "
-                    "(HOLSRV_MEMORY_BUDGET_MB)")
-        return ""
+        return self.pool.room_beside(old)
+
+    def replacing(self, path: Path) -> bool:
+        """A successor for `path`'s server is under way."""
+        return path in self.running
 
     def shed(self, session: Session, footprint_mb: float) -> str:
         """Replace `session`, which grew to `footprint_mb`, in the background; "" once
@@ -253,14 +175,12 @@ class Replacer:
         return why
 
     def _start(self, old: Session, rebuilt: list[str], built: dict[str, float], bloat_mb: float = 0.0) -> None:
-        new = self.pool._new_session(old.path, old.max_heap_mb, old.hol_cmd)
+        new = self.pool.spawn(old.path, old.max_heap_mb, old.hol_cmd)
         # It loads these builds or newer ones: a later rebuild is one it missed.
         new.ancestors.loaded(built)
         rep = self.running[old.path] = Replacement(old, new, rebuilt, self.pool.clock(), built, bloat_mb=bloat_mb)
         self._refused.pop(old.path, None)
         log.info("replacing %s (pid %s) in the background: %s", old.path, old.pid, rep.cause())
-        new.start_task = asyncio.create_task(self.pool._start(new), name=f"start-{old.path.name}")
-        new.start_task.add_done_callback(lambda t: t.cancelled() or t.exception())
         rep.task = asyncio.create_task(self._run(rep), name=f"replace-{old.path.name}")
 
     async def _run(self, rep: Replacement) -> None:
@@ -269,10 +189,10 @@ class Replacer:
             async with asyncio.timeout(timeout):
                 assert rep.new.start_task is not None
                 await asyncio.shield(rep.new.start_task)  # raises if the start failed
-                await self._catch_up(rep)
+                await catch_up(rep, timeout)
         except TimeoutError:
             await self._give_up(rep, f"it had not caught up after {timeout:.0f}s (HOLSRV_REPLACE_TIMEOUT_S)")
-        except (HolsrvError, OSError, _CannotTakeOver) as err:
+        except (HolsrvError, OSError, CannotTakeOver) as err:
             await self._give_up(rep, str(err))
         except Exception:  # the top of a task: log it, leave the old server answering
             log.exception("replacing %s failed", rep.old.path)
@@ -280,39 +200,11 @@ class Replacer:
         else:
             self._switch(rep)
 
-    async def _catch_up(self, rep: Replacement) -> None:
-        """Until `rep.new` has caught up on the text that is on disk now."""
-        new = rep.new
-        while True:
-            # The newest text wins: edits made while it started or compiled.
-            script = await stepping.sliced(files.read_steps(str(new.path)))
-            await textinfo.prepare(script.text)
-            await new.sync(script.data, script.text, script.hash)
-            if not await new.wait_until(lambda: caught_up(rep.old, new), self.pool.settings.replace_timeout_s):
-                raise TimeoutError
-            if new.phase == "blocked" and rep.old.phase != "blocked":
-                # Loading a half-written build fails: never trade a working server for that.
-                blocked = new.file.blocked or {}
-                raise _CannotTakeOver(
-                    f"it could not load its ancestors ({blocked.get('message', 'blocked')}); "
-                    "is Holmake still running?"
-                )
-            if (await stepping.sliced(files.read_steps(str(new.path)))).data == new.data:
-                return
-
-    async def _forward(self, rep: Replacement, script: files.Script) -> None:
-        """Give the successor the text a call just gave the old server (once it has opened the file)."""
-        if rep.new.alive and rep.new.data is not None and rep.new.data != script.data:
-            try:
-                await rep.new.sync(script.data, script.text, script.hash)
-            except HolsrvError as err:  # its own task reports the failure
-                log.info("could not forward the new text of %s to its successor: %s", rep.new.path, err)
-
     async def _give_up(self, rep: Replacement, why: str) -> None:
         path = rep.old.path
         if self.running.get(path) is rep:
             del self.running[path]
-        if self.pool.sessions.get(path) is rep.new:  # promoted: it is the file's server now
+        if self.pool.current(path) is rep.new:  # promoted: it is the file's server now
             log.warning("the successor of %s (pid %s) did not catch up: %s", path, rep.new.pid, why)
             return
         log.warning("not replacing %s (pid %s): %s", path, rep.old.pid, why)
@@ -333,21 +225,16 @@ class Replacer:
         path = rep.old.path
         if self.running.get(path) is rep:
             del self.running[path]
-        if self.pool.sessions.get(path) is rep.new:  # promoted already (its predecessor ended)
+        if self.pool.current(path) is rep.new:  # promoted already (its predecessor ended)
             return
-        if self.pool.sessions.get(path) is not rep.old or not rep.new.alive:
+        if self.pool.current(path) is not rep.old or not rep.new.alive:
             # Stopped, restarted or dead meanwhile: someone else decided.
             self._stop_later(rep.new, "its predecessor was replaced otherwise")
             return
-        self.pool.sessions[path] = rep.new  # in place: it keeps the file's LRU position
         rep.new.clients |= rep.old.clients
         rep.new.last_used = rep.old.last_used
-        self.retiring[rep.old] = "" if rep.bloat_mb else (
-            f"STALE: this answer is from the HOL server for {path.name} that was replaced because ancestor "
-            f"{', '.join(rep.rebuilt)} was rebuilt (pid {rep.old.pid} → {rep.new.pid}); ask again for the new "
-            "one's answer."
-        )
-        self.pool._write_record()
+        self.retiring[rep.old] = rep.retired_reason()
+        self.pool.install(path, rep.new)  # once the old one is retiring: both are in the record
         log.info("replaced %s: pid %s → %s (%s), after %.1fs", path, rep.old.pid, rep.new.pid,
                  rep.cause(), self.pool.clock() - rep.since)
         self.released(rep.old)
@@ -360,68 +247,23 @@ class Replacer:
 
     def _stop_later(self, session: Session, reason: str) -> None:
         # As an eviction: counted as gone at once, stopped outside the caller.
-        session.mark_stopping(reason)
-        task = asyncio.create_task(self.pool.stop_session(session, reason), name=f"retire-{session.path.name}")
-        self.pool._stopping[task] = session
-        task.add_done_callback(lambda t: self.pool._stopping.pop(t, None))
+        self.pool.stop_later(session, reason, name=f"retire-{session.path.name}")
 
-    def promote(self, path: Path) -> Lease | None:
-        """The file's server is gone: its successor, if one has started, takes over at once."""
-        from holsrv.pool import Lease
-
+    def promote(self, path: Path) -> tuple[Session, str] | None:
+        """The file's server is gone: its successor, if one has started, takes over at once;
+        returns it with what the call that finds it should be told."""
         rep = self.running.get(path)
         if rep is None or not rep.new.alive or rep.new.starting:
             return None
         # Its task carries on catching up, and then finds it already in place.
         del self.running[path]
-        self.pool.sessions[path] = rep.new
-        self.pool._write_record()
+        self.pool.install(path, rep.new)
         why = rep.old.exit_reason if rep.old.dead else (rep.old.stop_reason or "it was stopped")
         note = (f"the previous HOL server ended ({why}); the one started because {rep.cause()} "
                 "answers now, and may still be catching up")
-        return Lease(rep.new, "warm", note)
-
-    # -- noticing a rebuild with no call ------------------------------------
-
-    def _watch_dirs(self, script_dir: Path) -> None:
-        if self._watch is None:
-            self._watch = ancestors.Watcher.create()
-            if self._watch is None:
-                return
-            asyncio.get_running_loop().add_reader(self._watch.fd, self._readable)
-        for place in ancestors.shared.places(script_dir):
-            self._watch.watch(place)
-
-    def _readable(self) -> None:
-        assert self._watch is not None
-        if self._watch.changed() != set():  # a change, or an overflow (anything may have changed)
-            self.recheck_in(BUILD_QUIET_S)  # once the build has gone quiet
-
-    def recheck_in(self, delay: float) -> None:
-        """Look at every server's ancestors again in `delay` seconds (one timer: a later call moves it)."""
-        if self._settle is not None:
-            self._settle.cancel()
-        self._settle = asyncio.get_running_loop().call_later(delay, self._recheck)
-
-    def _recheck(self) -> None:
-        self._settle = None
-        for session in list(self.pool.sessions.values()):
-            if session.alive and not session.starting and session.data is not None:
-                try:
-                    self._consider(session)
-                    # A blocked server loaded nothing: a build it waited for is retried, not replaced.
-                    self.pool.unblocker.notice(session)
-                except Exception:  # a loop callback: log it, the next call notices again
-                    log.exception("checking the ancestors of %s failed", session.path)
+        return rep.new, note
 
     async def close(self) -> None:
-        if self._settle is not None:
-            self._settle.cancel()
-        if self._watch is not None:
-            with contextlib.suppress(RuntimeError):  # the loop is already closed
-                asyncio.get_running_loop().remove_reader(self._watch.fd)
-            self._watch.close()
-            self._watch = None
         for rep in self.running.values():
             if rep.task is not None:
                 rep.task.cancel()

@@ -10,8 +10,8 @@ daemon sends that server `$/hol/retryCompile` itself, whoever ran the build:
     holmake   the daemon's own run, once it has ended (`after_build`), whose
               answer then names the files it unblocked
     a call    any call about the file that finds the modules built (`notice`)
-    the watch a build outside the daemon, seen by the replacer's directory
-              watch of the ancestors' build files, once it has gone quiet
+    the watch a build outside the daemon, seen by the directory watch
+              (`buildwatch`) of the ancestors' build files, once it has gone quiet
 
 This is not `replacement`'s business, and must stay apart from it: a server
 that *loaded* an ancestor cannot load a rebuilt one (HOL loads a theory once
@@ -27,25 +27,21 @@ import os
 import time
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from holsrv import ancestors
+from holsrv.buildwatch import BUILD_QUIET_S, BuildWatch
+from holsrv.servers import Servers
 from holsrv.session import Session
 
-if TYPE_CHECKING:
-    from holsrv.pool import Pool
-
 log = logging.getLogger(__name__)
-
-# As for a replacement: a build still being written would block again.
-BUILD_QUIET_S = 1.0
 
 
 class Unblocker:
     """The retries the daemon sends for blocked servers whose missing modules were built."""
 
-    def __init__(self, pool: Pool) -> None:
-        self.pool = pool
+    def __init__(self, pool: Servers, watch: BuildWatch) -> None:
+        self.pool = pool  # only what `Servers` offers: the pool owns this, not the reverse
+        self.watch = watch  # told to look again once a build written moments ago is quiet
         # The build times a retry was sent for, per server: a retry that blocks
         # again (the build was not what HOL needed) is not repeated until they change.
         self._tried: weakref.WeakKeyDictionary[Session, dict[str, float]] = weakref.WeakKeyDictionary()
@@ -63,7 +59,7 @@ class Unblocker:
         if built is None or self.pool.builds.running_in(ancestors.include_dirs(session.path.parent)):
             return
         if time.time() - max(built.values(), default=0.0) < BUILD_QUIET_S:  # wall clock: file times are
-            self.pool.replacer.recheck_in(BUILD_QUIET_S)
+            self.watch.recheck_in(BUILD_QUIET_S)  # a build still being written would block again
             return
         self._start(session, built)
 
@@ -85,7 +81,7 @@ class Unblocker:
         """A Holmake run ended: retry every blocked server it gave what it was missing, wait
         (up to `wait`) for HOL's answers, and return the servers that are no longer blocked."""
         retries: dict[Session, asyncio.Task[bool]] = {}
-        for session in list(self.pool.sessions.values()):
+        for session in self.pool.serving():
             built = self._ready(session)
             if built is not None:
                 retries[session] = self._start(session, built)
