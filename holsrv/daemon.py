@@ -118,12 +118,27 @@ class Daemon:
     async def _listen(self) -> asyncio.Server:
         """A server on a new socket file at the socket path, readable by us alone; remembers which file."""
         path = self.settings.socket
+        # Bound and listening under a private name first, then linked into place:
+        # a client that sees the socket file can connect at once (bind makes the
+        # file before listen, and a client in between is refused), and a file
+        # that appeared at the path meanwhile is never replaced.
+        staging = path.with_name(f".{os.getpid()}.s")
+        with contextlib.suppress(FileNotFoundError):
+            staging.unlink()  # ours: the pid is this process's
         old_umask = os.umask(0o177)
         try:
-            server = await asyncio.start_unix_server(self.connections.serve, path=str(path), limit=RECEIVE_BUFFER)
+            server = await asyncio.start_unix_server(self.connections.serve, path=str(staging), limit=RECEIVE_BUFFER)
         finally:
             os.umask(old_umask)
-        os.chmod(path, 0o600)
+        try:
+            os.chmod(staging, 0o600)
+            os.link(staging, path)
+        except OSError:
+            server.close()
+            raise
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                staging.unlink()
         info = os.lstat(path)
         self._socket_id = (info.st_dev, info.st_ino)
         return server
