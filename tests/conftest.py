@@ -92,6 +92,13 @@ def pytest_configure(config):
     config.stash[_PYTHON_ON_PATH] = bin_dir
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (`make test`): two workers a core, since the suite mostly waits on the processes it starts."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(2, min(2 * cores, 16))
+
+
 def pytest_unconfigure(config):
     bin_dir = config.stash.get(_PYTHON_ON_PATH, None)
     if bin_dir is not None:
