@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 
@@ -44,6 +45,9 @@ async def test_the_footprint_counts_the_child_and_its_descendants_from_cheap_cou
     finally:
         stdin.close()
         await child.stop()
+        # The forked child holds stdout too: read to its end, or the loop may close with the pipe open.
+        async with asyncio.timeout(30):
+            await stdout.read()
 
 
 def test_swapped_bytes_are_the_kernels_counter_for_the_process():
