@@ -16,8 +16,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# Most of the suite's time is spent waiting on the daemons and fake HOL
+# servers it starts, so it runs on two workers a core (tests/conftest.py),
+# each taking a waiting test from another as it runs out.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --dist worksteal
 
 # The long forms: 10,000 fuzzed frames, 100 clients x 50 requests with hostile
 # ones, a huge script beside cached answers; each prints its figures.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -72,6 +73,40 @@ QED
 
 
 DAEMON_LOOPS = {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
+
+_PYTHON_ON_PATH = pytest.StashKey[Path]()
+
+
+def pytest_configure(config):
+    """Spare the suite's hundreds of Python starts work that is the same each time.
+
+    The fake HOL is executed directly, as a real `hol` is, so its
+    `#!/usr/bin/env python3` looks `python3` up on PATH; where that is a
+    version manager's shim (pyenv's is a shell script that runs several more)
+    each server start paid ~0.2 s for it: this interpreter goes first
+    on PATH instead.  With PYTHONDONTWRITEBYTECODE set, pytest rewrote and
+    compiled every test module afresh in each process (each xdist worker
+    imports them all), some 9 s of CPU apiece: their caches go to
+    tests/__pycache__, which git ignores.
+    """
+    sys.dont_write_bytecode = False
+    bin_dir = Path(tempfile.mkdtemp(prefix="hs-bin-"))
+    (bin_dir / "python3").symlink_to(sys.executable)
+    os.environ["PATH"] = os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")])
+    config.stash[_PYTHON_ON_PATH] = bin_dir
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (`make test`): two workers a core, since the suite mostly waits on the processes it starts."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(2, min(2 * cores, 16))
+
+
+def pytest_unconfigure(config):
+    bin_dir = config.stash.get(_PYTHON_ON_PATH, None)
+    if bin_dir is not None:
+        shutil.rmtree(bin_dir, ignore_errors=True)
 
 
 def pytest_asyncio_loop_factories(config, item):

@@ -157,12 +157,19 @@ async def test_an_agent_cancelling_an_eval_stops_it_in_hol(daemon, write_script,
     monkeypatch.setenv("FAKE_HOL_LOG", str(log))
     path = write_script(GOOD_SCRIPT)
     daemon.call(m.Diagnostics(str(path), wait=20))
+
+    def evals() -> int:
+        return sum(msg.get("method") == "$/eval" for msg in _client_messages(log))
+
+    before = evals()
     async with Client(build_server(daemon.socket, path.parent, autostart=False)) as client:
         call = asyncio.create_task(
             client.call_tool("eval", {"file": path.name, "code": "while true do ();", "timeout": 3600})
         )
-        # Waited for in a thread: this loop runs holmcp, which must go on meanwhile.
-        await asyncio.to_thread(wait_until, lambda: _waiting(daemon) == 1, what="the eval to reach HOL")
+        # Waited for in a thread: this loop runs holmcp, which must go on meanwhile.  A call counts as
+        # waiting before its request is written: cancelled then, it never reached HOL to be cancelled there.
+        await asyncio.to_thread(wait_until, lambda: _waiting(daemon) == 1 and evals() > before,
+                                what="the eval to reach HOL")
         call.cancel()  # the agent's host gave up on the call
         with pytest.raises(asyncio.CancelledError):
             await call

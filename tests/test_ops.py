@@ -117,6 +117,7 @@ def test_a_socket_activated_daemon_serves_on_the_socket_it_was_given_and_leaves_
         # before the next daemon starts waits in the backlog, not refused.
         assert stat.S_ISSOCK(os.lstat(path).st_mode)
         waiting = rpc_client.open_socket(path)
+        waiting.settimeout(EXIT_DEADLINE_S)  # it waits out the next daemon's start, slow under load
         with _reaped(_activated(listener, env)) as second:
             with rpc_client._handshake(waiting, "test", None) as conn:
                 assert conn.call(m.Status()).pid == second.pid

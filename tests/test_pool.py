@@ -222,8 +222,11 @@ def test_a_slow_start_is_waited_for_within_the_callers_wait_and_never_cancelled(
     assert early.verdict == "INCOMPLETE" and "still starting" in early.headline
     goal = daemon.call(m.GoalState(str(path), 7, 3, wait=0.1))
     assert goal.state == "starting" and "ask again" in goal.message
+    # On a loaded machine the early answer may come before the process exists (pid 0).
+    wait_until(lambda: sessions(daemon)["demoScript.sml"].pid, what="the server's process to exist")
+    starting = sessions(daemon)["demoScript.sml"].pid
     done = daemon.call(m.Diagnostics(str(path), wait=20))
-    assert done.verdict == "OK" and done.server.pid == early.server.pid
+    assert done.verdict == "OK" and done.server.pid == starting and early.server.pid in (0, starting)
 
 
 def test_a_hol_that_cannot_start_is_reported_with_its_stderr_and_backs_off(daemon_factory, write_script, tmp_path):
@@ -299,9 +302,12 @@ def test_a_compiling_server_is_not_evicted_for_another_file(daemon_factory, writ
     daemon = daemon_factory(max_servers=1)
     compiling = daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT, "aScript.sml")), wait=0.3))
     assert compiling.verdict == "INCOMPLETE"
+    # On a loaded machine the answer may come before the process exists (pid 0).
+    wait_until(lambda: sessions(daemon)["aScript.sml"].pid, what="the server's process to exist")
+    pid = sessions(daemon)["aScript.sml"].pid
     with pytest.raises(errors.ServerBusy):
         daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT, "bScript.sml")), wait=1))
-    assert pid_alive(compiling.server.pid)
+    assert pid_alive(pid) and compiling.server.pid in (0, pid)
 
 
 def test_a_call_waiting_on_a_server_that_is_restarted_is_told_so(daemon_factory, write_script):

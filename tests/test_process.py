@@ -45,10 +45,9 @@ async def test_the_footprint_counts_the_child_and_its_descendants_from_cheap_cou
     finally:
         stdin.close()
         await child.stop()
-        # Both processes hold the stdout pipe: read it to its end, so the loop
-        # does not close with the pipe's transport still open (a teardown error
-        # on a loaded machine, where the forked child is the last to go).
-        await asyncio.wait_for(stdout.read(), 30)
+        # The forked child holds stdout too: read to its end, or the loop may close with the pipe open.
+        async with asyncio.timeout(30):
+            await stdout.read()
 
 
 def test_swapped_bytes_are_the_kernels_counter_for_the_process():
