@@ -56,28 +56,44 @@ async def run(
     took a real HOL about 2 s (transcript candidate-loops).
     """
     trial = span.put(text, tactic)
+    out = await _sent(session, trial, span.name, tactic, timeout)
+    if out.state == "not_tried":
+        return out
+    return await _checked(ctx, session, trial, span, out, before, timeout)
+
+
+async def _sent(session: Session, trial: str, name: str, tactic: str, timeout: float) -> m.TryCandidate:
+    """Send the candidate's text and wait (bounded) for HOL to take it; not tried if it did not."""
     await textinfo.prepare(trial)
     sent = session.clock()
     await session.sync(trial.encode(), trial)
     out = m.TryCandidate(tactic=tactic, state="timed_out")
     release = limits.try_release_s(timeout)
-    taken = await session.wait_until(lambda: has_taken(session, span.name, sent), release)
+    taken = await session.wait_until(lambda: has_taken(session, name, sent), release)
     out.taken_s = round(session.clock() - sent, 3)
     if not taken:
         return replace(out, state="not_tried", message=(
             f"Not tried: HOL had not taken this candidate's text {release:g}s after it was sent, because it was "
             "still stopping the check of the candidate before; the file's own text was sent back to it at the end."
         ))
+    return out
+
+
+async def _checked(
+    ctx: Context, session: Session, trial: str, span: placement.Span, out: m.TryCandidate, before: list[m.Goal],
+    timeout: float,
+) -> m.TryCandidate:
+    """The candidate HOL has taken, once compiled and checked (within `timeout`), judged."""
     started = ctx.clock()
     deadline = started + timeout
     reply: goals.Reply = None
     try:
         if await session.wait_until(lambda: session.phase != "compiling", deadline - ctx.clock()):
-            failure = judging.compile_failure(session, trial, span, tactic)
+            failure = judging.compile_failure(session, trial, span, out.tactic)
             if failure is not None:
                 failure.time_s, failure.taken_s = round(ctx.clock() - started, 3), out.taken_s
                 return failure
-            reply = await goals_at(ctx, session, Text(trial), span.start + len(tactic), deadline)
+            reply = await goals_at(ctx, session, Text(trial), span.start + len(out.tactic), deadline)
             await session.wait_until(lambda: verdict_in(session, span.name), deadline - ctx.clock())
     except ServerTimeout:
         pass  # a walk HOL did not answer in time: the candidate is cut off like a loop

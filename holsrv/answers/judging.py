@@ -50,7 +50,7 @@ def compile_failure(session: Session, trial: str, span: placement.Span, tactic: 
         diag = parse[0]
     error = hol.readable(str(diag.get("message", "")).strip())[:proofs.MAX_MESSAGE_CHARS]
     failed = lines.lsp_range(diag.get("range", {}), session.encoding)
-    own = placement.inrun(index, failed, span.start, tactic)
+    own = placement.in_candidate(index, failed, span.start, tactic)
     return m.TryCandidate(
         tactic=tactic, state="failed", error=error, failed_range=failed, candidate_range=own,
         message=f"This candidate {why}: {error.splitlines()[0] if error else 'see error'} "
@@ -62,6 +62,7 @@ def judged(
     out: m.TryCandidate, session: Session, trial: str, span: placement.Span, reply: goals.Reply,
     before: list[m.Goal], timeout: float,
 ) -> m.TryCandidate:
+    """What the candidate did: from the server's word on its proof and the goal-state walk at its end."""
     entry = session.file.proofs.get(span.name)
     if entry is not None and session.phase != "compiling":
         blocks = proofs.Blocks(trial)
@@ -83,16 +84,29 @@ def judged(
         return replace(out, state=state, message=f"HOL's goal-state walk timed out; the proof's status is {status}.")
     out.goals = goals.goals_of(reply)
     if reply.error:
-        # HOL publishes a failed walk as a diagnostic until the next edit: not a compile error.
-        session.walk_errors.append(reply.error.rstrip())
-        failed = reply.failed_range
-        out.error = hol.readable(reply.error.strip())[:proofs.MAX_MESSAGE_CHARS]
-        out.failed_range = Text(trial).lsp_range(failed.as_lsp(), session.encoding) if failed else None
-        if out.failed_range is not None:
-            out.candidate_range = placement.inrun(textinfo.of(trial).index, out.failed_range, span.start, out.tactic)
-        message = "This candidate fails (see error): goals are the state it was given."
-        return replace(out, state="failed", message=message)
+        return _walk_failed(out, session, trial, span, reply)
     out.diff = goaldiff.diff(before, out.goals)
+    return _walked(out, status)
+
+
+def _walk_failed(
+    out: m.TryCandidate, session: Session, trial: str, span: placement.Span, reply: replies.GoalState
+) -> m.TryCandidate:
+    """A tactic of the candidate fails: its error, where, and the goals it was given."""
+    # HOL publishes a failed walk as a diagnostic until the next edit: not a compile error.
+    session.walk_errors.append(reply.error.rstrip())
+    failed = reply.failed_range
+    out.error = hol.readable(reply.error.strip())[:proofs.MAX_MESSAGE_CHARS]
+    out.failed_range = Text(trial).lsp_range(failed.as_lsp(), session.encoding) if failed else None
+    if out.failed_range is not None:
+        index = textinfo.of(trial).index
+        out.candidate_range = placement.in_candidate(index, out.failed_range, span.start, out.tactic)
+    message = "This candidate fails (see error): goals are the state it was given."
+    return replace(out, state="failed", message=message)
+
+
+def _walked(out: m.TryCandidate, status: str) -> m.TryCandidate:
+    """The candidate ran to its end: it proves the theorem, leaves goals, or closes them here only."""
     if status == "proved":
         # The pool's verdict is the truth: goals the walk shows here are closed by what follows.
         message = "This candidate proves the theorem." if not out.goals else (
@@ -100,6 +114,7 @@ def judged(
         )
         return replace(out, state="proved", message=message)
     if out.goals:
+        assert out.diff is not None
         return replace(out, state="goals", message=out.diff.summary)
     detail = f": {out.proof.detail}" if out.proof is not None and out.proof.detail else ""
     return replace(out, state="proved_here", message=(

@@ -63,7 +63,7 @@ def span(text: str, line: int, column: int | None) -> Span:
     return Span(a, b, block, name)
 
 
-def inrun(index: LineIndex, rng: m.Range, start: int, tactic: str) -> m.Range:
+def in_candidate(index: LineIndex, rng: m.Range, start: int, tactic: str) -> m.Range:
     """`rng` (of the trial's text) in the candidate's own text, clamped to it: line 1 is its first."""
     def own(line: int, col: int) -> tuple[int, int]:
         at = min(max(index.start(line) + col - 1 - start, 0), len(tactic))
