@@ -1,9 +1,10 @@
-"""One child process, on its own: spawn, stderr ring, exit watch, stop escalation, footprint.
+"""One child process, on its own: spawn, exit watch, stop escalation; its stderr ring and footprint.
 
 The child runs in its own process group with a parent-death signal, and its
 stdin is a pipe only we hold, so it cannot outlive the daemon: HOL exits at
 end of input, and SIGKILL of the daemon closes that pipe.  Knows nothing of
-LSP or files; the session on top of it does.
+LSP or files; the session on top of it does.  Its stderr is kept by
+`stderrring`, its memory measured by `footprint`.
 
 Life, as supervisor's `ProcessStates` has it: STARTING (created, spawning)
 → RUNNING → STOPPING → STOPPED, or → DEAD when it exits on its own.  Every
@@ -24,10 +25,12 @@ from collections.abc import Awaitable, Callable
 
 import psutil
 
+from holsrv import footprint
+from holsrv.stderrring import StderrRing
+
 log = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
-MAX_STDERR_LINE = 4096  # characters of one stderr line kept
 # Every child gets this variable naming the daemon that started it, so a later
 # daemon kills a leftover only when it can prove the process is one of ours.
 OWNER_ENV = "HOLSRV_OWNER"
@@ -85,8 +88,7 @@ class ChildProcess:
         self.state = ProcessState.STARTING
         self.stop_timeout_s = stop_timeout_s
         self.exit_reason = ""
-        self.stderr_tail: deque[str] = deque(maxlen=stderr_lines)
-        self.stderr_seen = 0  # lines ever read, to cut out what one call caused
+        self._stderr = StderrRing(stderr_lines)
         self._on_exit = on_exit
         self._proc: asyncio.subprocess.Process | None = None
         self._tasks: list[asyncio.Task] = []
@@ -128,47 +130,31 @@ class ChildProcess:
             raise
         log.info("started %s for %s (pid %d)", " ".join(argv), self.name, self._proc.pid)
         self._become(ProcessState.RUNNING)
+        assert self._proc.stdout is not None and self._proc.stdin is not None and self._proc.stderr is not None
         self._tasks = [
-            asyncio.create_task(self._drain_stderr(), name=f"stderr-{self.pid}"),
+            asyncio.create_task(self._stderr.drain(self._proc.stderr), name=f"stderr-{self.pid}"),
             asyncio.create_task(self._watch(), name=f"watch-{self.pid}"),
         ]
-        assert self._proc.stdout is not None and self._proc.stdin is not None
         return self._proc.stdout, self._proc.stdin
 
     # -- stderr -----------------------------------------------------------------
 
-    async def _drain_stderr(self) -> None:
-        # The server blocks if nobody reads its stderr (PROTOCOL.md §1.1), so
-        # read in chunks: readline() gives up on a line longer than its limit.
-        assert self._proc and self._proc.stderr
-        partial, skipping = b"", False  # skipping: the rest of a line already kept, cut
-        while chunk := await self._proc.stderr.read(1 << 16):
-            *lines, partial = (partial + chunk).split(b"\n")
-            for line in lines:
-                if not skipping:
-                    self._keep_stderr(line)
-                skipping = False
-            if len(partial) > MAX_STDERR_LINE:
-                if not skipping:
-                    self._keep_stderr(partial)
-                partial, skipping = b"", True
-        if partial and not skipping:
-            self._keep_stderr(partial)
+    @property
+    def stderr_tail(self) -> deque[str]:
+        """The last lines the child wrote to stderr."""
+        return self._stderr.tail
 
-    def _keep_stderr(self, line: bytes) -> None:
-        text = line[:MAX_STDERR_LINE].decode("utf-8", "replace")
-        if len(line) > MAX_STDERR_LINE:
-            text += " …(cut)"
-        self.stderr_tail.append(text)
-        self.stderr_seen += 1
+    @property
+    def stderr_seen(self) -> int:
+        """Lines ever read from stderr, to cut out what one call caused."""
+        return self._stderr.seen
 
     def stderr_since(self, mark: int) -> str:
         """What the child wrote to stderr after `stderr_seen` was `mark` (as much as is kept)."""
-        count = min(self.stderr_seen - mark, len(self.stderr_tail))
-        return "\n".join(list(self.stderr_tail)[len(self.stderr_tail) - count:]) if count > 0 else ""
+        return self._stderr.since(mark)
 
     def tail(self, lines: int = 30) -> str:
-        return "\n".join(list(self.stderr_tail)[-lines:])
+        return self._stderr.last(lines)
 
     # -- exit ---------------------------------------------------------------------
 
@@ -261,16 +247,7 @@ class ChildProcess:
         """Resident plus swapped memory of the child and its descendants, MB."""
         if self._proc is None or self.ending:
             return None
-        try:
-            root = psutil.Process(self._proc.pid)
-            procs = [root, *root.children(recursive=True)]
-        except psutil.Error:
-            return None
-        total = 0
-        for proc in procs:
-            with contextlib.suppress(psutil.Error, OSError):
-                total += proc.memory_info().rss + _swapped(proc.pid)
-        return total / (1024 * 1024)
+        return footprint.footprint_mb(self._proc.pid)
 
     def create_time(self) -> float | None:
         """The child's start time as the OS records it (for the leftovers record)."""
@@ -281,17 +258,3 @@ class ChildProcess:
         except psutil.Error:
             return None
 
-
-def _swapped(pid: int) -> int:
-    """Bytes of `pid` swapped out, from /proc/PID/status (0 where there is none).
-
-    Not psutil's `memory_full_info`, whose swap figure comes from
-    /proc/PID/smaps_rollup: the kernel walks the process's page tables for
-    it, some 15 ms for a 1.5 GB HOL heap, on the event loop at every sample.
-    VmSwap is a counter the kernel keeps.
-    """
-    with open(f"/proc/{pid}/status", "rb") as status:
-        for line in status:
-            if line.startswith(b"VmSwap:"):
-                return int(line.split()[1]) * 1024
-    return 0

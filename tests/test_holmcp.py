@@ -188,7 +188,7 @@ async def test_diagnostics_and_goal_state_publish_output_schemas_of_the_reply_fi
         schema = tools[name].output_schema
         assert schema["type"] == "object" and fields <= set(schema["properties"]), name
         assert "type" in schema["required"] and "theorem" not in schema["required"]
-    # The others return their structured content without a schema (see holmcp.server.OUTPUT_SCHEMAS).
+    # The others return their structured content without a schema (see holmcp.tools.OUTPUT_SCHEMAS).
     assert {name for name, tool in tools.items() if tool.output_schema} == {"diagnostics", "goalState"}
 
 

@@ -9,7 +9,7 @@ import sys
 import psutil
 import pytest
 
-from holsrv import process
+from holsrv import footprint
 from holsrv.process import ChildProcess
 
 # A parent holding ~40 MB that forks a child holding ~40 MB more, both alive
@@ -51,4 +51,4 @@ async def test_the_footprint_counts_the_child_and_its_descendants_from_cheap_cou
 
 
 def test_swapped_bytes_are_the_kernels_counter_for_the_process():
-    assert process._swapped(os.getpid()) == psutil.Process().memory_full_info().swap
+    assert footprint.swapped(os.getpid()) == psutil.Process().memory_full_info().swap

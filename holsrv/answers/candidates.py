@@ -1,0 +1,145 @@
+"""Running `try` candidates on a file's server: each candidate's text in, the disk text back.
+
+The server is the trial's alone while these run (`TrialGate.exclusive`).
+What a candidate's outcome means is `judging`'s; where it goes in the text
+is `placement`'s.
+"""
+
+from __future__ import annotations
+
+from holsrv import pool, textinfo
+from holsrv.answers import goals, judging, placement
+from holsrv.answers.common import Context, blocked_message, read, replace
+from holsrv.errors import BadRequest, ServerTimeout
+from holsrv.files import Script
+from holsrv.lsp import hol
+from holsrv.positions import Text
+from holsrv.rpc import limits
+from holsrv.rpc import messages as m
+from holsrv.session import Session
+
+# How long a trial that bloated its server waits for it to go quiet, to replace it.
+SHED_WAIT_S = 5.0
+
+
+async def compiled(ctx: Context, session: Session, deadline: float) -> None:
+    """Wait for the disk text's compile: the goals before the candidates need it."""
+    await session.wait_until(lambda: session.phase != "compiling", deadline - ctx.clock())
+    if session.phase == "blocked":
+        raise BadRequest(blocked_message(session))
+    if session.phase == "compiling":
+        raise ServerTimeout(
+            f"{session.path.name} is still compiling, so no candidate was tried; call try again in a few "
+            "seconds (or call diagnostics, which waits for the compile)."
+        )
+
+
+async def goals_at(ctx: Context, session: Session, text: Text, offset: int, deadline: float) -> goals.Reply:
+    """HOL's goal state at `offset` of the server's text: the goals before the tactic there."""
+    line, col = textinfo.of(text.text).index.line_col(offset)
+    position = text.to_lsp(line, col, session.encoding)
+    while True:
+        timeout = max(0.1, min(ctx.settings.request_timeout_s, deadline - ctx.clock()))
+        reply = await session.hol.goal_state(position, timeout=timeout)
+        if not hol.is_pending(reply) or ctx.clock() >= deadline:
+            return reply
+        await session.wait_change(min(1.0, deadline - ctx.clock()))
+
+
+async def run(
+    ctx: Context, session: Session, text: str, span: placement.Span, tactic: str, before: list[m.Goal], timeout: float
+) -> m.TryCandidate:
+    """One candidate in place: its goals, its proof's verdict, its time, its diff.
+
+    Its time starts when HOL has taken its text, not when it was sent: HOL
+    first stops the check of the candidate before, which for a looping one
+    took a real HOL about 2 s (transcript candidate-loops).
+    """
+    trial = span.put(text, tactic)
+    out = await _sent(session, trial, span.name, tactic, timeout)
+    if out.state == "not_tried":
+        return out
+    return await _checked(ctx, session, trial, span, out, before, timeout)
+
+
+async def _sent(session: Session, trial: str, name: str, tactic: str, timeout: float) -> m.TryCandidate:
+    """Send the candidate's text and wait (bounded) for HOL to take it; not tried if it did not."""
+    await textinfo.prepare(trial)
+    sent = session.clock()
+    await session.sync(trial.encode(), trial)
+    out = m.TryCandidate(tactic=tactic, state="timed_out")
+    release = limits.try_release_s(timeout)
+    taken = await session.wait_until(lambda: has_taken(session, name, sent), release)
+    out.taken_s = round(session.clock() - sent, 3)
+    if not taken:
+        return replace(out, state="not_tried", message=(
+            f"Not tried: HOL had not taken this candidate's text {release:g}s after it was sent, because it was "
+            "still stopping the check of the candidate before; the file's own text was sent back to it at the end."
+        ))
+    return out
+
+
+async def _checked(
+    ctx: Context, session: Session, trial: str, span: placement.Span, out: m.TryCandidate, before: list[m.Goal],
+    timeout: float,
+) -> m.TryCandidate:
+    """The candidate HOL has taken, once compiled and checked (within `timeout`), judged."""
+    started = ctx.clock()
+    deadline = started + timeout
+    reply: goals.Reply = None
+    try:
+        if await session.wait_until(lambda: session.phase != "compiling", deadline - ctx.clock()):
+            failure = judging.compile_failure(session, trial, span, out.tactic)
+            if failure is not None:
+                failure.time_s, failure.taken_s = round(ctx.clock() - started, 3), out.taken_s
+                return failure
+            reply = await goals_at(ctx, session, Text(trial), span.start + len(out.tactic), deadline)
+            await session.wait_until(lambda: verdict_in(session, span.name), deadline - ctx.clock())
+    except ServerTimeout:
+        pass  # a walk HOL did not answer in time: the candidate is cut off like a loop
+    out.time_s = round(ctx.clock() - started, 3)
+    return judging.judged(out, session, trial, span, reply, before, timeout)
+
+
+def has_taken(session: Session, name: str, sent: float) -> bool:
+    """HOL has taken the text sent at `sent`: its compile ended, or the proof is checking again since."""
+    entry = session.file.proofs.get(name)
+    fresh = entry is not None and entry.status == "checking" and (entry.checking_since or 0.0) >= sent
+    return session.phase != "compiling" or fresh
+
+
+def not_tried(tactic: str) -> m.TryCandidate:
+    return m.TryCandidate(tactic=tactic, state="not_tried", message=(
+        "Not tried: HOL had not taken an earlier candidate's text either (it was still stopping a looping "
+        "check); call try again with this candidate."
+    ))
+
+
+def verdict_in(session: Session, name: str) -> bool:
+    entry = session.file.proofs.get(name)
+    return session.phase != "compiling" and (entry is None or entry.status != "checking")
+
+
+async def restore(ctx: Context, session: Session, file: str) -> Script:
+    """Give the server the disk text again and wait (bounded) for HOL to take it.
+
+    The disk text is read afresh: if it changed during the trial, the newest
+    one is what every later answer must be about.
+    """
+    now = await read(ctx, file)
+    session.trials.doing("restoring the file's text")
+    await session.sync(now.data, now.text, now.hash)
+    await session.wait_until(lambda: session.phase != "compiling", ctx.settings.lookup_wait_s)
+    return now
+
+
+async def shed(ctx: Context, session: Session, before: float | None) -> tuple[bool, str]:
+    """Replace the server if the trial pushed it past the soft footprint (it was at
+    `before` MB): first give the restored text's checks (and a loop HOL is still
+    stopping) a few seconds to finish, so that the answer can say it is under way."""
+    if before is not None and before > ctx.settings.soft_footprint_mb:
+        return False, ""  # large before the trial: its own proofs did it, and a fresh server would grow the same
+    footprint = session.footprint_mb()
+    if footprint is not None and footprint > ctx.settings.soft_footprint_mb:
+        await session.wait_until(lambda: pool.quiet(session), SHED_WAIT_S)
+    return ctx.pool.shed_bloat(session, by_trial=True)
