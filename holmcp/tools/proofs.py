@@ -83,7 +83,8 @@ class ProofTools:
         ] = None,
     ) -> CallToolResult:
         """Try tactics in place of a proof line's tactic, file untouched. Per candidate: state (proved,
-        goals, failed, timed_out…), goals or error, proof status, time, goal diff. At most 8.
+        proved_here, goals, failed, timed_out, not_tried), goals or error (with its range in the candidate),
+        proof status, time, goal diff. At most 8.
         """
         request = messages.Try(
             file=self.daemon.path(file), line=line, column=column, tactics=tactics, timeout=timeout, progress=True
