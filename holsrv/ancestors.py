@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from holsrv import holproject
+from holsrv import holproject, masking
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +64,8 @@ _OPEN = re.compile(r"\bopen((?:\s+[A-Za-z_][A-Za-z0-9_'.]*)+)")
 def opened_theories(text: str) -> list[str]:
     """Theories (`fooTheory` → `foo`) named by `open` declarations before the
     script's first theorem or `new_theory`, outside comments and strings."""
-    from holsrv import script  # which builds on this module, through textinfo
-
     head = text[:_HEADER_CHARS]
-    code = script.blank_comments_and_strings(head)
+    code = masking.blank_comments_and_strings(head)
     end = _HEADER_END.search(code)
     code = code[: end.start()] if end else code
     names = []

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from holsrv.masking import blank_regions
 from holsrv.positions import LineIndex  # noqa: F401  # re-exported: callers use script.LineIndex
 from holsrv.stepping import CHARS_PER_STEP, ITEMS_PER_STEP, Steps, chunks, run
 
@@ -74,121 +75,15 @@ class Cheat(msgspec.Struct, frozen=True, gc=False):
     offset: int
 
 
-# What to blank, as alternatives in the order a character-by-character
-# reading tries them at one position: a comment, a string literal to its
-# closing quote or the end of its line (a backslash escapes the next
-# character, a newline too: SML's `\ … \` gaps), and the HOL term quotations
-# ``…``, `…`, ‘…’ and “…” (`cheat` in a term is a variable, not a tactic).
-# An unclosed one runs to the end of the text.  Comments nest: the pattern
-# takes one whole when it nests at most `_NEST_IN_PATTERN` deep and is
-# closed; anything else is left to a depth count.  Possessive quantifiers:
-# each piece has one way to match, so a failure never backtracks.
-_NEST_IN_PATTERN = 3
-
-
-def _patterns(possessive: bool) -> tuple[str, str]:
-    """The region pattern, and the same with a bare `(*` among the comment forms.
-
-    Possessive: each piece has one way to match, so a failure never
-    backtracks.  Without (for a Python whose `re` mishandles nested
-    possessive repeats, as 3.11.2's does), each character is taken one way,
-    which keeps a failing match linear too, only slower.
-    """
-    more, each = ("*+", "++") if possessive else ("*", "")
-    text = rf"(?:[^(*]{each}|\((?!\*)|\*(?!\)))" + more  # up to the next `(*` or `*)`
-
-    def comment(depth: int) -> str:
-        inner = f"(?:{comment(depth - 1)}{text}){more}" if depth > 1 else ""
-        return rf"\(\*{text}{inner}\*\)"
-
-    others = (
-        rf'"[^"\\\n]{more}(?:\\[\s\S]?[^"\\\n]{more}){more}"?'
-        r'|``[\s\S]*?(?:``|\Z)'
-        rf'|`[^`]{more}`?'
-        rf'|‘[^’]{more}’?'
-        rf'|“[^”]{more}”?'
-    )
-    nested = comment(_NEST_IN_PATTERN)
-    return f"{nested}|{others}", rf"{nested}|\(\*|{others}"
-
-
-def _compiled() -> tuple[re.Pattern[str], re.Pattern[str]]:
-    """The possessive patterns where this Python's `re` gets them right, else the plain ones."""
-    fast = [re.compile(p) for p in _patterns(possessive=True)]
-    safe = [re.compile(p) for p in _patterns(possessive=False)]
-    samples = ("(*(**)*)", "a (* b (* c *) d *) e", '"x\\"y" (* "*)" *) z', "(*(*(**)*)*) `q` ‘r’ “s”")
-    if all(f.sub("-", t) == s.sub("-", t) for f, s in zip(fast, safe, strict=True) for t in samples):
-        return fast[0], fast[1]
-    return safe[0], safe[1]
-
-
-_REGION, _REGION_OR_OPENER = _compiled()
-# _REGION_OR_OPENER has a bare `(*` last among the comment forms: a comment
-# the pattern cannot take whole, whose end a depth count finds.
-_NESTING = re.compile(r"\(\*|\*\)")
-
-
-def blank_comments_and_strings(text: str) -> str:
-    """`text` with comments, string literals and term quotations replaced by
-    spaces (newlines kept), so offsets in it are offsets in `text`.
-
-    Linear: one compiled regex takes each region whole, and Python only
-    counts the depth of comments nested deeper than the regex goes.
-    """
-    blanked = _REGION.sub(_blanked, text)
-    # Outside strings and quotations every `(*` opens a comment, so one left
-    # over is a comment the pattern could not take whole (nested deeper, or
-    # unclosed): read the text again, counting depth.
-    return blanked if "(*" not in blanked else run(blank_steps(text))
-
-
-def _blanked(region: re.Match) -> str:
-    text = region.group()
-    return _blank(text) if "\n" in text else " " * len(text)
-
-
 def blank_steps(text: str) -> Steps[str]:
     """`blank_comments_and_strings` in steps."""
     pieces: list[str] = []
-    joined: list[str] = []  # the pieces so far, a step's worth at a time: one big join would be a long step
-    append, count, copied = pieces.append, text.count, 0
-    resume = True
-    while resume:
-        resume = False
-        for region in _REGION_OR_OPENER.finditer(text, copied):
-            start, end = region.span()
-            if end - start == 2 and text[start] == "(":
-                end = _comment_end(text, end)
-                # What the scan matched after the `(*` may be comment text:
-                # scan again from the comment's end.
-                resume = True
-            append(text[copied:start])
-            append(_blank(text[start:end]) if count("\n", start, end) else " " * (end - start))
-            copied = end
-            if len(pieces) >= ITEMS_PER_STEP:
-                joined.append("".join(pieces))
-                pieces.clear()
-                yield
-            if resume:
-                break
-    append(text[copied:])
-    joined.append("".join(pieces))
-    yield
-    return "".join(joined)
-
-
-def _blank(region: str) -> str:
-    return "\n".join(" " * len(line) for line in region.split("\n"))
-
-
-def _comment_end(text: str, inside: int) -> int:
-    """Just past the `*)` closing the comment whose `(*` ends at `inside`."""
-    depth = 1
-    for token in _NESTING.finditer(text, inside):
-        depth += 1 if token.group() == "(*" else -1
-        if depth == 0:
-            return token.end()
-    return len(text)  # an unclosed comment runs to the end, as in SML
+    at = 0
+    while at < len(text):
+        piece, at = blank_regions(text, at, max(1, ITEMS_PER_STEP // 2))
+        pieces.append(piece)
+        yield
+    return "".join(pieces)
 
 
 def proof_blocks(text: str) -> list[ProofBlock]:
