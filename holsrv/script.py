@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import msgspec
 
+from holsrv import editspan
 from holsrv.masking import blank_regions
 from holsrv.positions import LineIndex  # noqa: F401  # re-exported: callers use script.LineIndex
 from holsrv.stepping import CHARS_PER_STEP, ITEMS_PER_STEP, Steps, chunks, run
@@ -347,50 +348,22 @@ def edit_span(old: str, new: str) -> tuple[int, int, int]:
 
 def edit_span_steps(old: str, new: str) -> Steps[tuple[int, int, int]]:
     """`edit_span` in steps: comparing two 4 MB texts takes milliseconds."""
-    start = yield from _common_prefix(old, new)
-    same_tail = yield from _common_suffix(old, new, min(len(old), len(new)) - start)
+    start = yield from _agreeing(editspan.prefix_within, old, new, min(len(old), len(new)))
+    same_tail = yield from _agreeing(editspan.suffix_within, old, new, min(len(old), len(new)) - start)
     return start, len(old) - same_tail, len(new) - same_tail
 
 
-def _common_prefix(a: str, b: str) -> Steps[int]:
-    """Length of the longest common prefix: a step's worth of characters
-    compared at a time, then bisection over slice comparisons in the first
-    slice that differs (comparisons run in C; a character loop costs
-    milliseconds per 100 KB)."""
-    at, limit = 0, min(len(a), len(b))
+def _agreeing(within: Callable[[str, str, int, int], int], a: str, b: str, limit: int) -> Steps[int]:
+    """How far `a` and `b` agree (at most `limit`), a step's worth of characters compared at a time."""
+    at = 0
     while at < limit:
         end = min(at + CHARS_PER_STEP, limit)
-        x, y = a[at:end], b[at:end]
-        if x != y:
-            return at + _prefix_length(x, y)
+        found = within(a, b, at, end)
+        if found < end:
+            return found
         at = end
         yield
     return limit
-
-
-def _common_suffix(a: str, b: str, limit: int) -> Steps[int]:
-    """Length of the longest common suffix, at most `limit`."""
-    at = 0  # a[len(a) - at:] == b[len(b) - at:]
-    while at < limit:
-        end = min(at + CHARS_PER_STEP, limit)
-        x, y = a[len(a) - end:len(a) - at], b[len(b) - end:len(b) - at]
-        if x != y:
-            return at + _prefix_length(x[::-1], y[::-1])
-        at = end
-        yield
-    return limit
-
-
-def _prefix_length(x: str, y: str) -> int:
-    """The longest common prefix of `x` and `y`, by bisection over slice comparisons."""
-    low, high = 0, min(len(x), len(y))  # x[:low] == y[:low]; the answer is at most high
-    while low < high:
-        mid = (low + high + 1) // 2
-        if x[low:mid] == y[low:mid]:
-            low = mid
-        else:
-            high = mid - 1
-    return low
 
 
 def spilling_proof(old: str, new: str, span: tuple[int, int, int] | None = None) -> ProofBlock | None:
