@@ -6,7 +6,8 @@ daemon looks where Holmake puts theories (the script's directory, its
 Holmakefile INCLUDES, and, in a `holproject.toml` project, every directory
 Holmake's project mode builds, each with its .hol/objs) and compares file
 times with what the server loaded.  Ancestors are named by the script's
-`Ancestors` header or, in an old-style script, by its `open …Theory` lines.
+`Ancestors` header or, in an old-style script, by its `open …Theory` lines
+(`ancestry`, kept with the text's facts by `textinfo`).
 
 That is a listing of each directory and a stat of each build file of an
 ancestor, too much for every call (a project may have hundreds of
@@ -33,47 +34,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from holsrv import holproject, masking
+from holsrv import holproject, textinfo
+from holsrv.ancestry import ancestors  # noqa: F401  # re-exported: callers use ancestors.ancestors
 
 log = logging.getLogger(__name__)
 
-_ANCESTORS = re.compile(r"^Ancestors\b(.*?)(?=^\S|^\s*$|\Z)", re.MULTILINE | re.DOTALL)
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_']*")
 _INCLUDES = re.compile(r"^\s*INCLUDES\s*[+:]?=(.*)$", re.MULTILINE)
-
-
-def ancestors(text: str) -> list[str]:
-    """The theory names in the script's `Ancestors` header (attributes dropped),
-    then those its `open …Theory` declarations name (old-style scripts)."""
-    names = []
-    match = _ANCESTORS.search(text)
-    if match is not None:
-        words = re.sub(r"\[[^\]]*\]", " ", match.group(1))
-        names = _NAME.findall(words)
-    return list(dict.fromkeys([*names, *opened_theories(text)]))
-
-
-# Old-style scripts open their ancestors before `new_theory`; later `open`s
-# are local to a proof and name theories loaded already.  Only this much of
-# the text is read, so the scan costs the same for any script size.
-_HEADER_CHARS = 64 * 1024
-_HEADER_END = re.compile(r"\bnew_theory\b|^(?:Theorem|Triviality|Definition|Datatype)\b", re.MULTILINE)
-_OPEN = re.compile(r"\bopen((?:\s+[A-Za-z_][A-Za-z0-9_'.]*)+)")
-
-
-def opened_theories(text: str) -> list[str]:
-    """Theories (`fooTheory` → `foo`) named by `open` declarations before the
-    script's first theorem or `new_theory`, outside comments and strings."""
-    head = text[:_HEADER_CHARS]
-    code = masking.blank_comments_and_strings(head)
-    end = _HEADER_END.search(code)
-    code = code[: end.start()] if end else code
-    names = []
-    for match in _OPEN.finditer(code):
-        for word in match.group(1).split():
-            if word.endswith("Theory") and len(word) > len("Theory") and "." not in word:
-                names.append(word[: -len("Theory")])
-    return names
 
 
 def include_dirs(script_dir: Path) -> list[Path]:
@@ -104,8 +70,6 @@ def _makefile_includes(script_dir: Path) -> list[Path]:
 
 def built_times(text: str, script_dir: Path) -> dict[str, float]:
     """For each ancestor, the newest time one of its built files was written (0: none found)."""
-    from holsrv import textinfo  # which builds on this module
-
     return shared.times(textinfo.of(text).ancestors, script_dir)
 
 

@@ -22,7 +22,7 @@ import bisect
 import re
 from collections.abc import Iterator
 
-from holsrv import ancestors, cheats, masking, positions, scanner, stepping, textcache
+from holsrv import ancestry, cheats, masking, positions, scanner, stepping, textcache
 from holsrv.cheats import Cheat
 from holsrv.positions import LineIndex, Text
 from holsrv.scanner import ProofBlock
@@ -79,7 +79,7 @@ class TextInfo:
             names.update(b.name.split("[", 1)[0] for b in chunk)
             yield
         info.block_names = frozenset(names)
-        info.ancestors = tuple(ancestors.ancestors(text))  # one search, and the head's `open`s
+        info.ancestors = tuple(ancestry.ancestors(text))  # one search, and the head's `open`s
         yield
         starts = yield from positions.starts_steps(text)
         info.lines, info.index = Text(text, starts), LineIndex(text, starts)
