@@ -69,7 +69,7 @@ class TextInfo:
     def steps(cls, text: str) -> Steps[TextInfo]:
         """The facts of `text`, computed in steps of well under a millisecond."""
         info = cls()
-        info.text = text
+        info.text, info._words = text, None
         blocks, found = yield from scan_steps(text)
         info.blocks, info.cheats = tuple(blocks), tuple(found)
         info._starts = [b.start for b in blocks]
@@ -83,31 +83,34 @@ class TextInfo:
         yield
         starts = yield from positions.starts_steps(text)
         info.lines, info.index = Text(text, starts), LineIndex(text, starts)
-        line = info.index.line
+        yield from info._lines_steps()
+        return info
+
+    def _lines_steps(self) -> Steps[None]:
+        """Each block's lines, the `local` blocks' lines, and each proof's first cheat line."""
+        line = self.index.line
         spans: list[tuple[int, int, int]] = []  # each named block's lines, in the text's order
-        for these in chunks(info.blocks):
+        for these in chunks(self.blocks):
             spans += [(line(b.start), line(b.body_start), line(b.end)) for b in these]
             yield
-        info.block_lines = dict(zip(info.names, spans, strict=True))
-        info._spans = spans
+        self.block_lines = dict(zip(self.names, spans, strict=True))
+        self._spans = spans
         held: dict[tuple[int, int], list[str]] = {}
-        for names_, blocks_ in zip(chunks(info.names), chunks(info.blocks), strict=True):
-            for name, block in zip(names_, blocks_, strict=True):
+        for names, blocks in zip(chunks(self.names), chunks(self.blocks), strict=True):
+            for name, block in zip(names, blocks, strict=True):
                 if block.local is not None:
                     held.setdefault(block.local, []).append(name)
             yield
-        info.locals = tuple((line(a), line(max(a, b - 1)), tuple(n)) for (a, b), n in held.items())
-        info._firsts = [first for first, _, _ in spans]
+        self.locals = tuple((line(a), line(max(a, b - 1)), tuple(n)) for (a, b), n in held.items())
+        self._firsts = [first for first, _, _ in spans]
         yield
-        info._cheat_lines = {}
-        for some in chunks(found):
+        self._cheat_lines = {}
+        for some in chunks(self.cheats):
             for cheat in some:
-                at = info.index.line(cheat.offset)
-                for name in info._owners(at):
-                    info._cheat_lines.setdefault(name, at)
+                at = line(cheat.offset)
+                for name in self._owners(at):
+                    self._cheat_lines.setdefault(name, at)
             yield
-        info._words = None
-        return info
 
     def local_of(self, name: str) -> tuple[int, int, tuple[str, ...]] | None:
         """The `local … end` block holding theorem `name`, if any (see `locals`)."""
