@@ -274,8 +274,8 @@ def _terms_steps(code: str, marks: scanner.Marks, blocks: list[ProofBlock]) -> S
     regions.sort()
     yield
     merged: list[tuple[int, int]] = []
-    for some in chunks(regions, ITEMS_PER_STEP):
-        cheats.merge(some, merged)
+    for stretch in chunks(regions, ITEMS_PER_STEP):
+        cheats.merge(stretch, merged)
         yield
     return merged
 
