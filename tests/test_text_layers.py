@@ -18,7 +18,7 @@ ALLOWED = {
     "scanner": set(),
     "cheats": {"scanner"},
     "ancestry": {"masking"},
-    "positions": {"stepping", "errors", "rpc.messages", "rpc"},
+    "positions": {"errors", "rpc.messages", "rpc"},
     "textcache": {"stepping"},
     "textinfo": {"stepping", "positions", "masking", "scanner", "cheats", "ancestry", "textcache"},
     "script": {"stepping", "positions", "scanner", "cheats", "editspan", "textinfo"},
