@@ -1,4 +1,4 @@
-"""Is the comment/string scanner linear?  Time `script.blank_comments_and_strings` as the input grows 4x a step.
+"""Is the comment/string scanner linear?  Time `masking.blank_comments_and_strings` as the input grows 4x a step.
 
     python bench/scanner_scaling.py            # 64 KiB .. 16 MiB of nested comments, strings, quotations
     python bench/scanner_scaling.py --check    # exit 1 if a 4x larger input costs over 20x the time
@@ -16,7 +16,7 @@ import random
 import sys
 import time
 
-from holsrv import script
+from holsrv import masking
 
 # Text shaped to hit every branch: deeply nested comments, strings with
 # escapes, all four quotation forms, and plain code between them.
@@ -60,7 +60,7 @@ def main() -> int:
     worst = 0.0
     print(f"{'size':>10}  {'time':>10}  {'x previous':>10}")
     for size in sizes:
-        seconds = best_of(script.blank_comments_and_strings, text_of(size))
+        seconds = best_of(masking.blank_comments_and_strings, text_of(size))
         ratio = seconds / previous if previous else float("nan")
         worst = max(worst, ratio if previous else 0.0)
         print(f"{size / 1024:>8.0f}KB  {seconds * 1000:>8.1f}ms  {ratio:>10.1f}")

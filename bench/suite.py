@@ -45,7 +45,7 @@ from harness import (
 from scanner_oracle import old_blank
 from scripts import generate
 
-from holsrv import files, script, stepping, textinfo
+from holsrv import files, masking, stepping, textinfo
 from holsrv.rpc import framing
 from holsrv.rpc import messages as m
 
@@ -183,7 +183,7 @@ class Suite:
         text = generate(300_000, name="facts")
         count = 3 if self.args.quick else 7
         old = _best(lambda: old_blank(text), 1 if self.args.quick else 2)
-        new = _best(lambda: script.blank_comments_and_strings(text), count)
+        new = _best(lambda: masking.blank_comments_and_strings(text), count)
         self.add(Row(section, "the old comment/string scan (a character loop)", old, "s"))
         self.add(Row(section, "comment/string scan (compiled-regex tokenizer)", new, "s", old, "old scan",
                      "≤ 1/50 (≥ 50× faster)", new * 50 <= old))

@@ -6,7 +6,8 @@ daemon looks where Holmake puts theories (the script's directory, its
 Holmakefile INCLUDES, and, in a `holproject.toml` project, every directory
 Holmake's project mode builds, each with its .hol/objs) and compares file
 times with what the server loaded.  Ancestors are named by the script's
-`Ancestors` header or, in an old-style script, by its `open …Theory` lines.
+`Ancestors` header or, in an old-style script, by its `open …Theory` lines
+(`ancestry`, kept with the text's facts by `textinfo`).
 
 That is a listing of each directory and a stat of each build file of an
 ancestor, too much for every call (a project may have hundreds of
@@ -19,13 +20,8 @@ re-read at most once per second.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import logging
 import os
 import re
-import select
-import struct
 import threading
 import time
 from collections import OrderedDict
@@ -33,49 +29,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from holsrv import holproject
+from holsrv import holproject, textinfo
+from holsrv.ancestry import ancestors  # noqa: F401  # re-exported: callers use ancestors.ancestors
+from holsrv.inotify import BUILD_SUFFIXES, Watcher
 
-log = logging.getLogger(__name__)
-
-_ANCESTORS = re.compile(r"^Ancestors\b(.*?)(?=^\S|^\s*$|\Z)", re.MULTILINE | re.DOTALL)
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_']*")
 _INCLUDES = re.compile(r"^\s*INCLUDES\s*[+:]?=(.*)$", re.MULTILINE)
-
-
-def ancestors(text: str) -> list[str]:
-    """The theory names in the script's `Ancestors` header (attributes dropped),
-    then those its `open …Theory` declarations name (old-style scripts)."""
-    names = []
-    match = _ANCESTORS.search(text)
-    if match is not None:
-        words = re.sub(r"\[[^\]]*\]", " ", match.group(1))
-        names = _NAME.findall(words)
-    return list(dict.fromkeys([*names, *opened_theories(text)]))
-
-
-# Old-style scripts open their ancestors before `new_theory`; later `open`s
-# are local to a proof and name theories loaded already.  Only this much of
-# the text is read, so the scan costs the same for any script size.
-_HEADER_CHARS = 64 * 1024
-_HEADER_END = re.compile(r"\bnew_theory\b|^(?:Theorem|Triviality|Definition|Datatype)\b", re.MULTILINE)
-_OPEN = re.compile(r"\bopen((?:\s+[A-Za-z_][A-Za-z0-9_'.]*)+)")
-
-
-def opened_theories(text: str) -> list[str]:
-    """Theories (`fooTheory` → `foo`) named by `open` declarations before the
-    script's first theorem or `new_theory`, outside comments and strings."""
-    from holsrv import script  # which builds on this module, through textinfo
-
-    head = text[:_HEADER_CHARS]
-    code = script.blank_comments_and_strings(head)
-    end = _HEADER_END.search(code)
-    code = code[: end.start()] if end else code
-    names = []
-    for match in _OPEN.finditer(code):
-        for word in match.group(1).split():
-            if word.endswith("Theory") and len(word) > len("Theory") and "." not in word:
-                names.append(word[: -len("Theory")])
-    return names
 
 
 def include_dirs(script_dir: Path) -> list[Path]:
@@ -106,8 +64,6 @@ def _makefile_includes(script_dir: Path) -> list[Path]:
 
 def built_times(text: str, script_dir: Path) -> dict[str, float]:
     """For each ancestor, the newest time one of its built files was written (0: none found)."""
-    from holsrv import textinfo  # which builds on this module
-
     return shared.times(textinfo.of(text).ancestors, script_dir)
 
 
@@ -141,7 +97,7 @@ def _listing(dirs: list[Path]) -> dict[str, list[Path]]:
             try:
                 with os.scandir(place) as entries:
                     for entry in entries:
-                        if entry.name.endswith(_RELEVANT_SUFFIXES):
+                        if entry.name.endswith(BUILD_SUFFIXES):
                             found.setdefault(entry.name.rsplit("Theory.", 1)[0], []).append(Path(entry.path))
             except OSError:  # no such directory (most have no .hol/objs), or unreadable
                 continue
@@ -217,7 +173,7 @@ class BuildTimes:
 
     def _times(self, names: Iterable[str], script_dir: Path) -> dict[str, float]:
         if self._watch:
-            self._watch, self._watcher = False, Watcher.create()
+            self._watch, self._watcher = False, Watcher.create(RECHECK_S)
         self._forget_changed()
         now = self._clock()
         known = self._known.get(script_dir)
@@ -263,103 +219,6 @@ def _places(dirs: list[Path]) -> list[Path]:
             if sub.is_dir():
                 places.append(sub)
     return places
-
-
-# inotify(7): what happens to a directory's entries.  Writes count when the
-# file is closed (Holmake's build is then complete); a new mtime alone (touch)
-# is an attribute change.
-_IN_ATTRIB, _IN_CLOSE_WRITE, _IN_MOVED_FROM, _IN_MOVED_TO = 0x4, 0x8, 0x40, 0x80
-_IN_CREATE, _IN_DELETE, _IN_DELETE_SELF, _IN_MOVE_SELF = 0x100, 0x200, 0x400, 0x800
-_IN_Q_OVERFLOW, _IN_IGNORED = 0x4000, 0x8000
-_MASK = (_IN_ATTRIB | _IN_CLOSE_WRITE | _IN_MOVED_FROM | _IN_MOVED_TO | _IN_CREATE | _IN_DELETE
-         | _IN_DELETE_SELF | _IN_MOVE_SELF)
-_SELF = _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_IGNORED
-_EVENT = struct.Struct("iIII")  # wd, mask, cookie, length of the name that follows
-_RELEVANT_SUFFIXES = tuple(f"Theory.{suffix}" for suffix in ("uo", "ui", "dat"))
-_RELEVANT_NAMES = frozenset({"Holmakefile", ".hol", "objs", holproject.PROJECT_FILE, holproject.LOCAL_FILE})
-
-
-class Watcher:
-    """inotify watches on directories, read without blocking when asked."""
-
-    def __init__(self, fd: int, add_watch: Callable[[int, bytes, int], int]) -> None:
-        self._fd = fd
-        self._add_watch = add_watch
-        # Asking whether anything is pending is one poll(2), and no exception
-        # when nothing is: most calls find nothing.
-        self._pending = select.poll()
-        self._pending.register(fd, select.POLLIN)
-        self._dirs: dict[int, Path] = {}  # watch descriptor -> directory
-        self._watched: dict[Path, int] = {}
-
-    @classmethod
-    def create(cls) -> Watcher | None:
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
-        except (OSError, AttributeError):  # not Linux
-            return None
-        if fd < 0:
-            log.info("no inotify (%s): ancestors' build times are re-read every %.0fs",
-                     os.strerror(ctypes.get_errno()), RECHECK_S)
-            return None
-        add = libc.inotify_add_watch
-        add.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32)
-        return cls(fd, add)
-
-    @property
-    def fd(self) -> int:
-        """Readable when events are pending (for an event loop's reader)."""
-        return self._fd
-
-    def close(self) -> None:
-        self._pending.unregister(self._fd)
-        os.close(self._fd)
-
-    def watch(self, directory: Path) -> bool:
-        """Watch `directory`; False if the system refuses (no such directory, too many watches)."""
-        if directory in self._watched:
-            return True
-        wd = self._add_watch(self._fd, os.fsencode(directory), _MASK)
-        if wd < 0:
-            return False
-        self._dirs[wd], self._watched[directory] = directory, wd
-        return True
-
-    def changed(self) -> set[Path] | None:
-        """Directories where something relevant happened since the last call; None after an overflow."""
-        changed: set[Path] = set()
-        if not self._pending.poll(0):
-            return changed
-        while True:
-            try:
-                chunk = os.read(self._fd, 64 * 1024)
-            except BlockingIOError:
-                return changed
-            for wd, mask, name in _events(chunk):
-                if mask & _IN_Q_OVERFLOW:
-                    return None
-                directory = self._dirs.get(wd)
-                if directory is None:
-                    continue
-                if mask & _SELF:
-                    changed.add(directory)
-                    if mask & _IN_IGNORED:  # the kernel dropped the watch (directory gone)
-                        del self._dirs[wd]
-                        with contextlib.suppress(KeyError):
-                            del self._watched[directory]
-                elif name in _RELEVANT_NAMES or name.endswith(_RELEVANT_SUFFIXES):
-                    changed.add(directory)
-
-
-def _events(chunk: bytes) -> Iterable[tuple[int, int, str]]:
-    at = 0
-    while at + _EVENT.size <= len(chunk):
-        wd, mask, _, length = _EVENT.unpack_from(chunk, at)
-        at += _EVENT.size
-        name = chunk[at:at + length].rstrip(b"\0").decode("utf-8", "surrogateescape")
-        at += length
-        yield wd, mask, name
 
 
 # What `built_times` uses: one process, one set of watches.

@@ -12,41 +12,43 @@ import array
 import bisect
 import itertools
 import re
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 from typing import overload
 
-from holsrv import stepping
 from holsrv.errors import PositionOutOfRange
 from holsrv.rpc import messages as m
 
 _IDENT = re.compile(r"[A-Za-z0-9_']+")
 
 
-# Characters split per step of `starts_steps`: well under a millisecond.
+# Characters split per call of `more_starts`: well under a millisecond.
 SPLIT_CHARS_PER_STEP = 256 * 1024
 
 
-def starts_steps(text: str) -> Generator[None, None, array.array[int]]:
-    """Where each line of `text` starts (in characters), in steps: a 4 MB
-    script has 200,000 lines and takes some 40 ms in one go.
+def more_starts(starts: array.array[int], text: str, pos: int) -> int:
+    """Add to `starts` where the lines start in about a step's worth of `text`
+    from `pos` (a line start), whole lines; where to go on.
 
     An array of machine integers, which the cycle collector never tracks:
     kept as long as the text, a list (or the lines themselves, as strings)
     would be walked by every full collection, pausing the event loop.
     """
-    starts = array.array("q", [0])
-    pos = 0
+    end = text.find("\n", pos + SPLIT_CHARS_PER_STEP)
+    end = len(text) if end < 0 else end + 1  # a step's lines, each whole with its newline
+    lines = text[pos:end].split("\n")
+    # Each line's start is the previous one's plus its length and newline,
+    # summed in C: a character loop costs 20 ms on a 300 KB script.
+    summed = itertools.accumulate(map((1).__add__, map(len, lines[:-1])), initial=starts[-1])
+    next(summed)  # the step's first start: already there
+    starts.extend(summed)
+    return end
+
+
+def line_starts(text: str) -> array.array[int]:
+    """Where each line of `text` starts (in characters): `more_starts` to the end."""
+    starts, pos = array.array("q", [0]), 0
     while pos < len(text):
-        end = text.find("\n", pos + SPLIT_CHARS_PER_STEP)
-        end = len(text) if end < 0 else end + 1  # a step's lines, each whole with its newline
-        lines = text[pos:end].split("\n")
-        # Each line's start is the previous one's plus its length and newline,
-        # summed in C: a character loop costs 20 ms on a 300 KB script.
-        summed = itertools.accumulate(map((1).__add__, map(len, lines[:-1])), initial=starts[-1])
-        next(summed)  # the step's first start: already there
-        starts.extend(summed)
-        pos = end
-        yield
+        pos = more_starts(starts, text, pos)
     return starts
 
 
@@ -80,7 +82,7 @@ class Text:
     """A file's text split into lines, with conversions in both directions."""
 
     def __init__(self, text: str, starts: Sequence[int] | None = None) -> None:
-        """`starts`: the lines' starts already computed (by `starts_steps`)."""
+        """`starts`: the lines' starts already computed (by `line_starts`, or in steps by `textinfo.starts_steps`)."""
         self.text = text
         self.lines: Sequence[str] = text.split("\n") if starts is None else Lines(text, starts)
 
@@ -140,8 +142,8 @@ class LineIndex:
     """Offsets (in characters) to 1-based lines and columns, in O(log n) each."""
 
     def __init__(self, text: str, starts: Sequence[int] | None = None) -> None:
-        """`starts`: the lines' starts already computed (by `starts_steps`)."""
-        self._starts = stepping.run(starts_steps(text)) if starts is None else starts
+        """`starts`: the lines' starts already computed (by `line_starts`, or in steps by `textinfo.starts_steps`)."""
+        self._starts = line_starts(text) if starts is None else starts
 
     def line(self, offset: int) -> int:
         return bisect.bisect_right(self._starts, offset)

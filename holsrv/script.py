@@ -1,4 +1,5 @@
-"""What the daemon itself reads from a HOL script's text.
+"""What callers ask of a HOL script's text: its proof blocks, their pool
+names, its cheats, positions in it, and where an edit of it runs.
 
 The HOL server is the authority on compiling; the daemon only needs the
 block structure (where each `Theorem … Proof … QED` lies, for edits that run
@@ -6,194 +7,24 @@ from one proof into the next) and the uses of `cheat` (which the server's
 pool reports as proved).  Both skip comments, which nest in SML, and string
 literals.
 
-Everything here is a pure function of the text.  The public functions answer
-from `textinfo`, which computes each text's facts once and keeps them.
+Each answer comes from `textinfo`, which computes a text's facts once (by
+the plain scanners below it) and keeps them: asking again costs a lookup.
 """
 
 from __future__ import annotations
 
-import bisect
-import re
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
-import msgspec
-
+from holsrv import editspan, textinfo
+from holsrv.cheats import Cheat
 from holsrv.positions import LineIndex  # noqa: F401  # re-exported: callers use script.LineIndex
-from holsrv.stepping import CHARS_PER_STEP, ITEMS_PER_STEP, Steps, chunks, run
-
-if TYPE_CHECKING:
-    from holsrv.textinfo import TextInfo
-
-
-# `cheat` is CHEAT_TAC; mk_thm makes a theorem without proof.  HOL's pool
-# reports proofs using any of them as proved.  Each counts as a whole word
-# only, and not as a qualified name's last part (`Foo.cheat`).
-_CHEAT_WORDS = ("cheat", "CHEAT_TAC", "mk_thm")
-_NOT_BEFORE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_'.")
-_NOT_AFTER = _NOT_BEFORE - {"."}
-# Any column-0 word that starts a new top-level declaration ends the previous one.
-_DECLS = frozenset(
-    "Theorem Triviality Resume Definition Inductive CoInductive Datatype Type Overload Theory "
-    "Finalise val fun open local structure datatype type".split()
-)
-# Every column-0 word that matters, found in one pass over the text with a
-# newline put in front (a pattern that starts with a literal newline is
-# searched far faster than one that starts with `^`).  A match's start in
-# that text is its word's offset in the original.
-# A column-0 `end` closes a column-0 `local` (its theorems HOL proves while
-# compiling, outside its proof pool).
-_LINE_WORD = re.compile(r"\n(" + "|".join(sorted(_DECLS | {"Proof", "QED", "End", "Termination", "end"})) + r")\b")
-_HEAD_NAME = re.compile(r"[ \t]+([A-Za-z0-9_']+(?:\[[^\]\n]*\])?)")
-_PROOF_HEADS = frozenset({"Theorem", "Triviality", "Resume"})
-# Declarations whose text is HOL terms and names, up to `End` (or `Termination`,
-# whose tactics are code); the old `Datatype `…`` form is a quotation anyway.
-_TERM_HEADS = frozenset({"Definition", "Inductive", "CoInductive"})
-_DATATYPE_COLON = re.compile(r"\s*:")
-
-
-# A script's facts are kept per text, one object per proof and cheat:
-# structs the cycle collector never tracks (they hold only strings and
-# ints), so a file of 30,000 proofs adds nothing to the daemon's full
-# collections, which otherwise grow to tens of milliseconds on the loop.
-class ProofBlock(msgspec.Struct, frozen=True, gc=False):
-    """One `Theorem name: … Proof … QED` (or `Resume …: … QED`), as character offsets."""
-
-    name: str
-    start: int  # first character of the declaration keyword
-    body_start: int  # first character after `Proof` (or the Resume `:`)
-    body_end: int  # first character of `QED` (or the declaration's end if QED is missing)
-    end: int  # just past `QED`
-    # The `local … in … end` holding it, as (offset of `local`, just past `end`);
-    # None at top level.  HOL's pool never sees such a theorem: the compile proves it.
-    local: tuple[int, int] | None = None
-
-
-class Cheat(msgspec.Struct, frozen=True, gc=False):
-    theorem: str  # "" when not inside a theorem
-    offset: int
-
-
-# What to blank, as alternatives in the order a character-by-character
-# reading tries them at one position: a comment, a string literal to its
-# closing quote or the end of its line (a backslash escapes the next
-# character, a newline too: SML's `\ … \` gaps), and the HOL term quotations
-# ``…``, `…`, ‘…’ and “…” (`cheat` in a term is a variable, not a tactic).
-# An unclosed one runs to the end of the text.  Comments nest: the pattern
-# takes one whole when it nests at most `_NEST_IN_PATTERN` deep and is
-# closed; anything else is left to a depth count.  Possessive quantifiers:
-# each piece has one way to match, so a failure never backtracks.
-_NEST_IN_PATTERN = 3
-
-
-def _patterns(possessive: bool) -> tuple[str, str]:
-    """The region pattern, and the same with a bare `(*` among the comment forms.
-
-    Possessive: each piece has one way to match, so a failure never
-    backtracks.  Without (for a Python whose `re` mishandles nested
-    possessive repeats, as 3.11.2's does), each character is taken one way,
-    which keeps a failing match linear too, only slower.
-    """
-    more, each = ("*+", "++") if possessive else ("*", "")
-    text = rf"(?:[^(*]{each}|\((?!\*)|\*(?!\)))" + more  # up to the next `(*` or `*)`
-
-    def comment(depth: int) -> str:
-        inner = f"(?:{comment(depth - 1)}{text}){more}" if depth > 1 else ""
-        return rf"\(\*{text}{inner}\*\)"
-
-    others = (
-        rf'"[^"\\\n]{more}(?:\\[\s\S]?[^"\\\n]{more}){more}"?'
-        r'|``[\s\S]*?(?:``|\Z)'
-        rf'|`[^`]{more}`?'
-        rf'|‘[^’]{more}’?'
-        rf'|“[^”]{more}”?'
-    )
-    nested = comment(_NEST_IN_PATTERN)
-    return f"{nested}|{others}", rf"{nested}|\(\*|{others}"
-
-
-def _compiled() -> tuple[re.Pattern[str], re.Pattern[str]]:
-    """The possessive patterns where this Python's `re` gets them right, else the plain ones."""
-    fast = [re.compile(p) for p in _patterns(possessive=True)]
-    safe = [re.compile(p) for p in _patterns(possessive=False)]
-    samples = ("(*(**)*)", "a (* b (* c *) d *) e", '"x\\"y" (* "*)" *) z', "(*(*(**)*)*) `q` ‘r’ “s”")
-    if all(f.sub("-", t) == s.sub("-", t) for f, s in zip(fast, safe, strict=True) for t in samples):
-        return fast[0], fast[1]
-    return safe[0], safe[1]
-
-
-_REGION, _REGION_OR_OPENER = _compiled()
-# _REGION_OR_OPENER has a bare `(*` last among the comment forms: a comment
-# the pattern cannot take whole, whose end a depth count finds.
-_NESTING = re.compile(r"\(\*|\*\)")
-
-
-def blank_comments_and_strings(text: str) -> str:
-    """`text` with comments, string literals and term quotations replaced by
-    spaces (newlines kept), so offsets in it are offsets in `text`.
-
-    Linear: one compiled regex takes each region whole, and Python only
-    counts the depth of comments nested deeper than the regex goes.
-    """
-    blanked = _REGION.sub(_blanked, text)
-    # Outside strings and quotations every `(*` opens a comment, so one left
-    # over is a comment the pattern could not take whole (nested deeper, or
-    # unclosed): read the text again, counting depth.
-    return blanked if "(*" not in blanked else run(blank_steps(text))
-
-
-def _blanked(region: re.Match) -> str:
-    text = region.group()
-    return _blank(text) if "\n" in text else " " * len(text)
-
-
-def blank_steps(text: str) -> Steps[str]:
-    """`blank_comments_and_strings` in steps."""
-    pieces: list[str] = []
-    joined: list[str] = []  # the pieces so far, a step's worth at a time: one big join would be a long step
-    append, count, copied = pieces.append, text.count, 0
-    resume = True
-    while resume:
-        resume = False
-        for region in _REGION_OR_OPENER.finditer(text, copied):
-            start, end = region.span()
-            if end - start == 2 and text[start] == "(":
-                end = _comment_end(text, end)
-                # What the scan matched after the `(*` may be comment text:
-                # scan again from the comment's end.
-                resume = True
-            append(text[copied:start])
-            append(_blank(text[start:end]) if count("\n", start, end) else " " * (end - start))
-            copied = end
-            if len(pieces) >= ITEMS_PER_STEP:
-                joined.append("".join(pieces))
-                pieces.clear()
-                yield
-            if resume:
-                break
-    append(text[copied:])
-    joined.append("".join(pieces))
-    yield
-    return "".join(joined)
-
-
-def _blank(region: str) -> str:
-    return "\n".join(" " * len(line) for line in region.split("\n"))
-
-
-def _comment_end(text: str, inside: int) -> int:
-    """Just past the `*)` closing the comment whose `(*` ends at `inside`."""
-    depth = 1
-    for token in _NESTING.finditer(text, inside):
-        depth += 1 if token.group() == "(*" else -1
-        if depth == 0:
-            return token.end()
-    return len(text)  # an unclosed comment runs to the end, as in SML
+from holsrv.scanner import ProofBlock
+from holsrv.stepping import CHARS_PER_STEP, Steps, run
 
 
 def proof_blocks(text: str) -> list[ProofBlock]:
     """Every proof block in `text`, in order."""
-    return list(_facts(text).blocks)
+    return list(textinfo.of(text).blocks)
 
 
 def pool_names(text: str) -> list[tuple[str, ProofBlock]]:
@@ -201,7 +32,7 @@ def pool_names(text: str) -> list[tuple[str, ProofBlock]]:
 
     A rebound theorem is `foo#2`, `foo#3`, …; a Resume block keeps `thm[label]`.
     """
-    return list(_facts(text).named)
+    return list(textinfo.of(text).named)
 
 
 def cheats(text: str) -> list[Cheat]:
@@ -211,238 +42,18 @@ def cheats(text: str) -> list[Cheat]:
     definition's body and the Theory line are terms or names, where `cheat`
     is only an identifier.
     """
-    return list(_facts(text).cheats)
-
-
-def _facts(text: str) -> TextInfo:
-    # textinfo builds on this module, so it is imported when first needed.
-    from holsrv import textinfo
-
-    return textinfo.of(text)
+    return list(textinfo.of(text).cheats)
 
 
 def scan(text: str) -> tuple[list[ProofBlock], list[Cheat]]:
     """The proof blocks and cheats of `text`, computed afresh (callers want the
     cached `proof_blocks` and `cheats`)."""
-    return run(scan_steps(text))
-
-
-def scan_steps(text: str) -> Steps[tuple[list[ProofBlock], list[Cheat]]]:
-    """`scan` as steps: it yields after about a millisecond of work at most, so
-    an event loop can answer others between steps (see `stepping`)."""
-    code = yield from blank_steps(text)
-    marks = yield from _marks_steps(code)
-    blocks = yield from _blocks_steps(code, marks)
-    return blocks, (yield from _cheats(code, marks, blocks))
-
-
-def names_steps(blocks: list[ProofBlock]) -> Steps[list[str]]:
-    """The pool name of each of `blocks`, in steps."""
-    seen: dict[str, int] = {}
-    names = []
-    for chunk in chunks(blocks):
-        for block in chunk:
-            count = seen[block.name] = seen.get(block.name, 0) + 1
-            names.append(block.name if count == 1 or "[" in block.name else f"{block.name}#{count}")
-        yield
-    return names
-
-
-_NON_WORD = re.compile(r"[^A-Za-z0-9_']")
-
-
-def spans(text: str, size: int = CHARS_PER_STEP) -> Iterator[tuple[int, int]]:
-    """(start, end) spans covering `text`, each about `size` characters and
-    ending between words, so a word pattern finds the same in each as in all."""
-    start = 0
-    while start < len(text):
-        cut = _NON_WORD.search(text, start + size)
-        end = len(text) if cut is None else cut.start()
-        yield start, end
-        start = end
-
-
-class _Marks:
-    """Where the column-0 words of a blanked text are, by kind, in order."""
-
-    def __init__(self) -> None:
-        self.decls: list[int] = []
-        self.heads: list[tuple[int, str]] = []  # Theorem, Triviality, Resume
-        self.proofs: list[int] = []
-        self.qeds: list[int] = []
-        self.term_heads: list[tuple[int, int]] = []  # (start, end of the keyword)
-        self.term_ends: list[int] = []  # End, Termination
-        self.theories: list[int] = []
-        self.locals: list[int] = []
-        self.local_ends: list[int] = []
-
-    def limit(self, at: int, end: int) -> int:
-        """Where the declaration starting at `at` ends at the latest: the next one."""
-        following = bisect.bisect_right(self.decls, at)
-        return self.decls[following] if following < len(self.decls) else end
-
-
-def _marks_steps(code: str) -> Steps[_Marks]:
-    marks = _Marks()
-    for seen, match in enumerate(_LINE_WORD.finditer("\n" + code), 1):
-        at, word = match.start(), match.group(1)
-        if word in _DECLS:
-            marks.decls.append(at)
-            if word in _PROOF_HEADS:
-                marks.heads.append((at, word))
-            elif word in _TERM_HEADS or (word == "Datatype" and _DATATYPE_COLON.match(code, at + 8)):
-                marks.term_heads.append((at, at + len(word)))
-            elif word == "Theory":
-                marks.theories.append(at)
-            elif word == "local":
-                marks.locals.append(at)
-        elif word == "Proof":
-            marks.proofs.append(at)
-        elif word == "QED":
-            marks.qeds.append(at)
-        elif word == "end":
-            marks.local_ends.append(at)
-        else:
-            marks.term_ends.append(at)
-        if seen % ITEMS_PER_STEP == 0:
-            yield
-    return marks
-
-
-def _first(offsets: list[int], low: int, high: int) -> int | None:
-    """The first of sorted `offsets` in [low, high), if any."""
-    index = bisect.bisect_left(offsets, low)
-    return offsets[index] if index < len(offsets) and offsets[index] < high else None
-
-
-def _local_at(marks: _Marks, at: int, end: int) -> tuple[int, int] | None:
-    """The column-0 `local … end` around offset `at`, if any (the last `local`
-    before it, closed by the first column-0 `end` after that)."""
-    opened = bisect.bisect_right(marks.locals, at) - 1
-    if opened < 0:
-        return None
-    start = marks.locals[opened]
-    closed = bisect.bisect_right(marks.local_ends, start)
-    stop = marks.local_ends[closed] + len("end") if closed < len(marks.local_ends) else end
-    return (start, stop) if at < stop else None
-
-
-def _blocks_steps(code: str, marks: _Marks) -> Steps[list[ProofBlock]]:
-    blocks = []
-    for seen, (at, kind) in enumerate(marks.heads, 1):
-        if seen % ITEMS_PER_STEP == 0:
-            yield
-        local = _local_at(marks, at, len(code)) if marks.locals else None
-        name_match = _HEAD_NAME.match(code, at + len(kind))
-        if name_match is None:
-            continue
-        limit = marks.limit(at, len(code))
-        name = name_match.group(1)
-        if kind == "Resume":
-            colon = code.find(":", name_match.end(), limit)
-            if colon < 0:
-                continue
-            body_start = colon + 1
-        else:
-            name = name.split("[", 1)[0]
-            proof = _first(marks.proofs, name_match.end(), limit)
-            if proof is None:
-                continue
-            body_start = proof + len("Proof")
-        qed = _first(marks.qeds, body_start, limit)
-        if qed is None:
-            blocks.append(ProofBlock(name, at, body_start, limit, limit, local))
-        else:
-            blocks.append(ProofBlock(name, at, body_start, qed, qed + len("QED"), local))
-    return blocks
-
-
-def _cheats(code: str, marks: _Marks, blocks: list[ProofBlock]) -> Steps[list[Cheat]]:
-    regions = []
-    for chunk in chunks(blocks):
-        regions += [(b.start, b.body_start) for b in chunk]
-        yield
-    regions += yield from _term_regions(code, marks)
-    terms = yield from _merged(regions)
-    term_starts = [start for start, _ in terms]
-    yield
-    block_starts = [b.start for b in blocks]
-    yield
-    words = yield from _cheat_words(code)
-    found = []
-    for some in chunks(words):
-        for at in some:
-            region = bisect.bisect_right(term_starts, at) - 1
-            if region >= 0 and at < terms[region][1]:
-                continue
-            # Blocks do not overlap: each ends before the next declaration.
-            block = bisect.bisect_right(block_starts, at) - 1
-            owner = blocks[block].name if block >= 0 and at < blocks[block].end else ""
-            found.append(Cheat(owner, at))
-        yield
-    return found
-
-
-def _cheat_words(code: str) -> Steps[list[int]]:
-    """Offsets of the cheat words in `code`, in order (str.find beats a regex
-    with lookarounds by an order of magnitude here), a step's worth of
-    characters searched at a time."""
-    found = []
-    for word in _CHEAT_WORDS:
-        for start in range(0, len(code), CHARS_PER_STEP):
-            # A word starting in this step's characters, possibly ending past them.
-            at, stop = code.find(word, start, start + CHARS_PER_STEP + len(word) - 1), start + CHARS_PER_STEP
-            while 0 <= at < stop:
-                end = at + len(word)
-                if (at == 0 or code[at - 1] not in _NOT_BEFORE) and (end == len(code) or code[end] not in _NOT_AFTER):
-                    found.append(at)
-                at = code.find(word, at + 1, stop + len(word) - 1)
-            yield
-    found.sort()
-    yield
-    return found
-
-
-def _merged(regions: list[tuple[int, int]]) -> Steps[list[tuple[int, int]]]:
-    """Half-open regions sorted and merged, so one bisection finds the one holding an offset."""
-    # Two runs already in order (blocks, then term regions): the sort merges them in one pass.
-    regions = sorted(regions)
-    yield
-    merged: list[tuple[int, int]] = []
-    for chunk in chunks(regions):
-        for start, end in chunk:
-            if start >= end:
-                continue
-            if merged and start <= merged[-1][1]:
-                merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-            else:
-                merged.append((start, end))
-        yield
-    return merged
-
-
-def _term_regions(code: str, marks: _Marks) -> Steps[list[tuple[int, int]]]:
-    """Definition-like bodies and the Theory line: where `cheat` is only a name.
-
-    Each ends at its `End` or `Termination`, and never past the next
-    top-level declaration, so a missing `End` cannot hide the code after it.
-    """
-    regions = []
-    for at in marks.theories:
-        line_end = code.find("\n", at)
-        regions.append((at, len(code) if line_end < 0 else line_end))
-    for chunk in chunks(marks.term_heads):
-        for at, keyword_end in chunk:
-            limit = marks.limit(at, len(code))
-            end = _first(marks.term_ends, keyword_end, limit)
-            regions.append((at, limit if end is None else end))
-        yield
-    return regions
+    return run(textinfo.scan_steps(text))
 
 
 def line_col(text: str, offset: int) -> tuple[int, int]:
     """1-based line and column (in characters) of a character offset."""
-    return _facts(text).index.line_col(offset)
+    return textinfo.of(text).index.line_col(offset)
 
 
 def edit_span(old: str, new: str) -> tuple[int, int, int]:
@@ -452,50 +63,22 @@ def edit_span(old: str, new: str) -> tuple[int, int, int]:
 
 def edit_span_steps(old: str, new: str) -> Steps[tuple[int, int, int]]:
     """`edit_span` in steps: comparing two 4 MB texts takes milliseconds."""
-    start = yield from _common_prefix(old, new)
-    same_tail = yield from _common_suffix(old, new, min(len(old), len(new)) - start)
+    start = yield from _agreeing(editspan.prefix_within, old, new, min(len(old), len(new)))
+    same_tail = yield from _agreeing(editspan.suffix_within, old, new, min(len(old), len(new)) - start)
     return start, len(old) - same_tail, len(new) - same_tail
 
 
-def _common_prefix(a: str, b: str) -> Steps[int]:
-    """Length of the longest common prefix: a step's worth of characters
-    compared at a time, then bisection over slice comparisons in the first
-    slice that differs (comparisons run in C; a character loop costs
-    milliseconds per 100 KB)."""
-    at, limit = 0, min(len(a), len(b))
+def _agreeing(within: Callable[[str, str, int, int], int], a: str, b: str, limit: int) -> Steps[int]:
+    """How far `a` and `b` agree (at most `limit`), a step's worth of characters compared at a time."""
+    at = 0
     while at < limit:
         end = min(at + CHARS_PER_STEP, limit)
-        x, y = a[at:end], b[at:end]
-        if x != y:
-            return at + _prefix_length(x, y)
+        found = within(a, b, at, end)
+        if found < end:
+            return found
         at = end
         yield
     return limit
-
-
-def _common_suffix(a: str, b: str, limit: int) -> Steps[int]:
-    """Length of the longest common suffix, at most `limit`."""
-    at = 0  # a[len(a) - at:] == b[len(b) - at:]
-    while at < limit:
-        end = min(at + CHARS_PER_STEP, limit)
-        x, y = a[len(a) - end:len(a) - at], b[len(b) - end:len(b) - at]
-        if x != y:
-            return at + _prefix_length(x[::-1], y[::-1])
-        at = end
-        yield
-    return limit
-
-
-def _prefix_length(x: str, y: str) -> int:
-    """The longest common prefix of `x` and `y`, by bisection over slice comparisons."""
-    low, high = 0, min(len(x), len(y))  # x[:low] == y[:low]; the answer is at most high
-    while low < high:
-        mid = (low + high + 1) // 2
-        if x[low:mid] == y[low:mid]:
-            low = mid
-        else:
-            high = mid - 1
-    return low
 
 
 def spilling_proof(old: str, new: str, span: tuple[int, int, int] | None = None) -> ProofBlock | None:
@@ -507,7 +90,7 @@ def spilling_proof(old: str, new: str, span: tuple[int, int, int] | None = None)
     of the proofs it also changed running on stale text.
     """
     start, old_end, _ = span or edit_span(old, new)
-    for block in _facts(old).blocks_near(start):
+    for block in textinfo.of(old).blocks_near(start):
         if block.body_start <= start < block.body_end:
             return block if old_end > block.body_end else None
     return None

@@ -7,22 +7,27 @@ Computing them is proportional to the text's size; asking again is a
 dictionary lookup.  Pure: a function of the text alone, so one memo serves
 every caller.
 
-A new large text is computed in slices (`prepare`), so the event loop
-answers other clients in between: about 13 ms of work for a 300 KB script
-becomes a dozen steps of about a millisecond each.
+This is the one place a text's facts are computed.  The scanners below it
+(`masking`, `scanner`, `cheats`, `ancestry`, `positions`) are plain
+functions over a stretch of a text or a slice of its items; here they run
+with a step between slices (`stepping`).  A new large text is computed in
+slices (`prepare`), so the event loop answers other clients in between:
+about 13 ms of work for a 300 KB script becomes a dozen steps of about a
+millisecond each.
 """
 
 from __future__ import annotations
 
-import asyncio
+import array
 import bisect
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Iterator
 
-from holsrv import ancestors, positions, script, stepping
+from holsrv import ancestry, cheats, masking, positions, scanner, stepping, textcache
+from holsrv.cheats import Cheat
 from holsrv.positions import LineIndex, Text
+from holsrv.scanner import ProofBlock
+from holsrv.stepping import CHARS_PER_STEP, ITEMS_PER_STEP, Steps, chunks
 
 # Identifiers, as the tally matches theorem names against what the text still says.
 _WORD = re.compile(r"[A-Za-z0-9_']+")
@@ -42,9 +47,9 @@ class TextInfo:
     """
 
     text: str
-    blocks: tuple[script.ProofBlock, ...]
-    names: tuple[str, ...]  # each block's pool name (see `script.pool_names`), in the blocks' order
-    cheats: tuple[script.Cheat, ...]
+    blocks: tuple[ProofBlock, ...]
+    names: tuple[str, ...]  # each block's pool name (see `scanner.pool_names`), in the blocks' order
+    cheats: tuple[Cheat, ...]
     ancestors: tuple[str, ...]
     lines: Text  # the text split into lines, for converting positions (every answer needs it)
     index: LineIndex
@@ -62,60 +67,63 @@ class TextInfo:
     _words: frozenset[str] | None
 
     @classmethod
-    def steps(cls, text: str) -> stepping.Steps[TextInfo]:
+    def steps(cls, text: str) -> Steps[TextInfo]:
         """The facts of `text`, computed in steps of well under a millisecond."""
         info = cls()
-        info.text = text
-        blocks, cheats = yield from script.scan_steps(text)
-        info.blocks, info.cheats = tuple(blocks), tuple(cheats)
+        info.text, info._words = text, None
+        blocks, found = yield from scan_steps(text)
+        info.blocks, info.cheats = tuple(blocks), tuple(found)
         info._starts = [b.start for b in blocks]
-        info.names = tuple((yield from script.names_steps(blocks)))
+        info.names = tuple((yield from _names_steps(blocks)))
         names: set[str] = set()
-        for chunk in stepping.chunks(blocks):
+        for chunk in chunks(blocks):
             names.update(b.name.split("[", 1)[0] for b in chunk)
             yield
         info.block_names = frozenset(names)
-        info.ancestors = tuple(ancestors.ancestors(text))  # one search, and the head's `open`s
+        info.ancestors = tuple(ancestry.ancestors(text))  # one search, and the head's `open`s
         yield
-        starts = yield from positions.starts_steps(text)
+        starts = yield from starts_steps(text)
         info.lines, info.index = Text(text, starts), LineIndex(text, starts)
-        line = info.index.line
+        yield from info._lines_steps()
+        return info
+
+    def _lines_steps(self) -> Steps[None]:
+        """Each block's lines, the `local` blocks' lines, and each proof's first cheat line."""
+        line = self.index.line
         spans: list[tuple[int, int, int]] = []  # each named block's lines, in the text's order
-        for these in stepping.chunks(info.blocks):
+        for these in chunks(self.blocks):
             spans += [(line(b.start), line(b.body_start), line(b.end)) for b in these]
             yield
-        info.block_lines = dict(zip(info.names, spans, strict=True))
-        info._spans = spans
+        self.block_lines = dict(zip(self.names, spans, strict=True))
+        self._spans = spans
         held: dict[tuple[int, int], list[str]] = {}
-        for names_, blocks_ in zip(stepping.chunks(info.names), stepping.chunks(info.blocks), strict=True):
-            for name, block in zip(names_, blocks_, strict=True):
+        for names, blocks in zip(chunks(self.names), chunks(self.blocks), strict=True):
+            for name, block in zip(names, blocks, strict=True):
                 if block.local is not None:
                     held.setdefault(block.local, []).append(name)
             yield
-        info.locals = tuple((line(a), line(max(a, b - 1)), tuple(n)) for (a, b), n in held.items())
-        info._firsts = [first for first, _, _ in spans]
+        self.locals = tuple((line(a), line(max(a, b - 1)), tuple(n)) for (a, b), n in held.items())
+        self._firsts = [first for first, _, _ in spans]
         yield
-        info._cheat_lines = {}
-        for some in stepping.chunks(cheats):
+        self._cheat_lines = {}
+        for some in chunks(self.cheats):
             for cheat in some:
-                at = info.index.line(cheat.offset)
-                for name in info._owners(at):
-                    info._cheat_lines.setdefault(name, at)
+                at = line(cheat.offset)
+                for name in self._owners(at):
+                    self._cheat_lines.setdefault(name, at)
             yield
-        info._words = None
-        return info
 
     def local_of(self, name: str) -> tuple[int, int, tuple[str, ...]] | None:
         """The `local … end` block holding theorem `name`, if any (see `locals`)."""
         return next((span for span in self.locals if name in span[2]), None)
 
     @property
-    def named(self) -> Iterator[tuple[str, script.ProofBlock]]:
+    def named(self) -> Iterator[tuple[str, ProofBlock]]:
         """Each block with its pool name.  Made when asked: 30,000 pairs kept
         would be 30,000 objects more for every full collection to walk."""
         return zip(self.names, self.blocks, strict=True)
 
-    def blocks_near(self, offset: int) -> tuple[script.ProofBlock, ...]:
+    def blocks_near(self, offset: int) -> tuple[ProofBlock, ...]:
         """The blocks that may hold `offset`, by bisection: the last to start at
         or before it, and the one before, which may end just there."""
         found = bisect.bisect_right(self._starts, offset)
@@ -147,12 +155,12 @@ class TextInfo:
         """The line of the first cheat in `name`'s block, if any."""
         return self._cheat_lines.get(name)
 
-    def words_steps(self) -> stepping.Steps[frozenset[str]]:
+    def words_steps(self) -> Steps[frozenset[str]]:
         """Identifiers outside comments, strings and quotations, in steps; kept."""
         if self._words is None:
-            code = yield from script.blank_steps(self.text)
+            code = yield from code_steps(self.text)
             words: set[str] = set()
-            for start, end in script.spans(code, stepping.CHARS_PER_STEP):
+            for start, end in _between_words(code, CHARS_PER_STEP):
                 words.update(_WORD.findall(code, start, end))
                 yield
             self._words = frozenset(words)
@@ -165,58 +173,11 @@ class TextInfo:
         return name in self.block_names or name in stepping.run(self.words_steps())
 
 
-class TextCache:
-    """A bounded LRU of `TextInfo` by text.
-
-    Keyed by the text itself: its hash is computed once and kept by the
-    string, a file read again unchanged yields the same string object
-    (`files.Reader`), and an equal copy is recognised by comparing contents,
-    so two texts never share an entry unless they are equal.
-    """
+class TextCache(textcache.Memo[TextInfo]):
+    """A bounded LRU of `TextInfo` by text (see `textcache`)."""
 
     def __init__(self, max_entries: int = MAX_TEXTS) -> None:
-        self.max_entries = max_entries
-        self.computed = 0  # texts computed: for tests and the benchmark
-        self._entries: OrderedDict[str, TextInfo] = OrderedDict()
-        # One computation in flight per text and event loop (tests run several daemons at once).
-        self._pending: dict[tuple[int, str], asyncio.Future[TextInfo]] = {}
-        self._lock = threading.Lock()  # a shared memo, as lru_cache is: safe from any thread
-
-    def of(self, text: str) -> TextInfo:
-        """The facts of `text`, computed now if not known."""
-        with self._lock:
-            info = self._entries.get(text)
-            if info is not None:
-                self._entries.move_to_end(text)
-                return info
-        return self._keep(stepping.run(TextInfo.steps(text)))
-
-    async def prepare(self, text: str) -> TextInfo:
-        """The facts of `text`; a new large text is computed in slices, with the
-        event loop free between them.  Concurrent callers share one computation."""
-        info = self._entries.get(text)
-        if info is not None or len(text) < SLICE_FROM_CHARS:
-            return self.of(text)
-        key = (id(asyncio.get_running_loop()), text)
-        pending = self._pending.get(key)
-        if pending is None:
-            pending = self._pending[key] = asyncio.ensure_future(self._sliced(text))
-            pending.add_done_callback(lambda _: self._pending.pop(key, None))
-        return await asyncio.shield(pending)
-
-    async def _sliced(self, text: str) -> TextInfo:
-        return self._keep(await stepping.sliced(TextInfo.steps(text)))
-
-    def _keep(self, info: TextInfo) -> TextInfo:
-        with self._lock:
-            known = self._entries.get(info.text)
-            if known is not None:  # another caller computed it meanwhile: keep one
-                return known
-            self._entries[info.text] = info
-            self.computed += 1
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
-            return info
+        super().__init__(TextInfo.steps, max_entries, SLICE_FROM_CHARS)
 
 
 # A memo of a pure function, shared as `functools.lru_cache` would be: it
@@ -232,3 +193,128 @@ def of(text: str) -> TextInfo:
 async def prepare(text: str) -> TextInfo:
     """`of`, for a caller on the event loop: a new large text is computed in slices."""
     return await shared.prepare(text)
+
+
+# -- the scanners, run a slice at a time --------------------------------------
+# Each scanner does a bounded amount of work per call: a step's worth of
+# characters (CHARS_PER_STEP) or of items (ITEMS_PER_STEP), well under a
+# millisecond.  Run whole over a 4 MB script of 30,000 proofs, each pass
+# would hold the loop far past a slice (measured on the 2-core machine:
+# masking 120 ms, column-0 words 105 ms, proof blocks 110 ms, line starts
+# 45 ms, pool names and cheat words 7 ms each), so a scanner cannot be
+# called on the whole text and sliced afterwards: it takes a stretch and
+# says where to go on, and the steps below are the only place that loops.
+
+
+def code_steps(text: str) -> Steps[str]:
+    """`masking.blank_comments_and_strings(text)`, in steps."""
+    pieces: list[str] = []
+    at = 0
+    while at < len(text):
+        # A region and the code before it are two pieces: a step's worth of pieces.
+        piece, at = masking.blank_regions(text, at, max(1, ITEMS_PER_STEP // 2))
+        pieces.append(piece)
+        yield
+    return "".join(pieces)
+
+
+def starts_steps(text: str) -> Steps[array.array[int]]:
+    """`positions.line_starts(text)` in steps: a 4 MB script has 200,000 lines
+    and takes some 40 ms in one go."""
+    starts, pos = array.array("q", [0]), 0
+    while pos < len(text):
+        pos = positions.more_starts(starts, text, pos)
+        yield
+    return starts
+
+
+def scan_steps(text: str) -> Steps[tuple[list[ProofBlock], list[Cheat]]]:
+    """The proof blocks and cheats of `text`, computed afresh in steps."""
+    code = yield from code_steps(text)
+    marks = yield from _marks_steps(code)
+    blocks = yield from _blocks_steps(code, marks)
+    return blocks, (yield from _cheats_steps(code, marks, blocks))
+
+
+def _marks_steps(code: str) -> Steps[scanner.Marks]:
+    marks, padded, at = scanner.Marks(), scanner.padded(code), 0
+    while at < len(padded):
+        at = scanner.mark(marks, padded, at, ITEMS_PER_STEP)
+        yield
+    return marks
+
+
+def _blocks_steps(code: str, marks: scanner.Marks) -> Steps[list[ProofBlock]]:
+    blocks: list[ProofBlock] = []
+    for heads in chunks(marks.heads, ITEMS_PER_STEP):
+        blocks += scanner.blocks(code, marks, heads)
+        yield
+    return blocks
+
+
+def _names_steps(blocks: list[ProofBlock]) -> Steps[list[str]]:
+    seen: dict[str, int] = {}
+    names: list[str] = []
+    for some in chunks(blocks, ITEMS_PER_STEP):
+        names += scanner.pool_names(some, seen)
+        yield
+    return names
+
+
+def _cheats_steps(code: str, marks: scanner.Marks, blocks: list[ProofBlock]) -> Steps[list[Cheat]]:
+    terms = yield from _terms_steps(code, marks, blocks)
+    term_starts = [start for start, _ in terms]
+    yield
+    block_starts = [b.start for b in blocks]
+    yield
+    owners = cheats.Owners(terms, term_starts, blocks, block_starts)
+    found: list[Cheat] = []
+    for words in chunks((yield from _cheat_words_steps(code)), ITEMS_PER_STEP):
+        found += owners.cheats(words)
+        yield
+    return found
+
+
+def _terms_steps(code: str, marks: scanner.Marks, blocks: list[ProofBlock]) -> Steps[list[tuple[int, int]]]:
+    """Where `cheat` is only a name (see `cheats`), merged."""
+    regions: list[tuple[int, int]] = []
+    for some in chunks(blocks, ITEMS_PER_STEP):
+        regions += cheats.statements(some)
+        yield
+    regions += cheats.theory_lines(code, marks)
+    for heads in chunks(marks.term_heads, ITEMS_PER_STEP):
+        regions += cheats.term_bodies(code, marks, heads)
+        yield
+    # Two runs already in order (blocks, then term bodies): the sort merges them in one pass.
+    regions.sort()
+    yield
+    merged: list[tuple[int, int]] = []
+    for stretch in chunks(regions, ITEMS_PER_STEP):
+        cheats.merge(stretch, merged)
+        yield
+    return merged
+
+
+def _cheat_words_steps(code: str) -> Steps[list[int]]:
+    words: list[int] = []
+    for word in cheats.WORDS:
+        for start in range(0, len(code), CHARS_PER_STEP):
+            words += cheats.occurrences(code, word, start, start + CHARS_PER_STEP)
+            yield
+    words.sort()
+    yield
+    return words
+
+
+_NON_WORD = re.compile(r"[^A-Za-z0-9_']")
+
+
+def _between_words(text: str, size: int) -> Iterator[tuple[int, int]]:
+    """(start, end) spans covering `text`, each about `size` characters and
+    ending between words, so a word pattern finds the same in each as in all."""
+    start = 0
+    while start < len(text):
+        cut = _NON_WORD.search(text, start + size)
+        end = len(text) if cut is None else cut.start()
+        yield start, end
+        start = end

@@ -143,3 +143,28 @@ def test_the_pools_modules_import_only_from_layers_below_their_own():
     upward = [f"{module} imports {other}" for module, n in layer_of.items()
               for other in sorted(graph[module]) if other in layer_of and layer_of[other] >= n]
     assert upward == []
+
+
+# The text's house, bottom up, with the holsrv modules each may import.  The
+# scanners are plain functions over a text: none of them knows the stepping
+# driver, and none reaches up.
+TEXT_ALLOWED = {
+    "stepping": set(),
+    "masking": set(),
+    "editspan": set(),
+    "scanner": set(),
+    "cheats": {"scanner"},
+    "ancestry": {"masking"},
+    "positions": {"errors", "rpc.messages", "rpc"},
+    "textcache": {"stepping"},
+    "textinfo": {"stepping", "positions", "masking", "scanner", "cheats", "ancestry", "textcache"},
+    "script": {"stepping", "positions", "scanner", "cheats", "editspan", "textinfo"},
+    "inotify": {"holproject"},
+}
+
+
+def test_each_text_module_imports_only_the_layers_below_it():
+    graph = import_graph()
+    imported = {module: {n.removeprefix("holsrv.") for n in graph[f"holsrv.{module}"]} for module in TEXT_ALLOWED}
+    reaching_up = {module: sorted(names - TEXT_ALLOWED[module]) for module, names in imported.items()}
+    assert {module: up for module, up in reaching_up.items() if up} == {}

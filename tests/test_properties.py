@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from holsrv import script, tally
+from holsrv import masking, script, tally
 from holsrv.errors import FrameError, PositionOutOfRange
 from holsrv.filestate import FileState
 from holsrv.positions import Text, units
@@ -239,7 +239,7 @@ def _sml(draw) -> list[tuple[str, str]]:
 @given(_sml())
 def test_the_scanner_blanks_comments_strings_and_quotations_and_keeps_code_and_newlines(pieces):
     text = "".join(piece for piece, _ in pieces)
-    blanked = script.blank_comments_and_strings(text)
+    blanked = masking.blank_comments_and_strings(text)
     assert len(blanked) == len(text)
     assert [i for i, c in enumerate(blanked) if c == "\n"] == [i for i, c in enumerate(text) if c == "\n"]
     at = 0

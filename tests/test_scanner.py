@@ -18,7 +18,7 @@ import msgspec
 import pytest
 from scanner_oracle import old_blank, old_cheats, old_edit_span, old_pool_names, old_proof_blocks
 
-from holsrv import script, stepping
+from holsrv import masking, script, stepping, textinfo
 
 TESTS = Path(__file__).parent
 sys.path.insert(0, str(TESTS.parent / "bench"))
@@ -87,38 +87,38 @@ def test_the_corpus_holds_the_test_suites_scripts():
 def test_blanking_equals_the_character_by_character_reading(chunk):
     texts = _all_texts()[chunk::4]
     for text in texts:
-        assert script.blank_comments_and_strings(text) == old_blank(text), text
+        assert masking.blank_comments_and_strings(text) == old_blank(text), text
 
 
 @pytest.mark.parametrize("chunk", range(4))
 def test_the_plain_patterns_for_a_python_whose_re_mishandles_possessive_repeats_agree_too(chunk, monkeypatch):
     # Python 3.11.2's `re` gets nested possessive repeats wrong; there the
     # module falls back to these, so they must be right wherever the suite runs.
-    plain, plain_or_opener = (re.compile(p) for p in script._patterns(possessive=False))
-    monkeypatch.setattr(script, "_REGION", plain)
-    monkeypatch.setattr(script, "_REGION_OR_OPENER", plain_or_opener)
+    plain, plain_or_opener = (re.compile(p) for p in masking._patterns(possessive=False))
+    monkeypatch.setattr(masking, "_REGION", plain)
+    monkeypatch.setattr(masking, "_REGION_OR_OPENER", plain_or_opener)
     for text in _all_texts()[chunk::4]:
-        assert script.blank_comments_and_strings(text) == old_blank(text), text
-        assert stepping.run(script.blank_steps(text)) == old_blank(text), text
+        assert masking.blank_comments_and_strings(text) == old_blank(text), text
+        assert stepping.run(textinfo.code_steps(text)) == old_blank(text), text
 
 
 @pytest.mark.parametrize("chunk", range(4))
 def test_blanking_in_steps_equals_the_character_by_character_reading(chunk):
     # The daemon's sliced path: a regex loop with a depth count, not one substitution.
     for text in _all_texts()[chunk::4]:
-        assert stepping.run(script.blank_steps(text)) == old_blank(text), text
+        assert stepping.run(textinfo.code_steps(text)) == old_blank(text), text
 
 
 def test_comments_nested_deeper_than_the_pattern_goes_are_still_counted():
     for depth in range(1, 12):
         text = "a " + "(* x " * depth + "‘q’ " + " *)" * depth + " ‘cheat’ (* unclosed (* "
-        assert script.blank_comments_and_strings(text) == old_blank(text)
+        assert masking.blank_comments_and_strings(text) == old_blank(text)
 
 
 @pytest.mark.parametrize("chunk, step", [(0, 1), (1, 3), (2, 64), (3, 1 << 18)])
 def test_proof_blocks_and_cheats_equal_the_old_reading(chunk, step, monkeypatch):
-    monkeypatch.setattr(script, "CHARS_PER_STEP", step)  # cheats searched for a step's worth at a time
-    monkeypatch.setattr(script, "ITEMS_PER_STEP", max(1, step // 8))
+    monkeypatch.setattr(textinfo, "CHARS_PER_STEP", step)  # cheats searched for a step's worth at a time
+    monkeypatch.setattr(textinfo, "ITEMS_PER_STEP", max(1, step // 8))
     for text in _all_texts()[chunk::4]:
         blocks, cheats = script.scan(text)
         # The old reading knows nothing of `local … end`; its spans are tested in test_textinfo.
@@ -146,4 +146,4 @@ def test_edit_span_equals_the_old_character_loop(monkeypatch, step):
 
 def test_an_unterminated_comment_string_or_quotation_runs_as_before():
     for text in ["(* (* *)", '"abc\ndef"', '"abc\\', "‘x", "``x", "`x", "“x\n\n", "(*)", "(**)", '"\\\n"']:
-        assert script.blank_comments_and_strings(text) == old_blank(text)
+        assert masking.blank_comments_and_strings(text) == old_blank(text)

@@ -129,7 +129,7 @@ def test_lines_found_in_steps_are_the_lines_a_split_gives(monkeypatch, chars):
     texts = ["", "\n", "a", "a\n", "\n\n", "ab\ncd\n\nef", GOOD_SCRIPT]
     texts += ["".join(rng.choice("ab\n∀") for _ in range(rng.randint(0, 400))) for _ in range(200)]
     for text in texts:
-        starts = stepping.run(positions.starts_steps(text))
+        starts = stepping.run(textinfo.starts_steps(text))
         split = text.split("\n")
         assert list(starts) == [sum(len(line) + 1 for line in split[:i]) for i in range(len(split))], text
         lines = positions.Text(text, starts).lines
