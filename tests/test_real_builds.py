@@ -14,7 +14,6 @@ from __future__ import annotations
 import test_real_hol
 import test_real_holmake
 
-from holsrv import errors
 from holsrv.rpc import messages as m
 
 real_hol = test_real_hol.real_hol
@@ -42,15 +41,7 @@ QED
 """
 
 
-def _diagnostics(daemon, request: m.Diagnostics) -> m.DiagnosticsResult:
-    """The answer, with one more wait if the server was still loading its heap (nothing is cancelled)."""
-    try:
-        result = daemon.call(request, CALL_TIMEOUT_S)
-    except errors.Starting:
-        result = None
-    if result is None or result.verdict == "INCOMPLETE":
-        result = daemon.call(request, CALL_TIMEOUT_S)
-    return result
+_diagnostics = test_real_hol.diagnostics_with_one_more_wait
 
 
 def test_holmake_unblocks_a_dependant_opened_before_its_ancestor_was_built(daemon_factory, tmp_path, real_hol,

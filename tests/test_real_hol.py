@@ -120,6 +120,18 @@ def test_a_real_hol_checks_proofs_and_answers_every_tool(daemon_factory, write_s
         pytest.skip("everything else passed, but this HOL server lacks: " + "; ".join(unsupported.missing))
 
 
+def diagnostics_with_one_more_wait(daemon, request: m.Diagnostics) -> m.DiagnosticsResult:
+    """The answer, with one more wait if it was not in yet (INCOMPLETE, or the server still
+    loading its heap): nothing is cancelled in between."""
+    try:
+        result = daemon.call(request, CALL_TIMEOUT_S)
+    except errors.Starting:
+        result = None
+    if result is None or result.verdict == "INCOMPLETE":
+        result = daemon.call(request, CALL_TIMEOUT_S)
+    return result
+
+
 def _diagnostics_or_skip(daemon, path: Path) -> m.DiagnosticsResult:
     """The first diagnostics; a server that predates proof checking skips the test."""
     try:

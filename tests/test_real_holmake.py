@@ -296,12 +296,7 @@ def _holsrv_verdict(daemon, path: Path) -> tuple[str, str]:
     """
     request = m.Diagnostics(str(path), wait=WAIT_S)
     try:
-        try:
-            result = daemon.call(request, CALL_TIMEOUT_S)
-        except errors.Starting:
-            result = None
-        if result is None or result.verdict == "INCOMPLETE":
-            result = daemon.call(request, CALL_TIMEOUT_S)
+        result = test_real_hol.diagnostics_with_one_more_wait(daemon, request)
     except errors.ServerDied as err:
         said = f"{err}\n{err.detail}".lower()
         if "unrecognized option" in said or "unrecognised option" in said:
