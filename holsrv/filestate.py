@@ -37,6 +37,9 @@ class ProofEntry(msgspec.Struct, gc=False):
     detail: str = ""
     # When this daemon first saw the current `checking` (monotonic seconds).
     checking_since: float | None = None
+    # When the pool last gave it a status other than the one before: a
+    # re-announced verdict (proofs below an edit) is not news.
+    changed_at: float = 0.0
 
 
 @dataclass
@@ -154,7 +157,7 @@ class FileState:
         name, status, line0 = state.name, state.status, state.pos.line
         entry = self.proofs.get(name)
         if entry is None:
-            entry = self.proofs[name] = ProofEntry(name, status, line0)
+            entry = self.proofs[name] = ProofEntry(name, status, line0, changed_at=now)
         elif entry.status == "checking" and status != "checking" and entry.checking_since is not None:
             if status not in OUTSTANDING:
                 self.slowest_s = max(self.slowest_s, now - entry.checking_since)
@@ -164,6 +167,8 @@ class FileState:
                 entry.checking_since = now
         else:
             entry.checking_since = None
+        if status != entry.status:
+            entry.changed_at = now
         entry.status, entry.line0 = status, line0
         entry.detail = state.detail
 

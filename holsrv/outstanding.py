@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from holsrv import looping, stepping
 from holsrv.filestate import FileState, ProofEntry
+from holsrv.lsp import quirks
 from holsrv.rpc.words import duration, plural, size
 from holsrv.settings import Settings
 
@@ -28,10 +29,30 @@ def quiet_for(file: FileState, settings: Settings) -> float:
 
     After a failure HOL moves its diagnostic to the failing step once the pool
     is idle, and a suspended or diverged proof brings an extra pass: both come
-    a moment after the verdict.  Without them nothing more is coming.
+    a moment after the verdict.  Only news of this pass waits for them: a
+    failure whose diagnostic has already moved, or that was reported before
+    the last edit (HOL will not move it again), holds nothing up.
     """
-    troubled = any(e.status in ("failed", "diverged", "suspended") for e in file.proofs.values())
-    return settings.quiet_s if troubled else min(settings.quiet_s, settings.quiet_clean_s)
+    return settings.quiet_s if awaiting_hol(file) else min(settings.quiet_s, settings.quiet_clean_s)
+
+
+def awaiting_hol(file: FileState) -> bool:
+    """A verdict of this pass that HOL still follows up: a new failure whose
+    diagnostic is still on its theorem's name, or a new suspended or diverged
+    proof (an extra pass comes)."""
+    news = [e for e in file.proofs.values()
+            if e.status in ("failed", "diverged", "suspended") and e.changed_at >= file.last_edit]
+    if any(e.status != "failed" for e in news):
+        return True
+    if not news:
+        return False
+    on_names = {_start_line(d) for d in file.diagnostics if quirks.is_proof_failure(str(d.get("message", "")))}
+    return any(e.line0 in on_names for e in news)
+
+
+def _start_line(diag: dict) -> int | None:
+    start = diag.get("range", {}).get("start", {})
+    return start.get("line") if isinstance(start, dict) else None
 
 
 def complete_but_slow(file: FileState, now: float, settings: Settings) -> bool:

@@ -98,7 +98,9 @@ def test_a_socket_activated_daemon_serves_on_the_socket_it_was_given_and_leaves_
     listener = _listening(path)
     try:
         with _reaped(_activated(listener, env)) as first:
-            with rpc_client.connect(path, name="test", autostart=False) as conn:
+            first_call = rpc_client.open_socket(path)
+            first_call.settimeout(EXIT_DEADLINE_S)  # in the backlog until the daemon has started, slow under load
+            with rpc_client._handshake(first_call, "test", None) as conn:
                 status = conn.call(m.Status())
                 assert (status.pid, status.socket) == (first.pid, str(path))
                 source = {s.name: s.source for s in status.settings}["HOLSRV_SOCKET"]

@@ -1,0 +1,49 @@
+"""When a file counts as settled: on HOL's own signals, not on a fixed quiet period.
+
+Each daemon here has a quiet period far longer than the call's wait, so an
+answer that waits for it comes back INCOMPLETE and one that does not comes
+back with the verdict: what the user sees, not how long it took.
+"""
+
+from __future__ import annotations
+
+from holsrv.rpc import messages as m
+
+from conftest import GOOD_SCRIPT
+
+ENDLESS_QUIET_S = 600.0
+# One proof that fails (add0), one that proves (conj_comm).
+FAILING = GOOD_SCRIPT.replace("gen_tac >> simp[]", 'gen_tac >> FAIL_TAC "no"')
+
+
+def _line(text: str, needle: str) -> int:
+    return next(n for n, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+def test_a_failure_whose_diagnostic_has_moved_to_its_step_holds_nothing_up(daemon_factory, write_script, monkeypatch):
+    monkeypatch.setenv("FAKE_HOL_RELOCATE_MS", "50")
+    daemon = daemon_factory(quiet_s=ENDLESS_QUIET_S)
+    path = write_script(FAILING)
+    result = daemon.call(m.Diagnostics(str(path), wait=20))
+    assert result.verdict == "FAILED", result.headline
+    assert [d.range.line for d in result.diagnostics] == [_line(FAILING, "FAIL_TAC")]
+
+
+def test_a_new_failure_still_on_its_theorems_name_is_waited_for(daemon_factory, write_script, monkeypatch):
+    monkeypatch.setenv("FAKE_HOL_RELOCATE_MS", "600000")  # HOL has not moved it yet
+    daemon = daemon_factory(quiet_s=ENDLESS_QUIET_S)
+    path = write_script(FAILING)
+    result = daemon.call(m.Diagnostics(str(path), wait=3))
+    assert result.verdict == "INCOMPLETE", result.headline
+
+
+def test_a_failure_reported_before_the_last_edit_holds_nothing_up(daemon_factory, write_script, monkeypatch):
+    monkeypatch.setenv("FAKE_HOL_RELOCATE_MS", "600000")  # HOL never moves it
+    daemon = daemon_factory(quiet_s=ENDLESS_QUIET_S)
+    path = write_script(FAILING)
+    assert daemon.call(m.Diagnostics(str(path), wait=3)).verdict == "INCOMPLETE"  # this pass's failure
+    edited = FAILING.replace("rpt strip_tac >> simp[]", "rpt strip_tac >> fs[]")  # another proof's body
+    path.write_text(edited)
+    result = daemon.call(m.Diagnostics(str(path), wait=20))
+    assert result.verdict == "FAILED", result.headline
+    assert [p.name for p in result.proofs if p.status == "failed"] == ["add0"]
