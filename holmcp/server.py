@@ -23,7 +23,7 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.types import ToolAnnotations
 from pydantic import ValidationError
 
-from holmcp import arguments, schema, tools
+from holmcp import arguments, resources, schema, tools
 from holmcp.connection import Connection
 from holmcp.output import error_text
 from holsrv import __version__
@@ -36,6 +36,7 @@ The loop: edit the file with your own tools, call diagnostics, then goalState at
 a line inside the failing proof, edit, repeat. INCOMPLETE means still checking: \
 call diagnostics again. After Holmake, STALE means a fresh server is catching up; \
 call restart only if told REBUILT. \
+The hol4-proof skill (resource skill://hol4-proof/SKILL.md) has the whole loop and HOL's idioms. \
 Lines and columns are 1-based; columns count characters. A failed proof is an \
 answer; a tool error names its code and what to do."""
 
@@ -91,13 +92,16 @@ def build_server(socket: Path | None = None, base_dir: Path | None = None, autos
         finally:
             await daemon.aclose()
 
-    return MCPServer(
+    server = MCPServer(
         name="holmcp",
         version=__version__,
         instructions=INSTRUCTIONS,
         tools=[_tool(answering[name], name, hints) for name, hints in tools.TOOLS.items()],
+        extensions=[resources.Skills()],
         lifespan=lifespan,
     )
+    server.add_prompt(resources.prompt())
+    return server
 
 
 def main() -> None:
