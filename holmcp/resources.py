@@ -34,11 +34,13 @@ def uri(file: str) -> str:
 
 def _resources() -> list[TextResource]:
     the = skill.skill()
+
+    def description(name: str) -> str:
+        return the.description if name == "SKILL.md" else f"The {the.name} skill's {name}, which SKILL.md links."
+
     return [
-        TextResource(
-            uri=uri(name), name=f"{the.name}/{name}", mime_type=MARKDOWN, text=text,
-            description=the.description if name == "SKILL.md" else f"The {the.name} skill's {name}, which SKILL.md links.",
-        )
+        TextResource(uri=uri(name), name=f"{the.name}/{name}", mime_type=MARKDOWN, text=text,
+                     description=description(name))
         for name, text in the.files.items()
     ]
 

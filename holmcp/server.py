@@ -36,7 +36,6 @@ The loop: edit the file with your own tools, call diagnostics, then goalState at
 a line inside the failing proof, edit, repeat. INCOMPLETE means still checking: \
 call diagnostics again. After Holmake, STALE means a fresh server is catching up; \
 call restart only if told REBUILT. \
-The hol4-proof skill (resource skill://hol4-proof/SKILL.md) has the whole loop and HOL's idioms. \
 Lines and columns are 1-based; columns count characters. A failed proof is an \
 answer; a tool error names its code and what to do."""
 

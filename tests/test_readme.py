@@ -118,8 +118,8 @@ def test_every_toml_snippet_parses_and_runs_holmcp():
 
 
 def test_every_environment_variable_a_snippet_sets_is_one_holsrv_reads():
-    named = {w.partition("=")[0] for words in every_shell_line() for flag, w in zip(words, words[1:])
-             if flag == "--env"}
+    named = {w.partition("=")[0] for words in every_shell_line()
+             for flag, w in zip(words, words[1:], strict=False) if flag == "--env"}
     named |= set(re.findall(r"^export ([A-Z_]+)=", README, flags=re.MULTILINE))
     for text in fenced("json"):
         named |= set(re.findall(r'"(?:env|environment)": \{"([A-Z_]+)"', text))

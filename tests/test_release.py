@@ -133,7 +133,8 @@ def test_the_installed_wheel_runs_doctor_against_the_fake_hol(fresh_venv, short_
 
 @pytest.mark.asyncio
 async def test_holctl_holsrv_holmcp_and_status_give_one_version(daemon):
-    said = {command: _run(Path(sys.executable).parent / command, "--version").stdout for command in ("holctl", "holsrv")}
+    bin_dir = Path(sys.executable).parent
+    said = {command: _run(bin_dir / command, "--version").stdout for command in ("holctl", "holsrv")}
     assert {command: text.split()[-1:] for command, text in said.items()} == {"holctl": [__version__],
                                                                               "holsrv": [__version__]}, said
     assert metadata.version("holsrv") == __version__
