@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test stress lint bench run clean install-service
+.PHONY: install test stress lint bench run clean install-service pack-plugin dist
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -50,5 +50,17 @@ run: $(STAMP)
 install-service: $(STAMP)
 	$(BIN)/holctl install-service
 
+# The Claude Code plugin (holmcp and the hol4-proof skill) as a one-plugin
+# marketplace in build/plugin; HOLMCP=/path/to/holmcp to pin the command.
+pack-plugin: $(STAMP)
+	$(BIN)/python -m holmcp.plugin build/plugin $(if $(HOLMCP),--command $(HOLMCP),)
+
+# The sdist and wheel in dist/, checked as PyPI would (docs/releasing.md).
+dist: $(STAMP)
+	$(BIN)/pip install --quiet build twine
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist
+	$(BIN)/twine check --strict dist/*
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build dist *.egg-info

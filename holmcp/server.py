@@ -23,7 +23,7 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.types import ToolAnnotations
 from pydantic import ValidationError
 
-from holmcp import arguments, schema, tools
+from holmcp import arguments, resources, schema, tools
 from holmcp.connection import Connection
 from holmcp.output import error_text
 from holsrv import __version__
@@ -91,13 +91,16 @@ def build_server(socket: Path | None = None, base_dir: Path | None = None, autos
         finally:
             await daemon.aclose()
 
-    return MCPServer(
+    server = MCPServer(
         name="holmcp",
         version=__version__,
         instructions=INSTRUCTIONS,
         tools=[_tool(answering[name], name, hints) for name, hints in tools.TOOLS.items()],
+        extensions=[resources.Skills()],
         lifespan=lifespan,
     )
+    server.add_prompt(resources.prompt())
+    return server
 
 
 def main() -> None:

@@ -1,8 +1,9 @@
-"""holctl's commands about the service: the settings a daemon would use, and the systemd user units."""
+"""holctl's commands about the service: the settings a daemon would use, the systemd user units, the skill."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import click
 
@@ -90,4 +91,28 @@ def _stop_on_demand_daemon() -> None:
     click.echo(f"asked the running daemon to stop: {reply.message}")
 
 
-COMMANDS = [config, install_service, uninstall_service]
+@click.command("install-skill")
+@click.option("--host", type=click.Choice(["claude", "codex", "opencode"]), default="claude", show_default=True,
+              help="The agent host whose skills directory gets the skill.")
+@click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="The skills directory to copy into instead of the host's (e.g. a project's .claude/skills).")
+@click.option("--force", is_flag=True, help="Replace files of the skill that are there with other text.")
+def install_skill(host: str, directory: Path | None, force: bool) -> None:
+    """Copy the HOL4 proof skill (hol4-proof) into an agent host's skills directory.
+
+    Claude Code's is ~/.claude/skills, Codex's ~/.agents/skills, OpenCode's
+    ~/.config/opencode/skills. A file there with other text is kept unless --force.
+    """
+    from holctl import skillcopy
+    from holmcp import skill
+
+    the = skill.skill()
+    try:
+        lines = skillcopy.install(the.name, the.files, directory or skillcopy.skills_dir(host), force)
+    except (skillcopy.SkillError, OSError) as err:
+        raise click.ClickException(str(err)) from None
+    for line in lines:
+        click.echo(line)
+
+
+COMMANDS = [config, install_service, uninstall_service, install_skill]
