@@ -64,7 +64,8 @@ def daemon(sock: Path, via_systemd: str) -> tuple[Check, messages.StatusResult |
                      f"{said}, but these clients are version {__version__}: it runs other code than they expect.",
                      "`holctl shutdown` (or `systemctl --user restart holsrv` under systemd); the next call "
                      "starts the installed version"), status
-    differ = f" It differs from your settings: {' '.join(welcome.settings_warnings)}" if welcome.settings_warnings else ""
+    warnings = welcome.settings_warnings
+    differ = f" It differs from your settings: {' '.join(warnings)}" if warnings else ""
     return Check("daemon", Status.WARN if differ else Status.OK, True, f"{said}, same version as the clients.{differ}",
                  "`holctl shutdown`; the next call starts one with your settings" if differ else ""), status
 

@@ -99,9 +99,6 @@ def _shake(settings: Settings, argv: list[str], timeout_s: float) -> tuple[dict,
 
     from holsrv.holserver import HolServer
 
-    # The daemon's modules log a dead server's stderr; doctor says it once, itself.
-    logging.getLogger("holsrv").addHandler(logging.NullHandler())
-    logging.getLogger("holsrv").propagate = False
     bounded = dataclasses.replace(settings, start_timeout_s=timeout_s, stop_timeout_s=STOP_STEP_S)
 
     async def shake() -> tuple[dict, dict]:
@@ -113,9 +110,18 @@ def _shake(settings: Settings, argv: list[str], timeout_s: float) -> tuple[dict,
         finally:
             await server.stop()  # shutdown/exit, then stdin, SIGTERM, SIGKILL: each step bounded
 
+    # The daemon's modules log a dead server's stderr; doctor says it once, itself.
+    logger = logging.getLogger("holsrv")
+    propagate, logger.propagate = logger.propagate, False
+    quiet = logging.NullHandler()
+    logger.addHandler(quiet)
     # An empty directory: no Holmakefile, so HOL loads its default heap and nothing of the user's.
-    with tempfile.TemporaryDirectory(prefix="holctl-doctor-") as cwd:
-        return asyncio.run(shake())
+    try:
+        with tempfile.TemporaryDirectory(prefix="holctl-doctor-") as cwd:
+            return asyncio.run(shake())
+    finally:
+        logger.removeHandler(quiet)
+        logger.propagate = propagate
 
 
 def holmake(settings: Settings, hol: str | None, environ: Mapping[str, str]) -> Check:
@@ -123,8 +129,9 @@ def holmake(settings: Settings, hol: str | None, environ: Mapping[str, str]) -> 
     try:
         found = settings.holmake_command(dict(environ))
     except HolNotFound as err:
-        return Check("holmake", Status.FAIL, True, str(err).split(" Set ")[0],
-                     "set HOLSRV_HOLMAKE_BIN to HOL's bin/Holmake (it is built beside bin/hol)")
+        fix = ("it comes with HOL4: once `hol` is found, so is the Holmake beside it" if hol is None else
+               "set HOLSRV_HOLMAKE_BIN to HOL's bin/Holmake (it is built beside bin/hol)")
+        return Check("holmake", Status.FAIL, True, str(err).split(" Set ")[0], fix)
     if settings.holmake_bin:
         return Check("holmake", Status.OK, True,
                      f"{found}: holmake_bin from {settings.sources.get('holmake_bin', 'the settings')}.")

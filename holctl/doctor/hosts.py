@@ -84,7 +84,8 @@ def _argv(server: object) -> list[str]:
     if not isinstance(server, dict):
         return []
     command = server.get("command")
-    args = server.get("args") if isinstance(server.get("args"), list) else []
+    given = server.get("args")
+    args: list = given if isinstance(given, list) else []
     if isinstance(command, list):
         return [str(c) for c in command]
     return [str(command), *map(str, args)] if isinstance(command, str) else []
@@ -116,7 +117,8 @@ def _claude(home: Path, cwd: Path) -> tuple[list[Entry], list[str], list[Path]]:
     config = _read(user, json.loads, problems, read)
     if isinstance(config, dict):
         entries += _servers(config.get("mcpServers"), f"{user} (user scope)")
-        projects = config.get("projects") if isinstance(config.get("projects"), dict) else {}
+        known = config.get("projects")
+        projects: dict = known if isinstance(known, dict) else {}
         for directory in _ancestors(cwd):
             project = projects.get(str(directory))
             if isinstance(project, dict):

@@ -55,8 +55,8 @@ def ancestors(directory: Path, holdir: str) -> Check:
     found = scripts_in(directory)
     if not found:
         return Check("ancestors", Status.SKIP, False, f"no *Script.sml in {directory}.")
-    sigobj = Path(holdir) / "sigobj" if holdir else None
-    has_sigobj = sigobj is not None and sigobj.is_dir()
+    sigobj = Path(holdir) / "sigobj"
+    has_sigobj = bool(holdir) and sigobj.is_dir()
     missing: dict[str, list[str]] = {}
     names = 0
     for script in found:

@@ -41,7 +41,8 @@ def units(environ: Mapping[str, str], tool: str | None) -> tuple[Check, str]:
                      f"`systemctl --user enable --now {service.SOCKET_UNIT}`"), ""
     said = "holsrv.service is running" if running else "holsrv.service starts on the first connection"
     check = Check("units", Status.OK, False, f"installed in {where}; {service.SOCKET_UNIT} listens, {said}.")
-    return check, "" if running else f"systemd listens on the socket ({service.SOCKET_UNIT}) and starts it on the first call."
+    starts = f"systemd listens on the socket ({service.SOCKET_UNIT}) and starts it on the first call."
+    return check, "" if running else starts
 
 
 def _active(tool: str, unit: str) -> bool:
