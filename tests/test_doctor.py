@@ -118,10 +118,15 @@ def test_doctor_on_the_fake_hol_passes_every_needed_check_and_exits_0(place):
 
 
 def test_doctor_stops_the_hol_server_of_its_handshake_and_never_starts_a_daemon(place):
+    log = place.root / "hol.log"
+    place.env["FAKE_HOL_LOG"] = str(log)
     assert place.doctor().returncode == 0
     pids = [int(p) for p in place.pidfile.read_text().split()]
     assert len(pids) == 1
     assert not pid_alive(pids[0])
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    sent = [entry["msg"].get("method") for entry in entries if entry["dir"] == "C->S"]
+    assert sent == ["initialize", "initialized", "shutdown", "exit"]
     assert not place.socket.exists() and not place.socket.parent.exists()
 
 
@@ -411,7 +416,9 @@ def test_doctor_json_is_one_typed_entry_per_check_and_agrees_with_the_exit_statu
     assert hol.status is Status.FAIL and hol.fix.startswith("set HOL_BIN")
     raw = json.loads(done.stdout)
     assert set(raw) == {"ok", "version", "checks"}
-    assert set(raw["checks"][0]) <= {"name", "status", "needed", "message", "fix"}
+    for entry in raw["checks"]:
+        assert set(entry) == {"name", "status", "needed", "message", *(["fix"] if entry.get("fix") else [])}
+        assert entry["status"] in ("ok", "warn", "fail", "skip")
 
 
 def test_doctor_on_a_healthy_machine_reports_ok_in_json_too(place):

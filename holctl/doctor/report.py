@@ -32,7 +32,8 @@ class Report(msgspec.Struct):
 
 
 def report(checks: list[Check], version: str) -> Report:
-    ok = not any(c.needed and c.status in (Status.FAIL, Status.SKIP) for c in checks)
+    # A needed check is skipped only when one it stands on failed, which decides already.
+    ok = not any(c.needed and c.status is Status.FAIL for c in checks)
     return Report(ok, version, checks)
 
 
@@ -48,7 +49,7 @@ def text(found: Report) -> str:
         if check.fix:
             line += f" Fix: {check.fix}"
         lines.append(line)
-    failed = [c.name for c in found.checks if c.needed and c.status in (Status.FAIL, Status.SKIP)]
+    failed = [c.name for c in found.checks if c.needed and c.status is Status.FAIL]
     advice = [c.name for c in found.checks if not c.needed and c.status is Status.WARN]
     needed = ", ".join(c.name for c in found.checks if c.needed)
     if failed:
