@@ -99,9 +99,9 @@ def hol_tree(place: Place, theories: list[str]) -> Path:
     return holdir
 
 
-def hol_alone(place: Place) -> Path:
+def hol_alone(place: Place, directory: str = "lonely") -> Path:
     """A `hol` (the fake) in a directory with no Holmake beside it."""
-    return place.tool("hol", f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_HOL}" "$@"\n', place.root / "lonely")
+    return place.tool("hol", f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_HOL}" "$@"\n', place.root / directory)
 
 
 # -- HOL ------------------------------------------------------------------------
@@ -141,6 +141,17 @@ def test_doctor_without_any_hol_fails_and_says_where_to_point_it(place):
     assert not place.pidfile.exists()
 
 
+def test_doctor_warns_that_a_hol_bin_which_is_not_executable_was_passed_over_for_the_path_s(place):
+    place.env["HOL_BIN"] = str(place.root / "nosuch" / "hol")
+    lonely = hol_alone(place)
+    place.env["PATH"] = os.pathsep.join([str(lonely.parent), place.env["PATH"]])
+    lines = place.lines()
+    assert lines["hol"] == (f"warn {lonely}: the first `hol` on PATH, because hol_bin {place.root}/nosuch/hol (from "
+                            "environment HOL_BIN) is not an executable file. Fix: fix or unset it, so the servers "
+                            "run the HOL you meant")
+    assert lines["proof_server"].startswith("ok ")
+
+
 def test_doctor_tells_an_old_hol_lsp_without_proof_checking(place):
     place.env["FAKE_HOL_OLD"] = "1"
     lines = place.lines()
@@ -148,6 +159,16 @@ def test_doctor_tells_an_old_hol_lsp_without_proof_checking(place):
     assert lines["proof_server"].startswith("FAIL this `hol lsp` has no proof checking")
     assert "build a recent HOL4" in lines["proof_server"]
     assert lines["hol"].startswith("ok ")
+
+
+def test_doctor_finds_the_hol_tree_beside_a_hol_that_did_not_say_where_it_is(place):
+    place.env["FAKE_HOL_OLD"] = "1"  # no handshake, so no serverInfo.holdir
+    tree = place.root / "HOL"
+    (tree / "sigobj").mkdir(parents=True)
+    (tree / "sigobj" / "arithmeticTheory.uo").write_text("")
+    place.env["HOL_BIN"] = str(hol_alone(place, "HOL/bin"))
+    (place.cwd / "demoScript.sml").write_text(GOOD_SCRIPT)
+    assert place.lines()["ancestors"] == "ok 1 ancestor of 1 script here: built or HOL's own."
 
 
 def test_doctor_gives_up_on_a_hol_that_does_not_answer_in_time_and_stops_it(place):
@@ -192,7 +213,7 @@ def test_doctor_names_an_unbuilt_ancestor_and_sees_it_once_built(place):
     assert lines["exit"] == "0"  # advice: the holmake tool builds it
     (place.cwd / ".hol" / "objs").mkdir(parents=True)
     (place.cwd / ".hol" / "objs" / "baseTheory.uo").write_text("")
-    assert place.lines()["ancestors"] == "ok the 2 ancestors of 1 script(s) here are built or HOL's own."
+    assert place.lines()["ancestors"] == "ok 2 ancestors of 1 script here: built or HOL's own."
 
 
 def test_doctor_says_hol_s_own_theories_cannot_be_told_without_a_sigobj(place):

@@ -22,7 +22,7 @@ def run(socket: Path | None, cwd: Path, environ: Mapping[str, str], hol_timeout_
     sock = socket or settings.socket or paths.default_socket()
     running, status = daemon.daemon(sock, via_systemd if socket is None else "")
     results += [running, daemon.memory(settings, status)]
-    holdir = info.holdir if info is not None and info.holdir else environ.get("HOLDIR", "")
+    holdir = info.holdir if info is not None and info.holdir else environ.get("HOLDIR") or hol.holdir_of(command)
     results += [scripts.heap(cwd, holdir), scripts.ancestors(cwd, holdir), manager, units]
     home = Path(environ.get("HOME") or Path.home())
     return results + hosts.checks(home, cwd, environ)

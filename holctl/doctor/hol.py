@@ -37,17 +37,30 @@ def which_hol(settings: Settings, environ: Mapping[str, str]) -> tuple[Check, st
         hol = settings.hol_command(dict(environ))
     except HolNotFound as err:
         return Check("hol", Status.FAIL, True, str(err).split(". Set ")[0] + ".", HOL_FIX), None
-    if settings.hol_bin:
-        why = f"hol_bin from {settings.sources.get('hol_bin', 'the settings')}"
+    given = settings.hol_bin
+    source = settings.sources.get("hol_bin", "the settings")
+    if given and hol == given:
+        why = f"hol_bin from {source}"
     elif environ.get("HOLDIR") and Path(hol) == Path(environ["HOLDIR"]) / "bin" / "hol":
         why = f"$HOLDIR/bin/hol, HOLDIR={environ['HOLDIR']}"
     elif any(Path(hol).parent == Path(p) for p in settings.extra_path):
         why = "found in extra_path (HOL_LSP_EXTRA_PATH)"
     else:
-        why = "the first `hol` on PATH: no HOL_BIN, HOLDIR or hol_bin set"
+        why = "the first `hol` on PATH" + ("" if given else ": no HOL_BIN, HOLDIR or hol_bin set")
     real = os.path.realpath(hol)
     shown = hol if real == hol else f"{hol} (-> {real})"
+    if given and hol != given:
+        return Check("hol", Status.WARN, True, f"{shown}: {why}, because hol_bin {given} (from {source}) is not an "
+                     "executable file.", "fix or unset it, so the servers run the HOL you meant"), hol
     return Check("hol", Status.OK, True, f"{shown}: {why}."), hol
+
+
+def holdir_of(hol: str | None) -> str:
+    """The HOL tree a `hol` belongs to, when the handshake did not say: `bin/..` if it has a sigobj."""
+    if hol is None:
+        return ""
+    tree = Path(os.path.realpath(hol)).parent.parent
+    return str(tree) if (tree / "sigobj").is_dir() else ""
 
 
 def handshake(settings: Settings, hol: str | None, timeout_s: float) -> tuple[Check, Hol | None]:

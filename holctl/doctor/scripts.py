@@ -71,7 +71,7 @@ def ancestors(directory: Path, holdir: str) -> Check:
                 missing.setdefault(script.name, []).append(name)
     if not missing:
         return Check("ancestors", Status.OK, False,
-                     f"the {names} ancestors of {len(found)} script(s) here are built or HOL's own.")
+                     f"{_count(names, 'ancestor')} of {_count(len(found), 'script')} here: built or HOL's own.")
     listed = "; ".join(f"{script} needs {', '.join(names)}" for script, names in missing.items())
     where = "" if has_sigobj else f" (and HOL's own theories cannot be told: no sigobj in the HOL tree {holdir or '?'})"
     first = next(iter(missing))
@@ -79,3 +79,7 @@ def ancestors(directory: Path, holdir: str) -> Check:
                  f"not built here, in the Holmakefile's INCLUDES or in the project{where}: {listed}. A script "
                  "whose ancestor is not built is BLOCKED.",
                  f"`holctl holmake {first}` (or the holmake tool; Holmake in their directory), then retryCompile")
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
