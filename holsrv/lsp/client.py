@@ -51,6 +51,7 @@ class LspClient:
         self._closed: Exception | None = None
         self.position_encoding = "utf-8"
         self.server_info: dict = {}
+        self.capabilities: dict = {}
         # A request that times out unanswered, from a server that has said
         # nothing at all for `hung_after` seconds, marks it hung: later
         # requests fail at once instead of each waiting out its timeout.  Any
@@ -207,7 +208,8 @@ class LspClient:
         result = result or {}
         # A server that names no encoding is the July 2026 one, which counts
         # bytes whatever the client offers (PROTOCOL.md §16).
-        self.position_encoding = result.get("capabilities", {}).get("positionEncoding", "utf-8")
+        self.capabilities = result.get("capabilities") or {}
+        self.position_encoding = self.capabilities.get("positionEncoding", "utf-8")
         self.server_info = result.get("serverInfo", {})
         return result
 

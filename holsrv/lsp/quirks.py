@@ -25,9 +25,16 @@ _NOT_COMPILING = re.compile(r"\bnot compiling\b")
 _HOLDEP_NOISE = re.compile(r'(?:Cannot find file (\S+)\.ui|error in load (\S+) : Fail "Cannot find file \S+\.ui")')
 _SML_ESCAPES = re.compile(r"(?:\\(?:2[0-5][0-9]|1[0-9][0-9]))+")  # bytes 128-255 in SML's \ddd
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_NO_PROOF_CHECKING = re.compile(r"^Unrecognized option: --lsp-check-proofs\b", re.MULTILINE)
 
 
 # -- HOL's quirks ---------------------------------------------------------------
+
+
+def lacks_proof_checking(stderr: str) -> bool:
+    """What an older `hol lsp` (the July 2026 one) says when started with
+    `--lsp-check-proofs`, before it exits 1 unspoken (PROTOCOL.md §1.1, §16)."""
+    return _NO_PROOF_CHECKING.search(stderr) is not None
 
 
 def is_pending(reply: GoalState | Pending | None) -> bool:

@@ -36,6 +36,8 @@ Fault and resource modes (environment):
                              with --maxheap M: Poly/ML's out-of-store exit (1)
     FAKE_HOL_PIDFILE=path    append the pid at start
     FAKE_HOL_LOG=path        append every message in and out as JSON lines
+    FAKE_HOL_OLD=1           be the July 2026 `hol lsp`: no --lsp-check-proofs, no serverInfo
+    FAKE_HOL_HOLDIR=path     the HOL tree it reports (serverInfo.holdir, the default heap)
     FAKE_HOL_DECL_MS, FAKE_HOL_PROOF_MS, FAKE_HOL_RELOCATE_MS, FAKE_HOL_WALK_MS,
     FAKE_HOL_DEBOUNCE_MS, FAKE_HOL_STOP_MS, FAKE_HOL_WORKERS   timings and pool size
 
@@ -87,8 +89,13 @@ def parse_size_mb(text):
     return n / 1024 if unit == "K" else n * 1024 if unit == "G" else n
 
 
-def parse_args(argv):
-    """Options, or exit the way the real launcher does."""
+def parse_args(argv, env=None):
+    """Options, or exit the way the real launcher does.
+
+    With FAKE_HOL_OLD=1 it is the July 2026 `hol lsp` (PROTOCOL.md §16), which
+    has no proof checking: `--lsp-check-proofs` is an unknown option there."""
+    env = os.environ if env is None else env
+    flags = _HOL_FLAGS if env.get("FAKE_HOL_OLD") != "1" else tuple(f for f in _HOL_FLAGS if f != "--lsp-check-proofs")
     opts, seen_lsp, i = Options(), False, 0
     while i < len(argv):
         arg = argv[i]
@@ -104,7 +111,7 @@ def parse_args(argv):
                 opts.maxheap_mb = _size_or_die(value)
         elif arg == "lsp" and not seen_lsp:
             seen_lsp = True
-        elif arg in _HOL_FLAGS or name == "--mt":
+        elif arg in flags or name == "--mt":
             opts.check_proofs |= arg == "--lsp-check-proofs"
             opts.dbg |= arg == "--dbg"
             opts.quiet |= arg in ("-q", "--quiet")
@@ -229,7 +236,7 @@ def startup(opts, env):
 
 def main(argv=None, env=None):
     env = dict(os.environ if env is None else env)
-    opts = parse_args(sys.argv[1:] if argv is None else argv)
+    opts = parse_args(sys.argv[1:] if argv is None else argv, env)
     startup(opts, env)
     writer = Writer(sys.stdout.buffer, env.get("FAKE_HOL_LOG"))
     server = Server(writer, opts, env)

@@ -55,7 +55,8 @@ class Server:
         self.hover_width = 100
         self.dbg = options.dbg
         self.active = {}              # request id -> cancel Event
-        self.holdir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "HOL")
+        self.holdir = env.get("FAKE_HOL_HOLDIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "HOL")
+        self.old = env.get("FAKE_HOL_OLD") == "1"
         self.grower = options.grower
         self.compiler = Compiler(self)
         self.features = fh_features.Features(self)
@@ -124,6 +125,14 @@ class Server:
         if self.settings.startup_ms:
             threading.Event().wait(self.settings.startup_ms / 1000)
         self._wait_for_gate()
+        if self.old:
+            # The July 2026 server (PROTOCOL.md §16): full sync, references
+            # advertised, no positionEncoding (bytes always), no serverInfo.
+            self.enc = "utf-8"
+            self.reply(mid, {"capabilities": {"textDocumentSync": 1, "hoverProvider": True,
+                                              "definitionProvider": True, "referencesProvider": True}})
+            self.phase = "await_initialized"
+            return
         self.reply(mid, {
             "capabilities": {"textDocumentSync": 2, "positionEncoding": self.enc,
                              "hoverProvider": True, "definitionProvider": True,

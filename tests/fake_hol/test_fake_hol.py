@@ -548,6 +548,19 @@ def test_unknown_option_exits_one_before_speaking(tmp_path):
     assert done.stdout == b""
 
 
+def test_as_the_old_server_it_refuses_proof_checking_and_answers_the_july_handshake(client_factory, tmp_path):
+    # PROTOCOL.md §16: the July 2026 `hol lsp` has no --lsp-check-proofs and no serverInfo.
+    env = {**os.environ, "FAKE_HOL_OLD": "1", "FAKE_HOL_HOLDIR": str(tmp_path / "HOL")}
+    done = subprocess.run([sys.executable, FAKE, "lsp", "--lsp-check-proofs"], capture_output=True, timeout=10, env=env)
+    assert done.returncode == 1 and b"Unrecognized option: --lsp-check-proofs" in done.stderr
+    assert done.stdout == b""
+    result = client_factory(args=("lsp",), env=env).initialize()["result"]
+    assert result == {"capabilities": {"textDocumentSync": 1, "hoverProvider": True, "definitionProvider": True,
+                                       "referencesProvider": True}}
+    new = client_factory(env={**os.environ, "FAKE_HOL_HOLDIR": str(tmp_path / "HOL")}).initialize()["result"]
+    assert new["serverInfo"]["holdir"] == str(tmp_path / "HOL")
+
+
 def test_help_prints_usage_and_exits_zero():
     done = subprocess.run([sys.executable, FAKE, "--help"], capture_output=True, timeout=10)
     assert done.returncode == 0 and b"Usage" in done.stdout

@@ -1,0 +1,28 @@
+"""Every check of `holctl doctor`, in the order a new user would fix them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from holctl.doctor import daemon, hol, hosts, scripts, systemd
+from holctl.doctor.report import Check
+from holsrv.rpc import paths
+
+
+def run(socket: Path | None, cwd: Path, environ: Mapping[str, str], hol_timeout_s: float) -> list[Check]:
+    """The checks' results; needed ones first (see `report.Check.needed`)."""
+    found, settings = daemon.settings(environ)
+    which, command = hol.which_hol(settings, environ)
+    server, info = hol.handshake(settings, command, hol_timeout_s)
+    results = [found, which, server, hol.holmake(settings, command, environ)]
+    manager, tool = systemd.user_manager(environ)
+    units, via_systemd = systemd.units(environ, tool)
+    # systemd listens on the socket the units name: the default one, not a --socket given here.
+    sock = socket or settings.socket or paths.default_socket()
+    running, status = daemon.daemon(sock, via_systemd if socket is None else "")
+    results += [running, daemon.memory(settings, status)]
+    holdir = info.holdir if info is not None and info.holdir else environ.get("HOLDIR") or hol.holdir_of(command)
+    results += [scripts.heap(cwd, holdir), scripts.ancestors(cwd, holdir), manager, units]
+    home = Path(environ.get("HOME") or Path.home())
+    return results + hosts.checks(home, cwd, environ)
