@@ -89,18 +89,26 @@ def watched(argv: list[str], env: dict[str, str]) -> list[str]:
     return watchdog.command(argv)
 
 
-async def _exit_of(pid: int) -> None:
-    """Return once our child `pid` has exited (reaped or not), whoever holds its pipes.
+async def _exit_of(proc: asyncio.subprocess.Process) -> None:
+    """Return once our child `proc` has exited (reaped or not), whoever holds its pipes.
 
-    Where pidfds are missing, return at once: `wait()` then waits for the pipes too.
+    Where pidfds are missing, `wait()`, which waits for the pipes too.
     """
     try:
-        fd = os.pidfd_open(pid)
+        fd = os.pidfd_open(proc.pid)
+    except ProcessLookupError:
+        return  # already reaped
     except (AttributeError, OSError):
+        await proc.wait()
         return
     loop = asyncio.get_running_loop()
     exited = loop.create_future()
-    loop.add_reader(fd, lambda: exited.done() or exited.set_result(None))
+
+    def readable() -> None:
+        if not exited.done():
+            exited.set_result(None)
+
+    loop.add_reader(fd, readable)
     try:
         await exited
     finally:
@@ -192,7 +200,7 @@ class ChildProcess:
         assert self._proc
         # The watchdog's own exit, not `wait()`, which also waits for the
         # pipes: a watchdog killed on its own leaves the server holding them.
-        await _exit_of(self._proc.pid)
+        await _exit_of(self._proc)
         # What it left in its group goes with it.  Until it is reaped, the
         # watchdog holds the group id, and after that any member left does:
         # either way no other process can have it.
