@@ -162,14 +162,15 @@ def test_the_command_gets_the_watchdogs_pipes_itself_and_the_watchdog_keeps_none
         proc.stdin.flush()
         assert proc.stdout.readline() == b"got hello\n"
         assert proc.stderr.readline() == b"oops\n"
-        # Straight through, with no copying: the watchdog's own stdin and stdout are /dev/null.
-        assert [os.readlink(f"/proc/{proc.pid}/fd/{fd}") for fd in (0, 1)] == [os.devnull, os.devnull]
+        # Straight through, with no copying: the watchdog lets go of its own stdin and stdout.
+        wait_until(lambda: [os.readlink(f"/proc/{proc.pid}/fd/{fd}") for fd in (0, 1)] == [os.devnull] * 2,
+                   what="the watchdog to hold /dev/null instead of the pipes")
         proc.stdin.close()  # end of input reaches the command
         assert proc.wait(timeout=30) == 0
     finally:
         proc.kill()
         proc.wait()
-        for pipe in (proc.stdout, proc.stderr):
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
             if pipe is not None:
                 pipe.close()
 
