@@ -1,4 +1,5 @@
-"""Holmake runs: at most one per directory, bounded in time, in a process group of their own.
+"""Holmake runs: at most one per directory, bounded in time, in a process group of their own
+under a watchdog (`holsrv.watchdog`), so none outlives the daemon.
 
 A second caller for a directory where Holmake already runs joins that run
 and gets its outcome (two Holmakes writing one `.hol/objs` would corrupt
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from holsrv.process import _die_with_parent
+from holsrv.process import _die_with_parent, watched
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +120,7 @@ class Builds:
         log.info("running %s in %s", " ".join(build.command), build.directory)
         try:
             proc = await asyncio.create_subprocess_exec(
-                *build.command, cwd=str(build.directory), stdin=asyncio.subprocess.DEVNULL,
+                *watched(build.command, env), cwd=str(build.directory), stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True, preexec_fn=_die_with_parent, env=env,
             )

@@ -1,8 +1,11 @@
 """One child process, on its own: spawn, exit watch, stop escalation; its stderr ring and footprint.
 
-The child runs in its own process group with a parent-death signal, and its
-stdin is a pipe only we hold, so it cannot outlive the daemon: HOL exits at
-end of input, and SIGKILL of the daemon closes that pipe.  Knows nothing of
+The child runs under a `watchdog`, our direct child, which leads the
+child's own process group and kills that whole group when the daemon dies:
+nothing the child starts outlives the daemon, even a `hol` that is a
+wrapper script running the real server as its child and ignoring SIGTERM
+and end of input.  The watchdog exits as the child does, so `pid` is the
+watchdog's, which is also the group's id.  Knows nothing of
 LSP or files; the session on top of it does.  Its stderr is kept by
 `stderrring`, its memory measured by `footprint`.
 
@@ -19,13 +22,14 @@ import ctypes
 import enum
 import logging
 import os
+import shutil
 import signal
 from collections import deque
 from collections.abc import Awaitable, Callable
 
 import psutil
 
-from holsrv import footprint
+from holsrv import footprint, watchdog
 from holsrv.stderrring import StderrRing
 
 log = logging.getLogger(__name__)
@@ -73,9 +77,43 @@ _ALLOWED = {
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child
-    # Linux only; elsewhere the closed stdin pipe is what ends the child.
+    # Linux only; elsewhere the watchdog sees its parent change within its poll.
     with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, watchdog.DEATH_SIGNAL)
+
+
+def watched(argv: list[str], env: dict[str, str]) -> list[str]:
+    """`argv` run under a watchdog; raises FileNotFoundError now if `argv[0]` cannot be run at all."""
+    if shutil.which(argv[0], path=env.get("PATH", os.defpath)) is None:
+        raise FileNotFoundError(2, "no such executable file", argv[0])
+    return watchdog.command(argv)
+
+
+async def _exit_of(proc: asyncio.subprocess.Process) -> None:
+    """Return once our child `proc` has exited (reaped or not), whoever holds its pipes.
+
+    Where pidfds are missing, `wait()`, which waits for the pipes too.
+    """
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except ProcessLookupError:
+        return  # already reaped
+    except (AttributeError, OSError):
+        await proc.wait()
+        return
+    loop = asyncio.get_running_loop()
+    exited = loop.create_future()
+
+    def readable() -> None:
+        if not exited.done():
+            exited.set_result(None)
+
+    loop.add_reader(fd, readable)
+    try:
+        await exited
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
 
 
 class ChildProcess:
@@ -118,7 +156,7 @@ class ChildProcess:
         env = {**env, OWNER_ENV: owner_marker()}
         try:
             self._proc = await asyncio.create_subprocess_exec(
-                *argv, cwd=cwd, env=env,
+                *watched(argv, env), cwd=cwd, env=env,
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
                 start_new_session=True, preexec_fn=_die_with_parent, limit=1 << 20,
             )
@@ -160,6 +198,13 @@ class ChildProcess:
 
     async def _watch(self) -> None:
         assert self._proc
+        # The watchdog's own exit, not `wait()`, which also waits for the
+        # pipes: a watchdog killed on its own leaves the server holding them.
+        await _exit_of(self._proc)
+        # What it left in its group goes with it.  Until it is reaped, the
+        # watchdog holds the group id, and after that any member left does:
+        # either way no other process can have it.
+        self._signal_group(signal.SIGKILL)
         code = await self._proc.wait()
         # Let stderr finish so the tail holds the last words.
         await asyncio.wait(self._tasks[:1], timeout=1.0)

@@ -18,6 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from holctl import service
@@ -294,14 +295,15 @@ def test_holctl_logs_prints_what_the_files_hol_server_wrote_to_stderr_and_a_dead
     env = _env(tmp_path, HOLSRV_SOCKET=str(daemon.socket))
     daemon.call(m.Diagnostics(str(script), wait=30))
     [server] = daemon.call(m.Status()).sessions
+    [fake] = psutil.Process(server.pid).children()  # under the server's watchdog, which has its pid
     shown = holctl("logs", str(script), env=env)
     assert shown.returncode == 0, shown.stderr
-    assert f"[LSP-init] fake hol lsp, pid {server.pid}" in shown.stdout
+    assert f"[LSP-init] fake hol lsp, pid {fake.pid}" in shown.stdout
     assert f"HOL server for demoScript.sml (pid {server.pid}, running) wrote to stderr" in shown.stdout
     os.kill(server.pid, signal.SIGKILL)
     wait_until(lambda: not daemon.call(m.Logs(str(script))).running, what="the daemon to see the death")
     dead = holctl("logs", str(script), env=env).stdout
-    assert f"(pid {server.pid}, died: " in dead and f"fake hol lsp, pid {server.pid}" in dead
+    assert f"(pid {server.pid}, died: " in dead and f"fake hol lsp, pid {fake.pid}" in dead
 
 
 def test_holctl_logs_of_a_file_without_a_server_says_how_to_start_one(daemon, write_script, tmp_path):
