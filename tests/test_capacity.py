@@ -13,7 +13,10 @@ import os
 
 import pytest
 
+from holsrv import memorylimit
+from holsrv import settings as settings_module
 from holsrv.rpc import messages as m
+from holsrv.settings import Settings
 
 from conftest import GOOD_SCRIPT, pid_alive, wait_until
 
@@ -124,3 +127,58 @@ def test_status_says_what_the_fleet_uses_how_many_more_fit_and_each_servers_peak
     assert row.peak_mb is not None and row.peak_mb >= row.footprint_mb > 100
     assert 100 < status.memory_used_mb < 700 and 100 < status.usual_footprint_mb < 700  # measured, not the floor
     assert status.servers_fit == fit_after  # max_servers binds before 5000 MB does
+
+
+def cgroup_tree(root, path: str, limits: dict[str, dict[str, str]]):
+    """A cgroup v2 tree under `root` with `limits` ({group: {file: content}}), and a
+    /proc/self/cgroup that puts this process in `path`."""
+    for group, files in limits.items():
+        directory = root.joinpath(*[p for p in group.split("/") if p])
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, content in files.items():
+            (directory / name).write_text(content + "\n")
+    proc = root / "proc-self-cgroup"
+    proc.write_text(f"1:name=systemd:/legacy\n0::{path}\n")
+    return root, proc
+
+
+MB = 1024 * 1024
+
+
+def test_the_budget_of_the_box_comes_from_the_tightest_cgroup_limit_over_the_daemon(tmp_path):
+    root, proc = cgroup_tree(tmp_path, "/user.slice/holsrv.service", {
+        "/": {"memory.max": "max"},  # the root: no limit
+        "/user.slice": {"memory.max": str(12288 * MB), "memory.high": "max"},
+        "/user.slice/holsrv.service": {"memory.max": str(8192 * MB), "memory.high": str(6144 * MB)},
+    })
+    box = memorylimit.of_box(root, proc, machine=24576)
+    assert box == memorylimit.MemoryLimit(6144, "cgroup memory.high of /user.slice/holsrv.service")
+    assert settings_module.default_memory_budget_mb(box.mb) == 4608
+
+
+def test_without_a_cgroup_limit_the_budget_is_the_machines(tmp_path):
+    root, proc = cgroup_tree(tmp_path, "/user.slice", {"/user.slice": {"memory.max": "max"}})
+    assert memorylimit.of_box(root, proc, machine=16384) == memorylimit.MemoryLimit(16384, "machine memory")
+    assert memorylimit.of_box(tmp_path / "none", tmp_path / "no-proc", machine=16384).source == "machine memory"
+    # A limit above the machine's memory does not raise it.
+    root, proc = cgroup_tree(tmp_path / "big", "/c", {"/c": {"memory.max": str(65536 * MB)}})
+    assert memorylimit.of_box(root, proc, machine=16384).mb == 16384
+
+
+def test_status_says_where_the_default_budget_came_from():
+    box = memorylimit.here()
+    assert Settings().budget_source() == f"default: 75% of {box.source} ({box.mb} MB)"
+    assert Settings.from_env({"HOLSRV_MEMORY_BUDGET_MB": "5000"}).budget_source() == "environment HOLSRV_MEMORY_BUDGET_MB"
+
+
+@pytest.mark.parametrize("total_mb", [24576, 16384])
+def test_the_defaults_run_max_servers_ordinary_servers_and_a_replacement_on_24_and_at_least_four_on_16_gib(
+    total_mb,
+):
+    servers = settings_module.default_max_servers(total_mb)
+    budget = settings_module.default_memory_budget_mb(total_mb)
+    floor = Settings().start_footprint_mb  # what a server is counted at before any is measured
+    assert (servers + 1) * floor <= budget * Settings().memory_pressure_pct / 100
+    assert min(servers, budget // floor) >= 4
+    if total_mb == 24576:
+        assert servers == 8
