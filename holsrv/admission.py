@@ -121,9 +121,9 @@ class Admission:
                 f"starting a HOL server for {path.name} needs {need:.0f} MB ({self.basis(heap_mb)}) of the "
                 f"memory budget of {budget} MB, but {held_busy:.0f} MB are used by busy servers: "
                 + "; ".join(f"{s.path} ({self.counted_mb(s):.0f} MB, {why_busy(s)})" for s in busy)
-                + ". Free memory with `stop FILE` on one of them (its checks are abandoned), or give one a "
-                "smaller heap with `restart FILE --max-heap-mb N`, or raise HOLSRV_MEMORY_BUDGET_MB and "
-                "restart the daemon."
+                + ". Free memory with `stop FILE` on one of them (its checks are abandoned), or `restart FILE` "
+                "one that a runaway proof grew (a fresh server gives that memory back), or raise "
+                "HOLSRV_MEMORY_BUDGET_MB and restart the daemon."
             )
         held, victims = self.held_mb(alive), []
         for victim in (s for s in alive if s not in busy):  # least recently used first
