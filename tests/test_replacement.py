@@ -18,6 +18,7 @@ import test_real_hol
 import test_real_holmake
 
 from holsrv.rpc import messages as m
+from holsrv.settings import Settings
 
 from conftest import pid_alive, wait_until
 
@@ -344,3 +345,21 @@ def test_after_holmake_rebuilds_an_ancestor_the_dependent_scripts_server_is_repl
     assert after.server.pid != first.server.pid and stale(after) == []
     assert after.verdict == "OK", after.headline
     wait_until(lambda: not pid_alive(first.server.pid), 60.0, "the replaced server to exit")
+
+
+def test_on_defaults_a_rebuilt_ancestor_is_replaced_in_the_background_while_another_files_server_stays_warm(
+    daemon_factory, project, write_script
+):
+    path, built, _ = project
+    defaults = Settings()  # the heap cap, budget and count this machine gets by default
+    daemon = daemon_factory(max_servers=defaults.max_servers, max_heap_mb=defaults.max_heap_mb,
+                            memory_budget_mb=defaults.memory_budget_mb)
+    warm = diagnostics(daemon, write_script(GOOD, "warmScript.sml")).server.pid
+    old_pid = diagnostics(daemon, path).server.pid
+    rebuild(built)
+    assert stale(diagnostics(daemon, path))
+    wait_until(lambda: [s.pid for s in daemon.call(m.Status()).sessions if s.file == str(path)] != [old_pid],
+               SWITCH_DEADLINE_S, "the fresh server to take over")
+    assert stale(diagnostics(daemon, path)) == []
+    again = diagnostics(daemon, write_script(GOOD, "warmScript.sml"))
+    assert (again.server.pid, again.server.start) == (warm, "warm")
