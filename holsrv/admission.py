@@ -41,7 +41,7 @@ class Shedder(Protocol):
 
 
 class Admission:
-    """The budget: servers' reserved memory, room for one more, and shedding a bloated one."""
+    """The budget: what servers use, room for one more, and shedding a bloated one."""
 
     def __init__(
         self,
