@@ -117,4 +117,8 @@ class Dispatch:
             settings=[m.SettingSource(name, value, source) for name, value, source in self.settings.effective()],
             memory_budget_mb=self.settings.memory_budget_mb,
             memory_used_mb=round(self.pool.memory_held_mb(), 1),
+            memory_budget_source=self.settings.budget_source(),
+            max_heap_mb=self.settings.max_heap_mb,
+            usual_footprint_mb=round(self.pool.admission.expected_mb(self.settings.max_heap_mb), 1),
+            servers_fit=self.pool.admission.fit(self.pool.live(), self.settings.max_heap_mb),
         )

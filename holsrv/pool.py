@@ -175,7 +175,7 @@ class Pool:
         self.stops.later(session, reason, name)
 
     def memory_held_mb(self) -> float:
-        """The running servers' share of the memory budget, for status."""
+        """What the running servers use (measured; expected for those not yet measured), for status."""
         return self.admission.held_mb(self.live())
 
     # -- what replacement and unblocking may do (`servers.Servers`) -------------
@@ -240,8 +240,9 @@ class Pool:
 
     def rebuilt_reasons(self, path: Path, session: Session | None = None) -> list[str]:
         """The part of `stale_reasons` about rebuilt ancestors, which diagnostics also lists among
-        its warnings (with the advice: wait for the replacement, or restart)."""
-        return self.replacer.stale_reasons(path, session)
+        its warnings (with the advice: wait for the replacement, or restart), and a replacement
+        for the memory the server took, which is not stale but is said."""
+        return self.replacer.stale_reasons(path, session) + self.replacer.memory_notes(path, session)
 
     def stale_reasons(self, path: Path, session: Session | None = None) -> list[str]:
         """Why answers about the script `path` (from `session`, default its current server)
@@ -276,15 +277,24 @@ class Pool:
                 await self.stop_session(session, f"idle for {idle:.0f}s")
 
     async def _sample_memory(self) -> None:
-        await self.admission.sample(self.live())
+        budget, pct = self.settings.memory_budget_mb, self.settings.memory_pressure_pct
+        victims = await self.admission.sample(self.live())
+        held = self.memory_held_mb()
+        for victim in victims:
+            self._evict(victim, f"to free memory: the servers used {held:.0f} MB, past {pct}% of the "
+                        f"memory budget of {budget} MB (HOLSRV_MEMORY_PRESSURE_PCT)")
 
     def shed_bloat(self, session: Session, by_trial: bool = False) -> tuple[bool, str]:
         """See `Admission.shed_bloat`: for a trial that may have bloated `session`."""
         return self.admission.shed_bloat(session, by_trial)
 
-    def room_beside(self, old: Session) -> str:
-        """Why a second server for `old`'s file cannot run beside it now ("" if it can)."""
-        return self.admission.beside(old, self.live())
+    def make_room_beside(self, old: Session) -> str:
+        """Room for a second server for `old`'s file: idle servers are stopped for it, least
+        recently used first; why there is none even then ("" once there is)."""
+        why, victims = self.admission.beside(old, self.live())
+        for victim in victims:
+            self._evict(victim, f"to make room for a fresh server for {old.path.name} beside its old one")
+        return why
 
     async def close(self, budget_s: float | None = None, force: asyncio.Event | None = None) -> None:
         """Stop every server in parallel, each with its escalation (see `Stops.everything`)."""

@@ -144,6 +144,17 @@ class Replacer:
         refused = self._refused.get(path)
         return [_rebuilt_reason(rebuilt, refused if refused is not None and refused.server == session.id else None)]
 
+    def memory_notes(self, path: Path, session: Session | None = None) -> list[str]:
+        """What answers from `session` (default: the file's server) say while a fresh
+        server replaces it for the memory it took; [] otherwise."""
+        rep = self.running.get(path)
+        session = session or self.pool.current(path)
+        if rep is None or not rep.bloat_mb or rep.old is not session:
+            return []
+        return [f"REPLACING: this HOL server grew to {rep.bloat_mb:.0f} MB, past the soft limit of "
+                f"{self.pool.settings.soft_footprint_mb} MB (HOLSRV_SOFT_FOOTPRINT_MB), and HOL never gives memory "
+                "back: a fresh server is catching up in the background and takes over by itself; nothing to do."]
+
     def status(self, session: Session, row: m.SessionStatus, now: float) -> m.SessionStatus:
         """`row` with the replacement of `session`, if one is under way."""
         rep = self.running.get(session.path)
@@ -157,7 +168,7 @@ class Replacer:
             return "no room: background replacement is off (HOLSRV_REPLACE_TIMEOUT_S=0)"
         if self.pool.closing:
             return "no room: the daemon is shutting down"
-        return self.pool.room_beside(old)
+        return self.pool.make_room_beside(old)
 
     def replacing(self, path: Path) -> bool:
         """A successor for `path`'s server is under way."""
@@ -231,6 +242,8 @@ class Replacer:
             # Stopped, restarted or dead meanwhile: someone else decided.
             self._stop_later(rep.new, "its predecessor was replaced otherwise")
             return
+        if rep.bloat_mb and (rep.new.footprint_mb() or 0.0) > self.pool.settings.soft_footprint_mb:
+            rep.new.keeps_large = True  # as large fresh, caught up: its file needs it
         rep.new.clients |= rep.old.clients
         rep.new.last_used = rep.old.last_used
         self.retiring[rep.old] = rep.retired_reason()

@@ -40,8 +40,9 @@ class Servers(Protocol):
         """Every running server, the map's and those beside it."""
         ...
 
-    def room_beside(self, old: Session) -> str:
-        """Why a second server for `old`'s file cannot run now ("" if it can)."""
+    def make_room_beside(self, old: Session) -> str:
+        """Room for a second server for `old`'s file, idle servers stopped for it
+        (least recently used first); why there is none ("" once there is)."""
         ...
 
     def spawn(self, path: Path, heap_mb: int, hol: str) -> Session:

@@ -66,6 +66,7 @@ class Session:
         self.ancestors = ancestors.Watch()  # build times of what this server loaded
         self.waiting = 0
         self.footprint: float | None = None  # MB, last sample
+        self.peak: float | None = None  # MB, the largest sample
         self.last_verdict = ""  # of the last diagnostics answer, for status
         self.messages = self._notified.messages  # HOL's window/showMessage texts, for answers
         # Errors of failed goal-state walks: HOL publishes each as a diagnostic
@@ -78,6 +79,9 @@ class Session:
         self.trials = TrialGate()  # a `try` holds the server alone while it has other text
         # A trial left it past the soft footprint: replaced once idle (`Pool.shed_bloat`).
         self.bloated_by_trial = False
+        # Started to shed a predecessor's bloat and grew past the soft footprint
+        # on its file alone: its proofs need the memory, so it is not shed again.
+        self.keeps_large = False
 
     # -- what callers ask ---------------------------------------------------
 

@@ -20,6 +20,7 @@ class Described(Protocol):
     started_at: float
     last_used: float
     footprint: float | None  # MB, the pool's last sample
+    peak: float | None  # MB, the largest sample
     waiting: int
     clients: set[str]
     last_verdict: str
@@ -52,6 +53,7 @@ def row(s: Described, pool_tally: m.Tally, now: float, restarts: int, soft_footp
         hol_version=str(s.lsp.server_info.get("version", "")) if s.lsp else "",
         last_verdict=s.last_verdict,
         large=footprint is not None and footprint > soft_footprint_mb,
+        peak_mb=round(s.peak, 1) if s.peak is not None else None,
     )
 
 

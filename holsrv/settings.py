@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from holsrv import executables
+from holsrv import executables, memorylimit
 from holsrv.errors import HolNotFound
 from holsrv.rpc import paths
 from holsrv.settingsources import ConfigError, config_path, env_names, gather, parse, show
@@ -24,21 +24,26 @@ __all__ = ["ConfigError", "Settings", "config_path", "env_names"]
 
 
 def _total_memory_mb() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
-    except (ValueError, OSError):
-        return 8192
+    """The box's memory: the machine's, or its cgroup's limit where lower (see `memorylimit`)."""
+    return memorylimit.here().mb
+
+
+def default_max_servers(total_mb: int) -> int:
+    # A warm HOL server with proofs replayed commonly sits at 0.3-2 GB.
+    return max(1, min(16, total_mb // 3072))
+
+
+def default_memory_budget_mb(total_mb: int) -> int:
+    # Room for the desktop, the editor and the agent besides the HOL fleet.
+    return total_mb * 3 // 4
 
 
 def _default_max_servers() -> int:
-    # A warm HOL server with proofs replayed commonly sits at 0.3-2 GB; keep
-    # room for the heaviest of them to reach their cap without swapping.
-    return max(1, min(16, _total_memory_mb() // 3072))
+    return default_max_servers(_total_memory_mb())
 
 
 def _default_memory_budget_mb() -> int:
-    # Room for the desktop, the editor and the agent besides the HOL fleet.
-    return _total_memory_mb() * 3 // 4
+    return default_memory_budget_mb(_total_memory_mb())
 
 
 @dataclass(frozen=True)
@@ -48,14 +53,20 @@ class Settings:
     hol_bin: str | None = None
     extra_path: tuple[str, ...] = ()
     max_servers: int = field(default_factory=_default_max_servers)
-    # Poly/ML --maxheap for each server, MB; 0 means no cap.
+    # Poly/ML --maxheap for each server, MB; 0 means no cap.  The limit one
+    # server may reach; what the budget counts is what servers use.
     max_heap_mb: int = 6144
-    # Above this footprint (resident + swapped) a server is reported LARGE.
+    # Above this footprint (resident + swapped) a server is reported LARGE,
+    # and, once idle with nothing checking, replaced by a fresh one.
     soft_footprint_mb: int = 4096
-    # The whole fleet's memory, MB: the sum over servers of the heap cap (the
-    # soft footprint for one without a cap), or the footprint when larger.
-    # 0 means no budget.
+    # The whole fleet's memory, MB: each running server counts its measured
+    # footprint, a new one what the last server started with its heap cap
+    # measured (start_footprint_mb before any was).  0 means no budget.
     memory_budget_mb: int = field(default_factory=_default_memory_budget_mb)
+    start_footprint_mb: int = 1024
+    # Past this share of the budget (measured), idle servers are stopped,
+    # least recently used first, before any call fails for room.
+    memory_pressure_pct: int = 90
     idle_timeout_s: float = 1800.0
     # A file counts as settled once the server has been quiet this long after
     # a failure (HOL moves a failure's diagnostic to its step a moment after
@@ -166,6 +177,15 @@ class Settings:
             if wanted != ours:
                 found.append((name, raw, show(ours), self.sources.get(setting, "default")))
         return found
+
+    def budget_source(self) -> str:
+        """Where `memory_budget_mb` came from, for status: a setting, or the default's share of the box."""
+        box = memorylimit.here()
+        if "memory_budget_mb" in self.sources:
+            return self.sources["memory_budget_mb"]
+        if self.memory_budget_mb != default_memory_budget_mb(box.mb):
+            return "set"
+        return f"default: 75% of {box.source} ({box.mb} MB)"
 
     def _resolved_hol(self) -> str | None:
         try:

@@ -348,10 +348,28 @@ def test_status_prints_daemon_line_and_a_row_per_session():
     assert "servers: 1 running of 4  cache: 10 hits, 3 misses" in out
     header, row = out[-2].split("  "), out[-1].split("  ")
     assert [c.strip() for c in header if c.strip()] == [
-        "FILE", "PID", "STATE", "UP", "IDLE", "MB", "CAP", "PROOFS", "LAST VERDICT", "WAITING", "CLIENTS"]
+        "FILE", "PID", "STATE", "UP", "IDLE", "MB", "PEAK", "CAP", "PROOFS", "LAST VERDICT", "WAITING", "CLIENTS"]
     cells = [c.strip() for c in row if c.strip()]
-    assert cells == ["/p/fooScript.sml", "321", "ready", "1h02m", "42s", "812", "none",
+    assert cells == ["/p/fooScript.sml", "321", "ready", "1h02m", "42s", "812", "-", "none",
                      "3/4 proved, 1 failed", "-", "1", "holctl,holmcp"]
+
+
+def test_status_says_what_the_fleet_uses_of_the_budget_and_how_many_more_servers_fit():
+    session = SessionStatus(
+        file="/p/fooScript.sml", pid=321, state="ready", uptime_s=10, idle_s=2, footprint_mb=130.4,
+        max_heap_mb=6144, tally=Tally(), waiting_calls=0, clients=[], peak_mb=412.0,
+    )
+    reply = StatusResult(
+        "0.1.0", 3, 77, 90, "/s", 8, [session], 0, 0, memory_budget_mb=12288, memory_used_mb=130.4,
+        memory_budget_source="default: 75% of cgroup memory.max of /holsrv.service (16384 MB)",
+        max_heap_mb=6144, usual_footprint_mb=412.0, servers_fit=7,
+    )
+    out = lines(reply)
+    assert ("memory: 130 of 12288 MB budget used (budget: default: 75% of cgroup memory.max of "
+            "/holsrv.service (16384 MB))") in out
+    assert "capacity: 7 more of 412 MB fit; heap cap 6144 MB per server" in out
+    cells = [c.strip() for c in out[-1].split("  ") if c.strip()]
+    assert cells[5:8] == ["130", "412", "6144"]
 
 
 def test_status_shows_settings_set_somewhere_one_a_line_and_defaults_on_one_line():

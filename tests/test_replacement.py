@@ -18,6 +18,7 @@ import test_real_hol
 import test_real_holmake
 
 from holsrv.rpc import messages as m
+from holsrv.settings import Settings
 
 from conftest import pid_alive, wait_until
 
@@ -36,6 +37,7 @@ Proof
 QED
 """
 
+GOOD = SCRIPT.replace("Ancestors mylib\n", "")  # another file, needing no build
 EDITED = SCRIPT.replace("gen_tac >> simp[]", 'FAIL_TAC "edited"')
 SWITCH_DEADLINE_S = 30.0
 
@@ -214,16 +216,17 @@ def test_a_successor_that_cannot_load_the_build_never_takes_over(daemon, project
 @pytest.mark.parametrize(
     ("limits", "why"),
     [
-        (dict(memory_budget_mb=3000), "of the memory budget of 3000 MB are held"),
+        (dict(memory_budget_mb=300), "of the memory budget of 300 MB are held"),
         (dict(max_servers=1), "the limit of 1 HOL servers"),
     ],
     ids=["memory-budget", "max-servers"],
 )
 def test_without_room_for_a_second_server_the_answer_says_why_and_advises_restart(
-    daemon_factory, project, limits, why
+    daemon_factory, project, limits, why, monkeypatch
 ):
     path, built, _ = project
-    daemon = daemon_factory(**limits)  # heaps are capped at 2048 MB
+    monkeypatch.setenv("FAKE_HOL_FOOTPRINT_MB", "200")  # each server uses ~220 MB: two do not fit in 300
+    daemon = daemon_factory(**limits)
     old_pid = diagnostics(daemon, path).server.pid
     rebuild(built)
     reply = diagnostics(daemon, path)
@@ -232,7 +235,30 @@ def test_without_room_for_a_second_server_the_answer_says_why_and_advises_restar
     assert warning.startswith("REBUILT: mylibTheory changed after this HOL server loaded it")
     assert "not replaced in the background: no room" in warning and why in warning
     assert warning.endswith("Call restart to use the new build.")
+    assert "none is idle to stop: demoScript.sml" in warning  # what holds the room
     assert [(s.pid, s.replacing) for s in daemon.call(m.Status()).sessions] == [(old_pid, "")]
+
+
+@pytest.mark.parametrize(
+    "limits", [dict(max_servers=2), dict(memory_budget_mb=500)], ids=["max-servers", "memory-budget"]
+)
+def test_a_replacement_makes_room_by_stopping_the_least_recently_used_idle_server(
+    daemon_factory, project, write_script, limits, monkeypatch
+):
+    path, built, _ = project
+    monkeypatch.setenv("FAKE_HOL_FOOTPRINT_MB", "200")  # three servers of ~220 MB do not fit in 500
+    daemon = daemon_factory(**limits)
+    idle = diagnostics(daemon, write_script(GOOD, "idleScript.sml")).server.pid
+    old_pid = diagnostics(daemon, path).server.pid
+    wait_until(lambda: all(s.footprint_mb for s in daemon.call(m.Status()).sessions), SWITCH_DEADLINE_S,
+               "both servers to be measured")
+    rebuild(built)
+    assert stale(diagnostics(daemon, path))
+    wait_until(lambda: not pid_alive(idle), SWITCH_DEADLINE_S, "the idle server to be stopped for the successor")
+    wait_until(lambda: [s.pid for s in daemon.call(m.Status()).sessions if s.file == str(path)] != [old_pid],
+               SWITCH_DEADLINE_S, "the fresh server to take over")
+    reply = diagnostics(daemon, path)
+    assert stale(reply) == [] and reply.server.pid != old_pid and reply.verdict == "OK"
 
 
 def test_a_successor_takes_over_at_once_when_the_old_server_dies(daemon, project, monkeypatch):
@@ -319,3 +345,21 @@ def test_after_holmake_rebuilds_an_ancestor_the_dependent_scripts_server_is_repl
     assert after.server.pid != first.server.pid and stale(after) == []
     assert after.verdict == "OK", after.headline
     wait_until(lambda: not pid_alive(first.server.pid), 60.0, "the replaced server to exit")
+
+
+def test_on_defaults_a_rebuilt_ancestor_is_replaced_in_the_background_while_another_files_server_stays_warm(
+    daemon_factory, project, write_script
+):
+    path, built, _ = project
+    defaults = Settings()  # the heap cap, budget and count this machine gets by default
+    daemon = daemon_factory(max_servers=defaults.max_servers, max_heap_mb=defaults.max_heap_mb,
+                            memory_budget_mb=defaults.memory_budget_mb)
+    warm = diagnostics(daemon, write_script(GOOD, "warmScript.sml")).server.pid
+    old_pid = diagnostics(daemon, path).server.pid
+    rebuild(built)
+    assert stale(diagnostics(daemon, path))
+    wait_until(lambda: [s.pid for s in daemon.call(m.Status()).sessions if s.file == str(path)] != [old_pid],
+               SWITCH_DEADLINE_S, "the fresh server to take over")
+    assert stale(diagnostics(daemon, path)) == []
+    again = diagnostics(daemon, write_script(GOOD, "warmScript.sml"))
+    assert (again.server.pid, again.server.start) == (warm, "warm")

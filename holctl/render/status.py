@@ -6,7 +6,8 @@ from holctl.render.common import _BUCKET_WORDS, _TALLY_BUCKETS
 from holsrv.rpc.messages import SessionStatus, SettingSource, StatusResult, Tally
 from holsrv.rpc.words import duration
 
-_STATUS_COLUMNS = ("FILE", "PID", "STATE", "UP", "IDLE", "MB", "CAP", "PROOFS", "LAST VERDICT", "WAITING", "CLIENTS")
+_STATUS_COLUMNS = ("FILE", "PID", "STATE", "UP", "IDLE", "MB", "PEAK", "CAP", "PROOFS", "LAST VERDICT", "WAITING",
+                   "CLIENTS")
 
 
 _GONE = ("stopping", "stopped", "dead")
@@ -21,7 +22,12 @@ def _status(reply: StatusResult) -> list[str]:
         f"cache: {reply.cache_hits} hits, {reply.cache_misses} misses",
     ]
     if reply.memory_budget_mb:
-        lines.append(f"memory: {reply.memory_used_mb:.0f} of {reply.memory_budget_mb} MB budget held")
+        lines.append(f"memory: {reply.memory_used_mb:.0f} of {reply.memory_budget_mb} MB budget used"
+                     + (f" (budget: {reply.memory_budget_source})" if reply.memory_budget_source else ""))
+    if reply.usual_footprint_mb:
+        cap = f"{reply.max_heap_mb} MB" if reply.max_heap_mb else "none"
+        lines.append(f"capacity: {reply.servers_fit} more of {reply.usual_footprint_mb:.0f} MB fit; "
+                     f"heap cap {cap} per server")
     versions = sorted({s.hol_version for s in reply.sessions if s.hol_version})
     if versions:
         lines.append(f"HOL: {', '.join(versions)}")
@@ -55,6 +61,7 @@ def _session_row(s: SessionStatus) -> tuple[str, ...]:
         duration(s.uptime_s),
         duration(s.idle_s),
         f"{s.footprint_mb:.0f}" if s.footprint_mb is not None else "-",
+        f"{s.peak_mb:.0f}" if s.peak_mb is not None else "-",
         str(s.max_heap_mb) if s.max_heap_mb else "none",
         _short_tally(s.tally) if s.state not in _GONE else "-",
         s.last_verdict or "-",

@@ -410,6 +410,7 @@ class SessionStatus(Struct):
     replacing: str = ""
     replacing_since_s: float | None = None
     replacement_pid: int | None = None
+    peak_mb: float | None = None  # the largest footprint sampled, MB
 
 
 class Freshness(Struct, omit_defaults=False):
@@ -606,9 +607,18 @@ class StatusResult(ReplyBase, tag="status"):
     # The daemon's effective settings and where each came from.
     settings: list[SettingSource] = []
     # The fleet's memory budget (0: none) and how much of it the running
-    # servers hold: each its heap cap, or its footprint when larger.
+    # servers use: each its measured footprint (what it is expected to use
+    # until its first sample).
     memory_budget_mb: int = 0
     memory_used_mb: float = 0.0
+    # Where the budget came from: a setting, or the default's share of the
+    # machine's memory or of a cgroup's limit ("75% of cgroup memory.max of /x").
+    memory_budget_source: str = ""
+    # Each server's heap cap (Poly/ML --maxheap, MB; 0: none), what a new
+    # server is expected to use, and how many more of those fit now.
+    max_heap_mb: int = 0
+    usual_footprint_mb: float = 0.0
+    servers_fit: int = 0
 
 
 class Progress(ReplyBase, tag="progress"):

@@ -32,6 +32,7 @@ Fault and resource modes (environment):
     FAKE_HOL_HANG_ON=M       stop answering anything once method M arrives
     FAKE_HOL_BROKEN_FRAME_ON=M  write a malformed frame instead of M's answer
     FAKE_HOL_IGNORE_SIGTERM=1   ignore SIGTERM, `exit` and end of input
+    FAKE_HOL_FOOTPRINT_MB=N  allocate and touch N MB at start, held for life
     FAKE_HOL_GROW_MB_PER_S=N grow N MB/s of resident memory (GROW_TAC's rate too);
                              with --maxheap M: Poly/ML's out-of-store exit (1)
     FAKE_HOL_PIDFILE=path    append the pid at start
@@ -230,6 +231,8 @@ def startup(opts, env):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     rate = float(env.get("FAKE_HOL_GROW_MB_PER_S") or 0)
     opts.grower = Grower(rate, opts.maxheap_mb)
+    if env.get("FAKE_HOL_FOOTPRINT_MB"):  # a loaded heap of a chosen size, held for life
+        opts.grower.held.append(opts.grower._chunk(float(env["FAKE_HOL_FOOTPRINT_MB"])))
     if rate > 0:
         opts.grower.start_background()
 

@@ -804,6 +804,15 @@ def test_memory_growth_past_maxheap_exits_like_poly(client_factory):
     assert "Failed to recover - exiting" in c.stderr_lines
 
 
+def test_a_chosen_footprint_is_resident_from_the_start(client_factory):
+    c = client_factory(env={"FAKE_HOL_FOOTPRINT_MB": "120"})
+    c.initialize()  # the allocation comes before the server speaks
+    with open(f"/proc/{c.proc.pid}/status") as status:
+        rss_kb = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+    c.call("shutdown")
+    assert rss_kb > 120 * 1024
+
+
 def test_pidfile_log_and_startup_delay(client_factory, tmp_path):
     pidfile, log = tmp_path / "pids", tmp_path / "log.jsonl"
     c = client_factory(env={"FAKE_HOL_PIDFILE": str(pidfile), "FAKE_HOL_LOG": str(log),
