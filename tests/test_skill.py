@@ -157,10 +157,10 @@ def test_the_plugin_registers_holmcp_and_carries_the_skill(tmp_path):
 
 def test_packing_the_plugin_again_leaves_nothing_of_the_last_one(tmp_path):
     (tmp_path / "plugin" / "stale").mkdir(parents=True)
-    plugin.pack(tmp_path / "plugin", command="/opt/holsrv/bin/holmcp")
+    plugin.pack(tmp_path / "plugin", command="/usr/local/bin/holmcp")
     assert not (tmp_path / "plugin" / "stale").exists()
     manifest = json.loads((tmp_path / "plugin" / "holsrv" / ".claude-plugin" / "plugin.json").read_text())
-    assert manifest["mcpServers"]["holmcp"]["command"] == "/opt/holsrv/bin/holmcp"
+    assert manifest["mcpServers"]["holmcp"]["command"] == "/usr/local/bin/holmcp"
 
 
 def install_skill(*args: str, home: Path):
