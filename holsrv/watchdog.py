@@ -35,7 +35,7 @@ POLL_S = 1.0  # how often the parent is looked at, should the death signal be mi
 _WAKE = frozenset({signal.SIGCHLD, DEATH_SIGNAL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
 # Python ignores these; an ignored signal stays ignored across exec, so the
 # command gets them back at their defaults (as subprocess's restore_signals does).
-_RESTORE = tuple(getattr(signal, name) for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ") if hasattr(signal, name))
+_RESTORE = tuple(getattr(signal, name) for name in ("SIGPIPE", "SIGXFSZ") if hasattr(signal, name))
 
 
 def command(argv: list[str], daemon_pid: int | None = None) -> list[str]:
