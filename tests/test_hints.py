@@ -1,13 +1,16 @@
 """A failed proof's hint is chosen by the class of HOL's own message, and never replaces it.
 
-Pure: the real server's messages from the recording `error-classes.jsonl`
-(eleven common mistakes), fed to the hint table and, through a `FileState`,
-to the diagnostics answer; no daemon, no process.
+The real server's messages from the recording `error-classes.jsonl` (eleven
+common mistakes), fed to the hint table and, through a `FileState`, to the
+diagnostics answer; then once through the daemon and the fake HOL, as holctl
+prints it.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 from fake_hol import transcript_replay as tr
@@ -16,6 +19,24 @@ from holsrv import hints, stepping, verdict
 from holsrv.filestate import FileState
 from holsrv.rpc import messages as m
 from holsrv.settings import Settings
+
+# A proof the fake fails as decide_tac fails on a list goal, and one naming a tactic that does not exist.
+HINTED_SCRIPT = """\
+Theory demo
+Ancestors arithmetic
+
+Theorem not_arith:
+  !p q. p /\\ q ==> q
+Proof
+  rpt strip_tac >> NO_TAC
+QED
+
+Theorem unknown:
+  !n. n = n
+Proof
+  not_a_tactic
+QED
+"""
 
 # Each theorem of the recording's script: a phrase its hint must have.
 EXPECTED = {
@@ -119,3 +140,21 @@ def test_the_diagnostics_answer_keeps_hols_message_and_adds_the_hint_on_each_fai
         "proof failed: Exception raised at Tactical.FAIL_TAC: NO_TAC",
         "Value or constructor (NO_SUCH_THM) has not been declared",
     }
+
+
+def test_holctl_diagnostics_prints_the_hint_indented_under_each_failed_proof(daemon, write_script):
+    path = write_script(HINTED_SCRIPT)
+    done = subprocess.run(
+        [sys.executable, "-m", "holctl", "--socket", str(daemon.socket), "--no-start", "diagnostics", str(path)],
+        capture_output=True, text=True, timeout=120,
+    )
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0, done.stderr
+    failed = next(i for i, line in enumerate(lines) if "not_arith  failed" in line)
+    assert "FAIL_TAC: NO_TAC" in lines[failed]  # HOL's words stay
+    assert lines[failed + 1] == "      hint: the tactic does not apply to this goal: try a `simp[]` or `gvs[]` step first"
+    unknown = next(i for i, line in enumerate(lines) if "unknown  failed" in line)
+    assert "not_a_tactic" in lines[unknown]
+    assert lines[unknown + 1].startswith("      hint: `not_a_tactic` is not defined here: find it with "
+                                         "`search not_a_tactic`")
+    assert any("proof failed: Exception raised at Tactical.FAIL_TAC: NO_TAC" in line for line in lines)
