@@ -346,3 +346,17 @@ def test_a_server_a_trial_bloats_is_replaced_in_the_background_and_the_answer_sa
     assert new is not old and new.alive
     after = settled(daemon, path)
     assert after.verdict == "OK" and (new.footprint_mb() or 0) < 100
+
+
+def test_a_failed_candidate_carries_the_hint_of_hol_s_message_beside_it(daemon, write_script):
+    path = write_script(SCRIPT)
+    settled(daemon, path)
+    result = daemon.call(m.Try(str(path), LINE, ["NO_TAC", "simp[NO_SUCH_THM]", "simp[]"], timeout=TIMEOUT),
+                         timeout=120)
+    no_tac, unbound, good = result.candidates
+    assert no_tac.state == "failed" and "FAIL_TAC: NO_TAC" in no_tac.proof.detail
+    assert no_tac.hint == "the tactic does not apply to this goal: try a `simp[]` or `gvs[]` step first"
+    assert unbound.error == "Value or constructor (NO_SUCH_THM) has not been declared"  # HOL's words stay
+    assert "`search NO_SUCH_THM`" in unbound.hint
+    assert good.state == "proved" and good.hint == ""
+    assert "    hint: `NO_SUCH_THM` is not defined here" in render(result)
