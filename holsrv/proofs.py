@@ -66,7 +66,7 @@ def proof(
         status, detail = _overridden(entry.name, status, detail, blocks, parse)
     said = error.message if error is not None else detail
     listed = m.Proof(name=entry.name, line=entry.line0 + 1, status=status, detail=detail,
-                     hint=_hint(status, said, entry.line0 + 1))
+                     hint=hint_for(status, said, entry.line0 + 1))
     if entry.status == "checking":
         listed.checking_s = round(file.checking_for(entry, now), 1)
     return listed
@@ -120,11 +120,11 @@ def _without_entry(name: str, first: int, error: m.Diagnostic | None, why: str) 
     if why:
         return m.Proof(name, first, "unreported", why)
     if error is not None:
-        return m.Proof(name, first, "failed", does_not_compile(error), hint=_hint("failed", error.message, first))
+        return m.Proof(name, first, "failed", does_not_compile(error), hint=hint_for("failed", error.message, first))
     return m.Proof(name, first, "proved", COMPILED)
 
 
-def _hint(status: str, said: str, line: int) -> str:
+def hint_for(status: str, said: str, line: int) -> str:
     """A wrong proof's hint from HOL's words (`said`); a diverged one's from its status."""
     if status not in ("failed", "diverged"):
         return ""

@@ -15,7 +15,7 @@ import sys
 import pytest
 from fake_hol import transcript_replay as tr
 
-from holsrv import hints, stepping, verdict
+from holsrv import hints, proofs, stepping, verdict
 from holsrv.filestate import FileState
 from holsrv.rpc import messages as m
 from holsrv.settings import Settings
@@ -158,3 +158,8 @@ def test_holctl_diagnostics_prints_the_hint_indented_under_each_failed_proof(dae
     assert lines[unknown + 1].startswith("      hint: `not_a_tactic` is not defined here: find it with "
                                          "`search not_a_tactic`")
     assert any("proof failed: Exception raised at Tactical.FAIL_TAC: NO_TAC" in line for line in lines)
+
+
+def test_a_diverged_proof_is_hinted_to_be_split_at_its_line_and_a_proved_one_not_at_all():
+    assert "split the proof at line 5" in proofs.hint_for("diverged", "", 5)
+    assert proofs.hint_for("proved", "Exception raised at Tactical.FAIL_TAC: NO_TAC", 5) == ""

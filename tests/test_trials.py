@@ -68,6 +68,7 @@ def test_each_candidate_is_answered_with_its_goals_verdict_time_and_diff(daemon,
     assert (fails.state, fails.proof.status) == ("failed", "failed")
     assert "FAIL_TAC" in fails.error and (fails.failed_range.line, fails.failed_range.col) == (LINE, 3)
     assert loops.state == "timed_out" and loops.time_s >= TIMEOUT and "Cut off" in loops.message
+    assert "split the proof" in loops.hint and fails.hint == ""  # `FAIL_TAC "nope"`: of no class
     assert splits.state == "goals"
     assert [(g.asms, g.goal) for g in splits.goals] == [(["p", "q"], "q"), (["p", "q"], "p")]
     [change] = splits.diff.changed
