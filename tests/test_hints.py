@@ -152,7 +152,8 @@ def test_holctl_diagnostics_prints_the_hint_indented_under_each_failed_proof(dae
     assert done.returncode == 0, done.stderr
     failed = next(i for i, line in enumerate(lines) if "not_arith  failed" in line)
     assert "FAIL_TAC: NO_TAC" in lines[failed]  # HOL's words stay
-    assert lines[failed + 1] == "      hint: the tactic does not apply to this goal: try a `simp[]` or `gvs[]` step first"
+    assert lines[failed + 1] == (
+        "      hint: the tactic does not apply to this goal: try a `simp[]` or `gvs[]` step first")
     unknown = next(i for i, line in enumerate(lines) if "unknown  failed" in line)
     assert "not_a_tactic" in lines[unknown]
     assert lines[unknown + 1].startswith("      hint: `not_a_tactic` is not defined here: find it with "
