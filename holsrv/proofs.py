@@ -126,7 +126,7 @@ def _without_entry(name: str, first: int, error: m.Diagnostic | None, why: str) 
 
 def hint_for(status: str, said: str, line: int) -> str:
     """A wrong proof's hint from HOL's words (`said`); a diverged one's from its status."""
-    if status not in ("failed", "diverged"):
+    if status not in ("failed", "diverged", "parse_error"):
         return ""
     return hints.hint(said if status == "failed" else f"diverged: {said}", hints.Context(line=line))
 

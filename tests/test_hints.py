@@ -53,16 +53,16 @@ EXPECTED = {
 }
 
 
-def _recording() -> list[dict]:
-    path = os.path.join(tr.find_transcripts(), "error-classes.jsonl")
+def _recording(name: str = "error-classes") -> list[dict]:
+    path = os.path.join(tr.find_transcripts(), name + ".jsonl")
     if not os.path.exists(path):
         pytest.skip("recorded transcripts are not available here")
     return tr.load(path)
 
 
-def _replayed() -> tuple[FileState, str]:
+def _replayed(name: str = "error-classes") -> tuple[FileState, str]:
     """The file state after every notification of the recorded session."""
-    records = _recording()
+    records = _recording(name)
     opened = next(r["msg"]["params"]["textDocument"] for r in records
                   if r["dir"] == "C->S" and r["msg"].get("method") == "textDocument/didOpen")
     file = FileState(opened["uri"])
@@ -122,12 +122,16 @@ def test_other_words_of_hol_get_the_hint_of_their_class(message, phrase):
     assert (phrase in got) if phrase else got == "", got
 
 
-def test_the_diagnostics_answer_keeps_hols_message_and_adds_the_hint_on_each_failed_proof():
-    file, text = _replayed()
-    result = stepping.run(verdict.build_steps(
+def _answer(name: str) -> m.DiagnosticsResult:
+    file, text = _replayed(name)
+    return stepping.run(verdict.build_steps(
         file, text, "hash", "utf-8", 100.0, Settings(quiet_s=0.3, quiet_clean_s=0.2), m.ServerNote(pid=1), None,
         1.0,
     ))
+
+
+def test_the_diagnostics_answer_keeps_hols_message_and_adds_the_hint_on_each_failed_proof():
+    result = _answer("error-classes")
     by_name = {p.name: p for p in result.proofs}
     assert by_name["good_add0"].hint == ""
     for name, phrase in EXPECTED.items():
@@ -164,3 +168,10 @@ def test_holctl_diagnostics_prints_the_hint_indented_under_each_failed_proof(dae
 def test_a_diverged_proof_is_hinted_to_be_split_at_its_line_and_a_proved_one_not_at_all():
     assert "split the proof at line 5" in proofs.hint_for("diverged", "", 5)
     assert proofs.hint_for("proved", "Exception raised at Tactical.FAIL_TAC: NO_TAC", 5) == ""
+
+
+def test_a_proof_hol_checked_after_recovering_from_a_parse_error_is_hinted_to_the_syntax():
+    # parse-recovery.jsonl: `expected close delimiter`, a warning, and the proof `proved` by HOL.
+    [proof] = [p for p in _answer("parse-recovery").proofs if p.status == "parse_error"]
+    assert "expected close delimiter" in proof.detail
+    assert proof.hint.startswith("a syntax error:")
