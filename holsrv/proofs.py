@@ -11,7 +11,7 @@ attribution of a compile error to its theorems `compileerrors`'s.
 
 from __future__ import annotations
 
-from holsrv import stepping, tally
+from holsrv import hints, stepping, tally
 from holsrv.compileerrors import compile_errors, does_not_compile
 from holsrv.diagnosticlist import MAX_MESSAGE_CHARS, diagnostics, parse_errors
 from holsrv.filestate import FileState, ProofEntry
@@ -64,7 +64,9 @@ def proof(
         )
     elif status in _RAN:
         status, detail = _overridden(entry.name, status, detail, blocks, parse)
-    listed = m.Proof(name=entry.name, line=entry.line0 + 1, status=status, detail=detail)
+    said = error.message if error is not None else detail
+    listed = m.Proof(name=entry.name, line=entry.line0 + 1, status=status, detail=detail,
+                     hint=hint_for(status, said, entry.line0 + 1))
     if entry.status == "checking":
         listed.checking_s = round(file.checking_for(entry, now), 1)
     return listed
@@ -118,8 +120,15 @@ def _without_entry(name: str, first: int, error: m.Diagnostic | None, why: str) 
     if why:
         return m.Proof(name, first, "unreported", why)
     if error is not None:
-        return m.Proof(name, first, "failed", does_not_compile(error))
+        return m.Proof(name, first, "failed", does_not_compile(error), hint=hint_for("failed", error.message, first))
     return m.Proof(name, first, "proved", COMPILED)
+
+
+def hint_for(status: str, said: str, line: int) -> str:
+    """A wrong proof's hint from HOL's words (`said`); a diverged one's from its status."""
+    if status not in ("failed", "diverged", "parse_error"):
+        return ""
+    return hints.hint(said if status == "failed" else f"diverged: {said}", hints.Context(line=line))
 
 
 def status_of(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from holctl.render import render
 from holsrv.answers import evalcode
 from holsrv.lsp import replies
 from holsrv.rpc import messages as m
@@ -127,3 +128,12 @@ def test_bindings_last_for_one_call_and_the_prelude_is_there_every_time(daemon, 
     assert [e for e in next_call.errors if "Value or constructor (kept) has not been declared" in e]
     again = evaluate(daemon, path, "EVAL ``LENGTH [1]``;")
     assert again.output == "⊢ LENGTH [1] = 1\n"
+
+
+def test_an_undeclared_name_in_eval_keeps_hol_s_error_and_hints_to_search_for_it(daemon, write_script):
+    reply = evaluate(daemon, write_script(GOOD_SCRIPT), "PolyML.print nosuch_thing;")
+    assert reply.errors == ["1:14: Value or constructor (nosuch_thing) has not been declared"]
+    [hint] = reply.hints
+    assert "`search nosuch_thing`" in hint
+    assert f"error: {reply.errors[0]}\n    hint: {hint}" in render(reply)
+    assert evaluate(daemon, write_script(GOOD_SCRIPT), "1 + 1;").hints == []

@@ -68,6 +68,7 @@ def test_each_candidate_is_answered_with_its_goals_verdict_time_and_diff(daemon,
     assert (fails.state, fails.proof.status) == ("failed", "failed")
     assert "FAIL_TAC" in fails.error and (fails.failed_range.line, fails.failed_range.col) == (LINE, 3)
     assert loops.state == "timed_out" and loops.time_s >= TIMEOUT and "Cut off" in loops.message
+    assert "split the proof" in loops.hint and fails.hint == ""  # `FAIL_TAC "nope"`: of no class
     assert splits.state == "goals"
     assert [(g.asms, g.goal) for g in splits.goals] == [(["p", "q"], "q"), (["p", "q"], "p")]
     [change] = splits.diff.changed
@@ -346,3 +347,17 @@ def test_a_server_a_trial_bloats_is_replaced_in_the_background_and_the_answer_sa
     assert new is not old and new.alive
     after = settled(daemon, path)
     assert after.verdict == "OK" and (new.footprint_mb() or 0) < 100
+
+
+def test_a_failed_candidate_carries_the_hint_of_hol_s_message_beside_it(daemon, write_script):
+    path = write_script(SCRIPT)
+    settled(daemon, path)
+    result = daemon.call(m.Try(str(path), LINE, ["NO_TAC", "simp[NO_SUCH_THM]", "simp[]"], timeout=TIMEOUT),
+                         timeout=120)
+    no_tac, unbound, good = result.candidates
+    assert no_tac.state == "failed" and "FAIL_TAC: NO_TAC" in no_tac.proof.detail
+    assert no_tac.hint == "the tactic does not apply to this goal: try a `simp[]` or `gvs[]` step first"
+    assert unbound.error == "Value or constructor (NO_SUCH_THM) has not been declared"  # HOL's words stay
+    assert "`search NO_SUCH_THM`" in unbound.hint
+    assert good.state == "proved" and good.hint == ""
+    assert "    hint: `NO_SUCH_THM` is not defined here" in render(result)

@@ -15,7 +15,9 @@ def _diagnostics(reply: DiagnosticsResult) -> list[str]:
         lines.append(f"note: {reply.note}")
     lines += [f"outstanding: {o}" for o in reply.outstanding]
     lines += [f"cheat at line {c.line}" + (f", in theorem {c.theorem}" if c.theorem else "") for c in reply.cheats]
-    lines += [_proof(p) for p in reply.proofs if p.status != "proved"]
+    for p in reply.proofs:
+        if p.status != "proved":
+            lines += [_proof(p), *([f"      hint: {p.hint}"] if p.hint else [])]
     for d in reply.diagnostics:
         first, *rest = d.message.splitlines() or [""]
         lines.append(f"{d.range.line}:{d.range.col} {d.severity}: {first}")

@@ -93,6 +93,8 @@ def _candidate(n: int, c: TryCandidate) -> list[str]:
         lines += [f"    error{where}: {first}", *("      " + line for line in rest)]
     if c.proof and c.proof.detail and c.state != "proved":
         lines.append(f"    proof: {c.proof.detail}")
+    if c.hint:
+        lines.append(f"    hint: {c.hint}")
     if c.state == "goals":
         lines += _goals(c.goals, "    ")
     elif c.state == "proved" and c.goals:

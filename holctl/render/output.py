@@ -8,9 +8,12 @@ from holsrv.rpc.messages import EvalResult, HolmakeResult
 
 def _eval(reply: EvalResult) -> list[str]:
     lines = reply.output.rstrip("\n").splitlines()
-    for err in reply.errors:
+    hints = reply.hints + [""] * (len(reply.errors) - len(reply.hints))
+    for err, hint in zip(reply.errors, hints, strict=False):
         first, *rest = err.splitlines() or [""]
         lines += [f"error: {first}", *("    " + line for line in rest)]
+        if hint:
+            lines.append(f"    hint: {hint}")
     for warning in reply.warnings:
         first, *rest = warning.splitlines() or [""]
         lines += [f"warning: {first}", *("    " + line for line in rest)]

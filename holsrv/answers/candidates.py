@@ -7,7 +7,7 @@ is `placement`'s.
 
 from __future__ import annotations
 
-from holsrv import pool, textinfo
+from holsrv import hints, pool, textinfo
 from holsrv.answers import goals, judging, placement
 from holsrv.answers.common import Context, blocked_message, read, replace
 from holsrv.errors import BadRequest, ServerTimeout
@@ -59,7 +59,21 @@ async def run(
     out = await _sent(session, trial, span.name, tactic, timeout)
     if out.state == "not_tried":
         return out
-    return await _checked(ctx, session, trial, span, out, before, timeout)
+    return hinted(await _checked(ctx, session, trial, span, out, before, timeout))
+
+
+def hinted(out: m.TryCandidate) -> m.TryCandidate:
+    """A failed or timed-out candidate with its hint, chosen by HOL's words (or the timeout)."""
+    match out.state:
+        case "failed":
+            said = "\n".join(filter(None, [out.error, out.proof.detail if out.proof else ""]))
+        case "timed_out":
+            said = "timed out"
+        case _:
+            return out
+    line = out.failed_range.line if out.failed_range is not None else None
+    out.hint = hints.hint(said, hints.Context(line=line))
+    return out
 
 
 async def _sent(session: Session, trial: str, name: str, tactic: str, timeout: float) -> m.TryCandidate:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from holsrv import files, stepping
+from holsrv import files, hints, stepping
 from holsrv.ancestors import ancestors
 from holsrv.answers import evalcode
 from holsrv.answers.common import NO_SERVER, Context, blocked_message, compiled, note, opened, read
@@ -42,9 +42,10 @@ async def eval(ctx: Context, req: m.Eval, client: str) -> m.EvalResult:
         if timed_out:
             outcome.errors.append(f"timed out after {req.timeout:g}s; the evaluation was cancelled")
         stderr = hol.without_holdep_noise(session.stderr_since(mark), sent.names)
+        errors = outcome.errors[:MAX_EVAL_ERRORS]
         return m.EvalResult(
             file=str(src.path), output=clip(outcome.output, MAX_EVAL_CHARS),
-            errors=[clip(e, MAX_MESSAGE_CHARS) for e in outcome.errors[:MAX_EVAL_ERRORS]],
+            errors=[clip(e, MAX_MESSAGE_CHARS) for e in errors], hints=[hints.hint(e) for e in errors],
             stderr=clip(stderr, MAX_EVAL_CHARS), timed_out=timed_out, server=note(lease),
             warnings=[clip(w, MAX_MESSAGE_CHARS) for w in outcome.warnings[:MAX_EVAL_ERRORS]],
         )

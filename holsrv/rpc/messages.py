@@ -310,6 +310,9 @@ class Proof(Struct, gc=False):
     detail: str = ""
     # Seconds this daemon has seen the proof checking (since the last edit at most).
     checking_s: float | None = None
+    # A failed or diverged proof: one short next step chosen by the class of HOL's
+    # message (`holsrv.hints`); "" when none.  `detail` keeps HOL's own words.
+    hint: str = ""
 
 
 class Tally(Struct):
@@ -569,6 +572,9 @@ class EvalResult(ReplyBase, tag="eval"):
     # Soft reports (HOL's `hard: false`: the code ran) and notes on what ran.
     warnings: list[str] = []
     freshness: Freshness | None = None  # how fresh this answer is (see Freshness)
+    # One per entry of `errors`, in order: a short next step chosen by the class
+    # of HOL's message (`holsrv.hints`), "" when none.
+    hints: list[str] = []
 
 
 class RetryCompileResult(ReplyBase, tag="retryCompile"):
@@ -747,6 +753,9 @@ class TryCandidate(Struct):
     # Seconds from sending the candidate until HOL took it: about 0.3 normally,
     # longer while HOL stops a looping candidate before it.
     taken_s: float | None = None
+    # A failed or timed-out candidate: one short next step chosen by the class of
+    # HOL's message (`holsrv.hints`); "" when none.
+    hint: str = ""
 
 
 class TryResult(ReplyBase, tag="try"):
