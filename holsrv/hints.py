@@ -15,26 +15,31 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Context:
-    """Where the message is about: the proof's first line (1-based), if known."""
+    """Where the message is about: the proof's first line (1-based), if known; and
+    whether it is about a proof at all (eval's SML is not one)."""
 
     line: int | None = None
+    in_proof: bool = True
 
 
 @dataclass(frozen=True)
 class _Rule:
     pattern: re.Pattern[str]
     template: str  # may use {name} (the pattern's group `name`) and {at} (" at line N" or "")
+    # For code given to eval: None keeps the proof's hint, "" gives none (a
+    # proof's advice would mislead there).
+    in_eval: str | None = None
 
 
-def _rule(pattern: str, template: str) -> _Rule:
-    return _Rule(re.compile(pattern), template)
+def _rule(pattern: str, template: str, in_eval: str | None = "") -> _Rule:
+    return _Rule(re.compile(pattern), template, in_eval)
 
 
 _RULES: tuple[_Rule, ...] = (
     # error-classes: `Value or constructor (NO_SUCH_THM) has not been declared` (unknown tactic or theorem).
     _rule(r"Value or constructor \((?P<name>[^)\s]+)\) has not been declared",
           "`{name}` is not defined here: find it with `search {name}` (holctl search / the search tool), "
-          "or add the theory that defines it to Ancestors"),
+          "or add the theory that defines it to Ancestors", in_eval=None),
     # error-classes: `Tactical.THEN1: goal completely solved by first tactic`.
     _rule(r"goal completely solved by first tactic",
           "the goal was already solved before a branch: drop the `>-` (or THEN1) and the tactic after it"),
@@ -61,7 +66,9 @@ _RULES: tuple[_Rule, ...] = (
     # error-classes: statements HOL cannot parse (`Don't expect to find …`); parse recovery (`expected …`).
     _rule(r"Don't expect to find|\bexpected\b|unclosed quotation",
           "a syntax error: a theorem reads `Theorem name:` ⏎ statement ⏎ `Proof` ⏎ tactics ⏎ `QED`, "
-          "with terms in ‘…’ and brackets balanced"),
+          "with terms in ‘…’ and brackets balanced",
+          in_eval="an SML syntax error: give whole declarations or expressions, each ended by `;`, "
+                  "with terms in ‘…’ and brackets balanced"),
     # candidate-loops / the daemon's own words: a timed-out or looping step.
     _rule(r"PROBABLY LOOPING|\btimed[ _]out\b|\bdiverged\b",
           "a step runs away: split the proof{at} and check one step at a time (goalState, try) to find it"),
@@ -76,5 +83,6 @@ def hint(message: str, context: Context = Context()) -> str:
             continue
         named = found.groupdict().get("name") or ""
         at = f" at line {context.line}" if context.line is not None else ""
-        return rule.template.format(name=named, at=at)
+        template = rule.template if context.in_proof or rule.in_eval is None else rule.in_eval
+        return template.format(name=named, at=at)
     return ""

@@ -175,3 +175,12 @@ def test_a_proof_hol_checked_after_recovering_from_a_parse_error_is_hinted_to_th
     [proof] = [p for p in _answer("parse-recovery").proofs if p.status == "parse_error"]
     assert "expected close delimiter" in proof.detail
     assert proof.hint.startswith("a syntax error:")
+
+
+def test_code_given_to_eval_gets_no_proofs_advice_but_keeps_what_holds_for_any_code():
+    in_eval = hints.Context(in_proof=False)
+    assert "`;`" in hints.hint("expected an expression", in_eval)
+    assert "Theorem" not in hints.hint("expected an expression", in_eval)
+    assert hints.hint("walker timed out (>1500ms)", in_eval) == ""
+    assert hints.hint("unsolved goals", in_eval) == ""
+    assert "search FOO" in hints.hint("Value or constructor (FOO) has not been declared\n", in_eval)
