@@ -45,7 +45,8 @@ async def eval(ctx: Context, req: m.Eval, client: str) -> m.EvalResult:
         errors = outcome.errors[:MAX_EVAL_ERRORS]
         return m.EvalResult(
             file=str(src.path), output=clip(outcome.output, MAX_EVAL_CHARS),
-            errors=[clip(e, MAX_MESSAGE_CHARS) for e in errors], hints=[hints.hint(e, hints.Context(in_proof=False)) for e in errors],
+            errors=[clip(e, MAX_MESSAGE_CHARS) for e in errors],
+            hints=[hints.hint(e, hints.Context(in_proof=False)) for e in errors],
             stderr=clip(stderr, MAX_EVAL_CHARS), timed_out=timed_out, server=note(lease),
             warnings=[clip(w, MAX_MESSAGE_CHARS) for w in outcome.warnings[:MAX_EVAL_ERRORS]],
         )
