@@ -46,6 +46,8 @@ class ScriptWatch:
         self._scripts: dict[Path, set[str]] = {}  # directory -> names of scripts watched in it
         self._timers: dict[Path, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task] = set()
+        self._syncing: set[Path] = set()  # files whose sync is under way
+        self._again: set[Path] = set()  # ... and written again meanwhile
         self.syncs = 0  # syncs made on a write (for tests and the benchmark)
 
     def watch(self, path: Path) -> None:
@@ -96,9 +98,24 @@ class ScriptWatch:
 
     def _quiet(self, path: Path) -> None:
         self._timers.pop(path, None)
-        task = asyncio.get_running_loop().create_task(self._sync(path), name=f"sync-on-write-{path.name}")
+        if path in self._syncing:  # one sync of a file at a time, the newest text last
+            self._again.add(path)
+            return
+        self._syncing.add(path)
+        task = asyncio.get_running_loop().create_task(self._syncs(path), name=f"sync-on-write-{path.name}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    async def _syncs(self, path: Path) -> None:
+        try:
+            while True:
+                self._again.discard(path)
+                await self._sync(path)
+                if path not in self._again:
+                    return
+        finally:
+            self._syncing.discard(path)
+            self._again.discard(path)
 
     async def _sync(self, path: Path) -> None:
         session = self._current(path)
