@@ -4,6 +4,8 @@ inotify(7) on each directory, read without blocking when asked: which
 directories saw a build file, a Holmakefile, a holproject.toml or a
 `.hol/objs` change since the last call.  `ancestors.BuildTimes` drops the
 build times it kept for those; the replacement wakes on the descriptor.
+`written` says instead which files were written (closed after a write,
+renamed over, created): `scriptwatch` syncs scripts so.
 """
 
 from __future__ import annotations
