@@ -68,6 +68,10 @@ class ScriptWatch:
             names = self._scripts[path.parent] = set()
         names.add(path.name)
 
+    def watching(self) -> set[Path]:
+        """The scripts watched now (for status and tests)."""
+        return {d / n for d, names in self._scripts.items() for n in names}
+
     def forget(self, path: Path) -> None:
         """`path` has no live server any more: stop watching it (and its directory, if it was the last)."""
         timer = self._timers.pop(path, None)
@@ -86,7 +90,7 @@ class ScriptWatch:
         assert self._watch is not None
         written = self._watch.written()
         if written is None:  # an overflow: any script may have been written
-            written = {d / n for d, names in self._scripts.items() for n in names}
+            written = self.watching()
         loop = asyncio.get_running_loop()
         for path in written:
             if path.name not in self._scripts.get(path.parent, ()):

@@ -111,3 +111,16 @@ def test_a_daemon_without_inotify_still_answers_about_the_written_text(daemon_fa
     after = settled(daemon, path)
     assert after.content_hash == files.content_hash(path.read_bytes()) and after.verdict != "OK"
     assert daemon.daemon.pool.scriptwatch.syncs == 0
+
+
+def test_a_script_is_no_longer_watched_once_its_server_stops(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    settled(daemon, path)
+    real = path.resolve()
+
+    async def watching() -> set:
+        return daemon.daemon.pool.scriptwatch.watching()
+
+    assert real in daemon.run(watching())
+    daemon.call(m.Stop(str(path)))
+    wait_until(lambda: real not in daemon.run(watching()), 30, "the watch on the stopped server's script dropped")
