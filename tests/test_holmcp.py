@@ -46,11 +46,11 @@ PARAMETERS = {
     "status": set(),
     "search": {"file", "query", "limit", "page", "expect_hash"},
     "holmake": {"file", "target"},
-    "try": {"file", "line", "column", "tactics", "timeout"},
+    "try": {"file", "line", "column", "tactics", "timeout", "apply"},
     "goalDiff": {"file", "line1", "column1", "line2", "column2"},
 }
 READ_ONLY = {"diagnostics", "goalState", "hover", "definition", "references", "completion", "documentSymbol",
-             "workspaceSymbol", "status", "search", "try", "goalDiff"}
+             "workspaceSymbol", "status", "search", "goalDiff"}
 # What an agent host pays for the tool list in every context, in characters
 # (12,000 until search, holmake, try and goalDiff came, with expect_hash).
 MAX_TOOL_LIST_CHARS = 16_000
