@@ -10,11 +10,12 @@ import threading
 
 import pytest
 
-from conftest import wait_until
 from holctl.render import render
 from holsrv import errors
 from holsrv.files import content_hash
 from holsrv.rpc import messages as m
+
+from conftest import wait_until
 
 SCRIPT = """\
 Theory demo

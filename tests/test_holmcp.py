@@ -422,6 +422,19 @@ async def test_try_answers_each_candidate_and_goal_diff_names_what_changed(daemo
 
 
 @pytest.mark.asyncio
+async def test_try_with_apply_writes_the_proved_candidate_into_the_file(daemon, write_script):
+    path = write_script(FAILING_SCRIPT)
+    line = FAILING_SCRIPT.splitlines().index('  rpt strip_tac >> FAIL_TAC "nope"') + 1
+    async with Client(build_server(daemon.socket, path.parent, autostart=False)) as client:
+        tried = await client.call_tool("try", {"file": path.name, "line": line, "column": 20,
+                                               "tactics": ['FAIL_TAC "no"', "simp[]"], "apply": True})
+    assert not tried.is_error, tried.content
+    applied = tried.structured_content["applied"]
+    assert (applied["state"], applied["text"]) == ("kept", "simp[]")
+    assert path.read_text() == FAILING_SCRIPT.replace('rpt strip_tac >> FAIL_TAC "nope"', "rpt strip_tac >> simp[]")
+
+
+@pytest.mark.asyncio
 async def test_a_file_uri_is_taken_as_the_path_it_names(daemon, write_script, tmp_path):
     path = write_script(FAILING_SCRIPT, dir=tmp_path / "my proofs ∀")
     uri = "file://" + quote(str(path))
