@@ -124,6 +124,28 @@ def test_a_candidate_whose_check_in_the_file_gives_no_verdict_within_the_wait_is
     assert settled(daemon, path).content_hash == content_hash(original)
 
 
+def test_a_rollback_never_overwrites_what_someone_else_wrote_after_the_apply(daemon, write_script):
+    path = write_script(SCRIPT)
+    settled(daemon, path)
+    slow = "SLOW_TAC 8000 >> simp[]"
+    box: dict = {}
+
+    def call() -> None:
+        box["reply"] = daemon.call(m.Try(str(path), LINE, [slow], timeout=60, wait=5.0, apply=True), timeout=120)
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    # Written; its check cannot give a verdict before the proof's 8 s: an editor saves meanwhile.
+    wait_until(lambda: slow.encode() in path.read_bytes(), timeout=60, what="the candidate written")
+    theirs = SCRIPT.replace("Theorem other", "Theorem other_saved").encode()
+    path.write_bytes(theirs)
+    caller.join(120)
+    applied = box["reply"].applied
+    assert applied is not None and applied.state == "rollback_skipped", applied
+    assert applied.reason in ("file_changed", "no_verdict")  # the save came before the check read, or after
+    assert path.read_bytes() == theirs
+
+
 def test_a_symlinked_file_is_refused_and_neither_the_link_nor_its_target_written(daemon, write_script, tmp_path):
     real = write_script(SCRIPT)
     link = tmp_path / "linkScript.sml"

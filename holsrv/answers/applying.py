@@ -11,6 +11,7 @@ over the bytes written here.
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from holsrv import filewrite, textinfo
 from holsrv.answers import diagnostics, judging, placement
@@ -18,6 +19,8 @@ from holsrv.answers.common import Context, Report
 from holsrv.errors import FileChanged, HolsrvError
 from holsrv.files import Script
 from holsrv.rpc import messages as m
+
+log = logging.getLogger(__name__)
 
 # The states a theorem's check can still be in: no verdict yet, rather than a wrong one.
 _UNDECIDED = ("checking", "unreported")
@@ -36,30 +39,50 @@ async def apply(
     rng = m.Range(*index.line_col(span.start), *index.line_col(span.end))
     applied = m.Applied(state="refused", reason="", range=rng, text=chosen.tactic, content_hash="")
     result.applied = applied
-    try:
-        applied.content_hash = await asyncio.to_thread(
-            filewrite.replace, src.path, src.hash, span.put(src.text, chosen.tactic).encode("utf-8")
-        )
-    except HolsrvError as err:
-        applied.reason, applied.message = err.code, f"Nothing was written: {err}"
-        result.message += f" {applied.message}"
-        return result
-    result.message = result.message.replace(judging.UNTOUCHED, ".", 1)
     if report is not None:
-        await report(m.Progress(f"applied {chosen.tactic[:60]!r}: checking {src.path.name}"))
-    await _checked(ctx, req, client, applied, src, span, report)
+        await report(m.Progress(f"applying {chosen.tactic[:60]!r}, then checking {src.path.name}"))
+    # Once the file may be written, the check and any rollback must run to their end even if
+    # the caller hangs up (which cancels its call): shielded, and its own errors logged.
+    work = asyncio.ensure_future(_written_and_checked(ctx, req, client, applied, src, span))
+    work.add_done_callback(_logged)
+    await asyncio.shield(work)
+    if applied.content_hash:
+        result.message = result.message.replace(judging.UNTOUCHED, ".", 1)
     result.message += f" {applied.message}"
     return result
 
 
+async def _written_and_checked(
+    ctx: Context, req: m.Try, client: str, applied: m.Applied, src: Script, span: placement.Span
+) -> None:
+    try:
+        applied.content_hash = await asyncio.to_thread(
+            filewrite.replace, src.path, src.hash, span.put(src.text, applied.text).encode("utf-8")
+        )
+    except HolsrvError as err:
+        applied.reason, applied.message = err.code, f"Nothing was written: {err}"
+        return
+    log.info("try --apply wrote %s (content %s)", src.path, applied.content_hash)
+    await _checked(ctx, req, client, applied, src, span)
+    log.info("try --apply on %s: %s %s", src.path, applied.state, applied.reason)
+
+
+def _logged(task: asyncio.Future) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("try --apply failed", exc_info=task.exception())
+
+
 async def _checked(
-    ctx: Context, req: m.Try, client: str, applied: m.Applied, src: Script, span: placement.Span,
-    report: Report | None,
+    ctx: Context, req: m.Try, client: str, applied: m.Applied, src: Script, span: placement.Span
 ) -> None:
     """Check the written file; keep the edit if it proves the theorem, else put the old bytes back."""
     where = f"lines {applied.range.line}-{applied.range.end_line}" if applied.range.end_line > applied.range.line \
         else f"line {applied.range.line}"
-    check = await diagnostics.answer(ctx, m.Diagnostics(file=req.file, wait=max(0.0, req.wait)), client, report)
+    try:
+        check = await diagnostics.answer(ctx, m.Diagnostics(file=req.file, wait=max(0.0, req.wait)), client)
+    except HolsrvError as err:  # the server died, is starting again…: no verdict, so the old bytes go back
+        await _rolled_back(applied, src, where, f"its check could not be made ({err.code}: {err})", "no_verdict")
+        return
     if check.content_hash != applied.content_hash:
         applied.state, applied.reason = "rollback_skipped", "file_changed"
         applied.message = (f"Wrote {applied.text!r} in place of {src.text[span.start:span.end]!r} ({where}), "
@@ -74,9 +97,14 @@ async def _checked(
                            f"({where}); the file's check proves {span.name} (verdict {check.verdict}).")
         return
     undecided = applied.status in _UNDECIDED and not check.complete
-    applied.reason = "no_verdict" if undecided else "not_proved"
     why = (f"its check gave no verdict on {span.name} within {req.wait:g}s (the trial's wait)" if undecided
            else f"the file's check says {span.name} is {applied.status}")
+    await _rolled_back(applied, src, where, why, "no_verdict" if undecided else "not_proved")
+
+
+async def _rolled_back(applied: m.Applied, src: Script, where: str, why: str, reason: str) -> None:
+    """The trial's bytes back in place of those written, unless the file changed again since."""
+    applied.reason = reason
     try:
         await asyncio.to_thread(filewrite.replace, src.path, applied.content_hash, src.data)
     except FileChanged:
