@@ -82,14 +82,12 @@ class ProofTools:
             float | None, Field(ge=0, description="Seconds per candidate (default 30).")
         ] = None,
         apply: Annotated[
-            bool, Field(description="Write the first proved candidate into the file if it is unchanged since "
-                        "the trial; kept only if the file's check then proves the theorem, else undone.")
+            bool, Field(description="Write the first proved one into the file, undone if its check fails.")
         ] = False,
     ) -> CallToolResult:
         """Try tactics in place of a proof line's tactic, file untouched unless apply. Per candidate: state
         (proved, proved_here, goals, failed, timed_out, not_tried), goals or error (with its range in the
-        candidate), proof status, time, goal diff. At most 8. With apply: `applied` (kept, rolled_back,
-        refused) and the range written.
+        candidate), proof status, time, goal diff. At most 8.
         """
         request = messages.Try(
             file=self.daemon.path(file), line=line, column=column, tactics=tactics, timeout=timeout, progress=True,
