@@ -54,7 +54,8 @@ def test_a_proved_candidate_is_written_in_place_and_the_files_check_then_says_ok
     path = write_script(SCRIPT)
     assert settled(daemon, path).verdict == "CHEATS"
     result = daemon.call(m.Try(str(path), LINE, ['FAIL_TAC "no"', "simp[]", "metis_tac[]"], apply=True), timeout=120)
-    assert [c.state for c in result.candidates] == ["failed", "proved", "proved"]
+    assert [c.state for c in result.candidates] == ["failed", "proved", "proved"], [
+        (c.state, c.message) for c in result.candidates]
     applied = result.applied
     assert applied is not None and (applied.state, applied.reason, applied.status) == ("kept", "", "proved")
     # The first proved candidate, in the given order, exactly where `cheat` was.
