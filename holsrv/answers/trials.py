@@ -38,8 +38,11 @@ async def try_tactics(ctx: Context, req: m.Try, client: str, report: Report | No
     if not req.apply:
         return (await _trial(ctx, req, client, report))[0]
     filewrite.refuse_link(req.file)  # before the trial, not after it
+    started = ctx.clock()
     result, src, span = await _trial(ctx, req, client, report)
-    return await applying.apply(ctx, req, client, result, src, span, report)
+    result = await applying.apply(ctx, req, client, result, src, span, report)
+    result.time_s = round(ctx.clock() - started, 3)  # the write and the file's check too
+    return result
 
 
 async def _trial(
