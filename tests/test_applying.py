@@ -4,6 +4,7 @@ only if the file's own check proves the theorem, else the old bytes put back."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import threading
@@ -145,6 +146,30 @@ def test_a_rollback_never_overwrites_what_someone_else_wrote_after_the_apply(dae
     assert applied is not None and applied.state == "rollback_skipped", applied
     assert applied.reason in ("file_changed", "no_verdict")  # the save came before the check read, or after
     assert path.read_bytes() == theirs
+
+
+def test_a_caller_hanging_up_after_the_write_still_gets_its_file_checked_and_rolled_back(daemon, write_script):
+    path = write_script(SCRIPT)
+    settled(daemon, path)
+    original = path.read_bytes()
+    slow = "SLOW_TAC 3000 >> simp[]"
+    client = daemon.client()
+
+    def hang_up(progress: m.Progress) -> None:
+        if progress.message.startswith("applying"):
+            client.close()  # the daemon cancels a call whose caller hung up
+
+    def call() -> None:
+        with contextlib.suppress(errors.DaemonUnreachable):
+            client.call(m.Try(str(path), LINE, [slow], timeout=60, wait=2.0, apply=True, progress=True),
+                        timeout=120, on_progress=hang_up)
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    wait_until(lambda: slow.encode() in path.read_bytes(), timeout=60, what="the candidate written")
+    caller.join(60)
+    # No verdict within the wait, so the old bytes come back, though no one waits for the answer.
+    wait_until(lambda: path.read_bytes() == original, timeout=60, what="the rollback")
 
 
 def test_a_symlinked_file_is_refused_and_neither_the_link_nor_its_target_written(daemon, write_script, tmp_path):
