@@ -76,8 +76,7 @@ async def _checked(
     ctx: Context, req: m.Try, client: str, applied: m.Applied, src: Script, span: placement.Span
 ) -> None:
     """Check the written file; keep the edit if it proves the theorem, else put the old bytes back."""
-    where = f"lines {applied.range.line}-{applied.range.end_line}" if applied.range.end_line > applied.range.line \
-        else f"line {applied.range.line}"
+    where = f"line {applied.range.line}"  # a candidate replaces text of one line
     try:
         check = await diagnostics.answer(ctx, m.Diagnostics(file=req.file, wait=max(0.0, req.wait)), client)
     except HolsrvError as err:  # the server died, is starting again…: no verdict, so the old bytes go back
