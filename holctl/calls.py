@@ -24,7 +24,7 @@ Exit codes:
   1  any other failure
   2  bad command line
   3  bad input: missing file, not a file, not UTF-8, permission denied, position out of range,
-     bad request
+     bad request, symlink refused (try --apply)
   4  HOL problem: HOL not found, server died or stopped, server starting, servers busy,
      server timed out, HOL error, memory budget
   5  daemon unreachable, stopping or refusing this user; protocol mismatch, bad frame or
@@ -62,7 +62,8 @@ class Unreachable(CallFailed):
 
 _FAILURE_BY_CODE = {
     **dict.fromkeys(
-        ["file_not_found", "not_a_file", "not_utf8", "permission_denied", "position_out_of_range", "bad_request"],
+        ["file_not_found", "not_a_file", "not_utf8", "permission_denied", "position_out_of_range", "bad_request",
+         "symlink_refused"],
         BadInput,
     ),
     **dict.fromkeys(

@@ -136,6 +136,24 @@ class TrialRunning(ServerBusy):
     code = "trial_running"
 
 
+class SymlinkRefused(BadRequest):
+    """`try --apply` on a path that is a symbolic link: the daemon writes no file through one."""
+
+    code = "symlink_refused"
+
+
+class FileChanged(HolsrvError):
+    """The file's bytes are no longer those a write was meant to replace; nothing was written."""
+
+    code = "file_changed"
+
+
+class WriteFailed(HolsrvError):
+    """Writing a user's file (`try --apply`) failed; nothing was written."""
+
+    code = "write_failed"
+
+
 def error_for_code(code: str, message: str, detail: str = "") -> HolsrvError:
     """Rebuild the error a daemon reported, so clients can catch it by class."""
     classes = {cls.code: cls for cls in _all_subclasses(HolsrvError)}

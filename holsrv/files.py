@@ -1,7 +1,7 @@
 """Reading a user's script from disk, with a clear error for every bad case.
 
-The file on disk is the truth: every call re-reads it.  The daemon never
-writes it.
+The file on disk is the truth: every call re-reads it.  The daemon writes
+it only for `try --apply`, and only through `filewrite`.
 """
 
 from __future__ import annotations

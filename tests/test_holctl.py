@@ -107,6 +107,7 @@ def _status(request, n):
          messages.Hover("{f}", 1, 2, expect_hash="0123abcd")),
         (("try", "f.sml", "9", "simp[]", "metis_tac[]"), messages.Try("{f}", 9, ["simp[]", "metis_tac[]"])),
         (("try", "f.sml", "9", "3", "simp[]", "--timeout", "4"), messages.Try("{f}", 9, ["simp[]"], 3, 4.0)),
+        (("try", "f.sml", "9", "simp[]", "--apply"), messages.Try("{f}", 9, ["simp[]"], apply=True)),
         (("goalDiff", "f.sml", "4", "6"), messages.GoalDiff("{f}", 4, 6)),
         (("goalDiff", "f.sml", "4", "2", "6", "5"), messages.GoalDiff("{f}", 4, 6, 2, 5)),
     ],

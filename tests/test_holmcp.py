@@ -46,11 +46,11 @@ PARAMETERS = {
     "status": set(),
     "search": {"file", "query", "limit", "page", "expect_hash"},
     "holmake": {"file", "target"},
-    "try": {"file", "line", "column", "tactics", "timeout"},
+    "try": {"file", "line", "column", "tactics", "timeout", "apply"},
     "goalDiff": {"file", "line1", "column1", "line2", "column2"},
 }
 READ_ONLY = {"diagnostics", "goalState", "hover", "definition", "references", "completion", "documentSymbol",
-             "workspaceSymbol", "status", "search", "try", "goalDiff"}
+             "workspaceSymbol", "status", "search", "goalDiff"}
 # What an agent host pays for the tool list in every context, in characters
 # (12,000 until search, holmake, try and goalDiff came, with expect_hash).
 MAX_TOOL_LIST_CHARS = 16_000
@@ -419,6 +419,19 @@ async def test_try_answers_each_candidate_and_goal_diff_names_what_changed(daemo
     assert [c["state"] for c in tried.structured_content["candidates"]] == ["proved", "failed"]
     assert "[2] FAIL_TAC \"no\": FAILED" in text(tried)
     assert diff.structured_content["diff"]["summary"] == "all 1 goal closed"
+
+
+@pytest.mark.asyncio
+async def test_try_with_apply_writes_the_proved_candidate_into_the_file(daemon, write_script):
+    path = write_script(FAILING_SCRIPT)
+    line = FAILING_SCRIPT.splitlines().index('  rpt strip_tac >> FAIL_TAC "nope"') + 1
+    async with Client(build_server(daemon.socket, path.parent, autostart=False)) as client:
+        tried = await client.call_tool("try", {"file": path.name, "line": line, "column": 20,
+                                               "tactics": ['FAIL_TAC "no"', "simp[]"], "apply": True})
+    assert not tried.is_error, tried.content
+    applied = tried.structured_content["applied"]
+    assert (applied["state"], applied["text"]) == ("kept", "simp[]")
+    assert path.read_text() == FAILING_SCRIPT.replace('rpt strip_tac >> FAIL_TAC "nope"', "rpt strip_tac >> simp[]")
 
 
 @pytest.mark.asyncio

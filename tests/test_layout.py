@@ -168,3 +168,15 @@ def test_each_text_module_imports_only_the_layers_below_it():
     imported = {module: {n.removeprefix("holsrv.") for n in graph[f"holsrv.{module}"]} for module in TEXT_ALLOWED}
     reaching_up = {module: sorted(names - TEXT_ALLOWED[module]) for module, names in imported.items()}
     assert {module: up for module, up in reaching_up.items() if up} == {}
+
+
+# The one writer of a user's file stands on the reading of one and the error codes alone, and
+# only `try --apply` (`answers.applying`, which `answers.trials` calls) reaches it.
+FILEWRITE_ALLOWED = {"holsrv.files", "holsrv.errors", "holsrv.stepping"}
+
+
+def test_the_file_writer_imports_only_the_file_reader_and_is_imported_only_by_apply():
+    graph = import_graph()
+    assert sorted(graph["holsrv.filewrite"] - FILEWRITE_ALLOWED) == []
+    assert sorted(n for n, imported in graph.items() if "holsrv.filewrite" in imported) == [
+        "holsrv.answers.applying", "holsrv.answers.trials"]

@@ -137,12 +137,13 @@ def eval_(target: Target, file: str, code: str, timeout: float | None, as_json: 
 @click.argument("line", type=click.IntRange(min=1))
 @click.argument("candidates", nargs=-1, required=True, metavar="[COLUMN] TACTIC...")
 @click.option("--timeout", type=Seconds(), default=None, help="Seconds each candidate may take (daemon default 30).")
+@click.option("--apply", "apply", is_flag=True, help="Write the first proved candidate into FILE (see below).")
 @wait_option
 @json_option
 @click.pass_obj
 def try_(
     target: Target, file: str, line: int, candidates: tuple[str, ...], timeout: float | None,
-    wait: float | None, as_json: bool,
+    apply: bool, wait: float | None, as_json: bool,
 ) -> None:
     """Try each TACTIC in place of LINE's tactic, one after another: try FILE LINE [COLUMN] TACTIC...
 
@@ -152,6 +153,11 @@ def try_(
     the file's text back at the end. Prints, per candidate, the goals it
     leaves (or its error), its proof's status, its time and what changed.
     Put `--` before tactics that start with `-`.
+
+    With --apply, the first candidate that proves the theorem is written
+    into FILE in place of the replaced text, only if FILE still has the
+    bytes the trial ran on; it is kept only if FILE's own check then proves
+    the theorem, else the old bytes are put back.
     """
     column = None
     if candidates and candidates[0].isdigit():
@@ -159,7 +165,7 @@ def try_(
     if not candidates or column == 0:
         raise click.UsageError("give LINE, an optional COLUMN (1-based), then one or more tactics to try")
     request = _with_wait(messages.Try, wait, file=absolute(file), line=line, column=column, tactics=list(candidates))
-    target.ask(msgspec.structs.replace(request, timeout=timeout), as_json)
+    target.ask(msgspec.structs.replace(request, timeout=timeout, apply=apply), as_json)
 
 
 @click.command("goalDiff", epilog=EXIT_CODES)

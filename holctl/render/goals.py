@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from holctl.render.common import _footer, _indented, _range
-from holsrv.rpc.messages import Goal, GoalsDiff, GoalStateResult, TryCandidate, TryResult
+from holsrv.rpc.messages import Applied, Goal, GoalsDiff, GoalStateResult, TryCandidate, TryResult
 from holsrv.rpc.words import duration
 
 SEPARATOR = "-" * 36
@@ -76,7 +76,16 @@ def _try(reply: TryResult) -> list[str]:
     for n, candidate in enumerate(reply.candidates, 1):
         lines += _candidate(n, candidate)
     footer = _footer(reply.content_hash, reply.server) if reply.server else []
-    return lines + [f"({duration(reply.time_s)} in all)", *footer]
+    return lines + _applied(reply.applied) + [f"({duration(reply.time_s)} in all)", *footer]
+
+
+def _applied(a: Applied | None) -> list[str]:
+    """What --apply did to the file (its message is in the trial's)."""
+    if a is None:
+        return []
+    why = f" ({a.reason})" if a.reason else ""
+    written = f", content {a.content_hash[:12]}" if a.content_hash else ""
+    return [f"applied: {a.state.upper()}{why}: {_range(a.range)} {a.text!r}{written}"]
 
 
 def _candidate(n: int, c: TryCandidate) -> list[str]:

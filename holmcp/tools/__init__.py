@@ -52,8 +52,9 @@ TOOLS: dict[str, ToolAnnotations] = {
     "search": ASKS,
     # Writes build products (.hol/objs, .hol/logs) in the script's directory; never the scripts.
     "holmake": _hints(read_only=False),
-    # Only the server's copy of the text changes, and it gets the file's text back.
-    "try": ASKS,
+    # Only the server's copy of the text changes, and it gets the file's text back, unless `apply`
+    # asks for a proved candidate to replace the line's tactic in the file.
+    "try": _hints(read_only=False, destructive=True, idempotent=False),
     "goalDiff": ASKS,
 }
 # Tools whose name is a Python keyword.

@@ -81,13 +81,17 @@ class ProofTools:
         timeout: Annotated[
             float | None, Field(ge=0, description="Seconds per candidate (default 30).")
         ] = None,
+        apply: Annotated[
+            bool, Field(description="Write the first proved one into the file, undone if its check fails.")
+        ] = False,
     ) -> CallToolResult:
-        """Try tactics in place of a proof line's tactic, file untouched. Per candidate: state (proved,
-        proved_here, goals, failed, timed_out, not_tried), goals or error (with its range in the candidate),
-        proof status, time, goal diff. At most 8.
+        """Try tactics in place of a proof line's tactic, file untouched unless apply. Per candidate: state
+        (proved, proved_here, goals, failed, timed_out, not_tried), goals or error (with its range in the
+        candidate), proof status, time, goal diff. At most 8.
         """
         request = messages.Try(
-            file=self.daemon.path(file), line=line, column=column, tactics=tactics, timeout=timeout, progress=True
+            file=self.daemon.path(file), line=line, column=column, tactics=tactics, timeout=timeout, progress=True,
+            apply=apply,
         )
         return await self.daemon.ask(ctx, request)
 

@@ -122,9 +122,13 @@ def _walked(out: m.TryCandidate, status: str) -> m.TryCandidate:
     ))
 
 
+# What a trial's message says of the file; `applying` takes it out once it writes the file.
+UNTOUCHED = "; the file on disk was not changed."
+
+
 def message(result: m.TryResult, before: goals.Reply, timeout: float) -> str:
     words = [f"Tried {len(result.candidates)} candidate(s) in place of {result.replaced!r} "
-             f"({result.theorem}); the file on disk was not changed."]
+             f"({result.theorem}){UNTOUCHED}"]
     proved = [c.tactic for c in result.candidates if c.state == "proved"]
     if proved:
         words.append(f"Proves the theorem: {proved[0]!r}.")

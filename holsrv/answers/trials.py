@@ -8,8 +8,8 @@ the candidate and its proof's verdict: where a candidate goes is
 body is an edit HOL takes on its fast path (PROTOCOL.md §9.1, §10.6): only
 that proof is re-elaborated and re-checked.  The next candidate, or the
 disk text sent back at the end, is another such edit, so HOL drops the
-previous candidate's check, a looping one included.  The daemon never
-writes the file.
+previous candidate's check, a looping one included.  The file is written
+only when asked (`apply`), after the trial: that is `applying`'s.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
-from holsrv import goaldiff
-from holsrv.answers import candidates, goals, judging, placement
+from holsrv import filewrite, goaldiff
+from holsrv.answers import applying, candidates, goals, judging, placement
 from holsrv.answers.common import Context, Report, note, read, starting_message
 from holsrv.errors import BadRequest, Starting, TooManyCandidates
 from holsrv.files import Script
@@ -35,6 +35,20 @@ MAX_TACTIC_CHARS = 20_000  # one candidate; a frame holds the whole call anyway
 
 async def try_tactics(ctx: Context, req: m.Try, client: str, report: Report | None = None) -> m.TryResult:
     _check_request(ctx, req)
+    if not req.apply:
+        return (await _trial(ctx, req, client, report))[0]
+    filewrite.refuse_link(req.file)  # before the trial, not after it
+    started = ctx.clock()
+    result, src, span = await _trial(ctx, req, client, report)
+    result = await applying.apply(ctx, req, client, result, src, span, report)
+    result.time_s = round(ctx.clock() - started, 3)  # the write and the file's check too
+    return result
+
+
+async def _trial(
+    ctx: Context, req: m.Try, client: str, report: Report | None
+) -> tuple[m.TryResult, Script, placement.Span]:
+    """The candidates tried one by one, the server given the disk text back; the text they were tried on."""
     timeout = ctx.settings.try_timeout_s if req.timeout is None else max(0.1, req.timeout)
     started = ctx.clock()
     async with _held(ctx, req.file, client, req.wait) as (src, lease):
@@ -64,7 +78,7 @@ async def try_tactics(ctx: Context, req: m.Try, client: str, report: Report | No
         result.replacing_server, shed = await candidates.shed(ctx, session, footprint)
         result.time_s = round(ctx.clock() - started, 3)
         result.message = " ".join(w for w in (judging.message(result, before_reply, timeout), shed) if w)
-        return result
+        return result, src, span
 
 
 def _check_request(ctx: Context, req: m.Try) -> None:

@@ -217,6 +217,8 @@ class Try(RequestBase, tag="try"):
     # Bounds the wait for the server to start and the file to compile first.
     wait: float = 25.0
     progress: bool = False
+    # Write the first proved candidate into the file (see `Applied`); off unless asked.
+    apply: bool = False
 
 
 class GoalDiff(RequestBase, tag="goalDiff"):
@@ -758,6 +760,32 @@ class TryCandidate(Struct):
     hint: str = ""
 
 
+class Applied(Struct):
+    """What `try` with `apply` did to the file with its first proved candidate.
+
+    `state`: "kept" (written, and the file's own check proves the theorem);
+    "rolled_back" (written, the check did not prove it, the old bytes are
+    back); "rollback_skipped" (written, the check did not prove it, but the
+    file changed again since, so it was left as it is); "refused" (nothing
+    was written).  `reason`: a stable code, "" when kept: "file_changed",
+    "symlink_refused", "not_a_file", "permission_denied", "write_failed"
+    (refused); "not_proved" (the check's verdict is another), "no_verdict"
+    (none within the wait) when rolled back or skipped.
+    """
+
+    state: str
+    reason: str
+    # The replaced text's range in the file as it was (1-based, end exclusive), and what went there.
+    range: Range
+    text: str
+    # The content hash of the file with `text` in place ("" if refused); after
+    # a rollback the file has the trial's `content_hash` again.
+    content_hash: str
+    message: str = ""
+    # The theorem's status in the file's check of the new text ("" if refused).
+    status: str = ""
+
+
 class TryResult(ReplyBase, tag="try"):
     file: str
     content_hash: str
@@ -777,6 +805,8 @@ class TryResult(ReplyBase, tag="try"):
     # The trial left the server past the soft footprint; a fresh one is
     # starting in the background (see `message`).
     replacing_server: bool = False
+    # `apply` was asked and a candidate proved the theorem: what was done with it.
+    applied: Applied | None = None
 
 
 class GoalDiffResult(ReplyBase, tag="goalDiff"):
