@@ -8,8 +8,12 @@ import time
 
 import msgspec
 import pytest
+from click.testing import CliRunner
+from mcp import Client
 from test_goals import SCRIPT, goals, hol_goal_requests, line_of
 
+from holctl.cli import cli
+from holmcp.server import build_server
 from holsrv.errors import BadRequest, TooManyPositions
 from holsrv.rpc import framing, limits
 from holsrv.rpc import messages as m
@@ -134,3 +138,51 @@ def asked_lines(log) -> list[int]:
     sent = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     return [e["msg"]["params"]["position"]["line"] + 1 for e in sent
             if e.get("dir") == "C->S" and e["msg"].get("method") == "$/hol/goalState"]
+
+
+# -- holctl and holmcp ------------------------------------------------------
+
+
+def test_holctl_prints_one_block_per_position_headed_by_it(daemon, write_script):
+    path = write_script(SCRIPT)
+    daemon.call(m.Diagnostics(str(path), wait=20))
+    conj = line_of(SCRIPT, "conj_tac")
+    result = CliRunner().invoke(cli, ["--socket", str(daemon.socket), "--no-start", "goalState", str(path),
+                                      "--at", str(conj), "--at", "999", "--at", f"{conj}:3"])
+    assert result.exit_code == 0, result.output
+    out = result.stdout.splitlines()
+    heads = [line for line in out if line.startswith("== ")]
+    assert heads == [f"== line {conj} ==", "== line 999 ==", f"== line {conj}, column 3 =="]
+    assert out[out.index("== line 999 ==") + 1].startswith("position_out_of_range: ")
+    assert "after the line:" in out and sum(line.startswith("(about file content ") for line in out) == 1
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("f.sml", "3", "--at", "4"), ("f.sml",), ("f.sml", "--at", "4:x"), ("f.sml", *["--at", "3"] * 65)],
+    ids=["both forms", "neither", "not a position", "over the bound"],
+)
+def test_holctl_refuses_a_bad_batch_before_asking(tmp_path, args):
+    result = CliRunner().invoke(cli, ["--socket", str(tmp_path / "absent.sock"), "--no-start", "goalState", *args])
+    assert result.exit_code == 2 and "daemon_unreachable" not in result.output, result.output
+
+
+@pytest.mark.asyncio
+async def test_holmcp_goal_state_takes_positions_and_answers_in_text_and_structured_content(daemon, write_script):
+    path = write_script(SCRIPT)
+    daemon.call(m.Diagnostics(str(path), wait=20))
+    conj = line_of(SCRIPT, "conj_tac")
+    # The SDK client checks structured content against the advertised output schema.
+    async with Client(build_server(daemon.socket, path.parent, autostart=False)) as client:
+        await client.list_tools()
+        result = await client.call_tool("goalState", {"file": str(path), "positions": [[conj], [conj, 3]]})
+        single = await client.call_tool("goalState", {"file": str(path), "line": conj})
+        both = await client.call_tool("goalState", {"file": str(path), "line": conj, "positions": [[conj]]})
+        many = await client.call_tool("goalState", {"file": str(path), "positions": [[conj]] * 65})
+    assert not result.is_error, result.content
+    entries = result.structured_content["positions"]
+    assert [(e["line"], e.get("column")) for e in entries] == [(conj, None), (conj, 3)]
+    assert result.content[0].text.startswith(f"== line {conj} ==")
+    assert single.structured_content["type"] == "goalState" and not single.is_error
+    assert both.is_error and "not both" in both.content[0].text
+    assert many.is_error and many.content[0].text.startswith("too_many_positions: ")
