@@ -144,7 +144,14 @@ def workspace_symbol(
 @json_option
 @click.pass_obj
 def eval_(target: Target, file: str, code: str, timeout: float | None, as_json: bool) -> None:
-    """Evaluate SML CODE in FILE's HOL session (CODE `-` reads standard input)."""
+    """Evaluate SML CODE in FILE's HOL session (CODE `-` reads standard input).
+
+    The session is the HOL server every agent on FILE shares: what CODE
+    changes in HOL's global state (theories loaded, flags, grammar,
+    definitions) persists there and is seen by all of them until the server
+    restarts. No ML binding lasts to the next call. `holctl status` shows
+    which servers have run eval code.
+    """
     if code == "-":
         code = sys.stdin.read()
     path = absolute(file)
