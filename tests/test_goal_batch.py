@@ -124,13 +124,16 @@ def test_a_batch_while_the_file_compiles_waits_for_it_once_and_says_compiling_at
 ):
     log = tmp_path / "wire.jsonl"
     monkeypatch.setenv("FAKE_HOL_LOG", str(log))
-    monkeypatch.setenv("FAKE_HOL_DECL_MS", "5000")
+    monkeypatch.setenv("FAKE_HOL_DECL_MS", "10000")
     path = write_script(SCRIPT)
-    reply = daemon.call(batch(path, [(line, None) for line in STEPS] + [(999, None)], wait=2))
-    assert [e.state for e in reply.positions] == ["compiling"] * 3 + ["error"]
+    reply = daemon.call(batch(path, [(line, None) for line in STEPS] + [(999, None)], wait=3))
+    # "starting" only on a machine so loaded that the server took the whole wait to start.
+    state = reply.positions[0].state
+    assert state in ("compiling", "starting")
+    assert [e.state for e in reply.positions] == [state] * 3 + ["error"]
     assert reply.positions[1].line_text == "  conj_tac" and not reply.freshness.settled
     # Only the first position was asked: the file's state holds for the rest.
-    assert {line for line in asked_lines(log)} == {STEPS[0]}
+    assert set(asked_lines(log)) == ({STEPS[0]} if state == "compiling" else set())
 
 
 def asked_lines(log) -> list[int]:
