@@ -27,6 +27,20 @@ class Seconds(click.ParamType):
         return seconds
 
 
+class PositionType(click.ParamType):
+    """LINE or LINE:COLUMN, both 1-based: one position of `goalState --at`."""
+
+    name = "LINE[:COL]"
+
+    def convert(self, value, param, ctx) -> tuple[int, int | None]:
+        if isinstance(value, tuple):
+            return value
+        line, _, column = str(value).partition(":")
+        if not (line.isdecimal() and int(line) >= 1 and (not column or (column.isdecimal() and int(column) >= 1))):
+            self.fail(f"{value!r} is not LINE or LINE:COLUMN (both 1-based numbers), e.g. 12 or 12:5", param, ctx)
+        return int(line), int(column) if column else None
+
+
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the reply as JSON.")
 file_argument = click.argument("file", type=click.Path())
 position_arguments = [

@@ -72,6 +72,19 @@ def compact_output(reply_type: type[msgspec.Struct], described: dict[str, str] |
     return {"type": "object", "properties": properties, "required": required}
 
 
+def either(*schemas: dict[str, Any]) -> dict[str, Any]:
+    """One output schema for a tool that answers with any of several replies (compact
+    schemas): every field any of them has, the tags as an enum, and only what all require."""
+    properties: dict[str, Any] = {}
+    for one in schemas:
+        for name, prop in one["properties"].items():
+            properties.setdefault(name, prop)
+    tags = [one["properties"]["type"]["const"] for one in schemas]
+    properties["type"] = {"enum": tags}
+    required = [name for name in schemas[0]["required"] if all(name in one["required"] for one in schemas)]
+    return {"type": "object", "properties": properties, "required": required}
+
+
 def _json_type(t: inspect.Type) -> str | list[str]:
     if isinstance(t, inspect.UnionType):
         names = sorted({name for option in t.types for name in _as_list(_json_type(option))})

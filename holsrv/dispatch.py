@@ -16,7 +16,7 @@ import time
 from typing import assert_never
 
 from holsrv import __version__
-from holsrv.answers import common, control, diagnostics, goals, holmake, logs, lookups, search, trials
+from holsrv.answers import common, control, diagnostics, goalbatch, goals, holmake, logs, lookups, search, trials
 from holsrv.answers.common import Context, Report
 from holsrv.errors import HolsrvError
 from holsrv.rpc import limits
@@ -60,6 +60,8 @@ class Dispatch:
         match request:
             case m.Diagnostics():
                 return await diagnostics.answer(ctx, request, client, report)
+            case m.GoalState() if request.positions is not None:
+                return await goalbatch.goal_states(ctx, request, client)
             case m.GoalState():
                 return await goals.goal_state(ctx, request, client)
             case m.Hover():

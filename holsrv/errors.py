@@ -130,6 +130,12 @@ class TooManyCandidates(BadRequest):
     code = "too_many_candidates"
 
 
+class TooManyPositions(BadRequest):
+    """A goalState call named more positions than the daemon answers in one call."""
+
+    code = "too_many_positions"
+
+
 class TrialRunning(ServerBusy):
     """A `try` call has the file's server and did not finish within the wait."""
 

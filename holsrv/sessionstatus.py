@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -10,6 +11,19 @@ from holsrv.filestate import FileState
 from holsrv.holserver import HolServer
 from holsrv.lsp.client import LspClient
 from holsrv.rpc import messages as m
+
+
+@dataclass
+class EvalUse:
+    """How often eval code ran in one server, and when last (the session's clock): what it
+    changed in HOL's global state lasts, for every caller about the file, until it stops."""
+
+    count: int = 0
+    last_at: float | None = None
+
+    def ran(self, now: float) -> None:
+        self.count += 1
+        self.last_at = now
 
 
 class Described(Protocol):
@@ -24,6 +38,7 @@ class Described(Protocol):
     waiting: int
     clients: set[str]
     last_verdict: str
+    evals: EvalUse
 
     @property
     def pid(self) -> int | None: ...
@@ -54,6 +69,8 @@ def row(s: Described, pool_tally: m.Tally, now: float, restarts: int, soft_footp
         last_verdict=s.last_verdict,
         large=footprint is not None and footprint > soft_footprint_mb,
         peak_mb=round(s.peak, 1) if s.peak is not None else None,
+        evals=s.evals.count,
+        last_eval_s=round(now - s.evals.last_at, 1) if s.evals.last_at is not None else None,
     )
 
 

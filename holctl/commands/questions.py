@@ -9,6 +9,7 @@ import msgspec
 
 from holctl.calls import EXIT_CODES, Target
 from holctl.options import (
+    PositionType,
     Seconds,
     absolute,
     at_position,
@@ -19,7 +20,8 @@ from holctl.options import (
     with_lookup_wait,
     with_paging,
 )
-from holsrv.rpc import messages
+from holsrv.errors import BadRequest
+from holsrv.rpc import limits, messages
 
 
 def _with_wait(request_type, wait: float | None, **fields):
@@ -39,19 +41,37 @@ def diagnostics(target: Target, file: str, wait: float | None, as_json: bool) ->
 
 @click.command("goalState", epilog=EXIT_CODES)
 @file_argument
-@click.argument("line", type=click.IntRange(min=1))
+@click.argument("line", type=click.IntRange(min=1), required=False)
 @click.argument("column", type=click.IntRange(min=1), required=False)
+@click.option("--at", "positions", type=PositionType(), multiple=True,
+              help=f"A position LINE or LINE:COL instead of LINE [COLUMN]; repeat it (up to "
+              f"{limits.MAX_POSITIONS}) for the goals at each, in order, in one call.")
 @wait_option
 @json_option
 @click.pass_obj
-def goal_state(target: Target, file: str, line: int, column: int | None, wait: float | None, as_json: bool) -> None:
+def goal_state(
+    target: Target, file: str, line: int | None, column: int | None, positions: tuple[tuple[int, int | None], ...],
+    wait: float | None, as_json: bool,
+) -> None:
     """Print the goals at LINE:COLUMN inside a Proof…QED block of FILE.
 
     At a column: the goals before the tactic there (on the QED line, what is
     left at the end). Without COLUMN: the goals before the line's first
-    tactic and after its last.
+    tactic and after its last. With --at, repeated: the same at each
+    position, one block per position headed by it, in one call (a position
+    the file lacks gets its own error; the others still answer).
     """
-    target.ask(_with_wait(messages.GoalState, wait, file=absolute(file), line=line, column=column), as_json)
+    if (line is None) == (not positions):
+        raise click.UsageError("give LINE [COLUMN] for one position, or --at LINE[:COL] (repeatable), not both")
+    if positions:
+        try:
+            limits.check_positions(0, list(positions))
+        except BadRequest as err:
+            raise click.UsageError(str(err)) from None
+        request = _with_wait(messages.GoalState, wait, file=absolute(file), positions=list(positions))
+    else:
+        request = _with_wait(messages.GoalState, wait, file=absolute(file), line=line, column=column)
+    target.ask(request, as_json)
 
 
 PositionLookup = type[messages.Hover | messages.Definition | messages.References | messages.Completion]
@@ -124,7 +144,14 @@ def workspace_symbol(
 @json_option
 @click.pass_obj
 def eval_(target: Target, file: str, code: str, timeout: float | None, as_json: bool) -> None:
-    """Evaluate SML CODE in FILE's HOL session (CODE `-` reads standard input)."""
+    """Evaluate SML CODE in FILE's HOL session (CODE `-` reads standard input).
+
+    The session is the HOL server every agent on FILE shares: what CODE
+    changes in HOL's global state (theories loaded, flags, grammar,
+    definitions) persists there and is seen by all of them until the server
+    restarts. No ML binding lasts to the next call. `holctl status` shows
+    which servers have run eval code.
+    """
     if code == "-":
         code = sys.stdin.read()
     path = absolute(file)

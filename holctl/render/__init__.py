@@ -13,7 +13,7 @@ from typing import assert_never
 
 from holctl.render.common import _footer, _freshness, _indented, _location, _noted, _server_lines
 from holctl.render.diagnostics import _diagnostics, tally_line
-from holctl.render.goals import _diff, _goal_state, _goals, _try
+from holctl.render.goals import _diff, _goal_state, _goal_states, _goals, _try
 from holctl.render.lookups import _completion, _document_symbols, _references, _search, _workspace_symbols
 from holctl.render.output import _eval, _holmake
 from holctl.render.status import _status
@@ -26,6 +26,7 @@ from holsrv.rpc.messages import (
     EvalResult,
     GoalDiffResult,
     GoalStateResult,
+    GoalStatesResult,
     HolmakeResult,
     HoverResult,
     LogsResult,
@@ -68,6 +69,8 @@ def _result_lines(reply: Result) -> list[str]:
             lines = _diagnostics(reply)
         case GoalStateResult():
             lines = _goal_state(reply)
+        case GoalStatesResult():
+            lines = _goal_states(reply)
         case HoverResult():
             status = [f"proof status: {reply.proof_status}"] if reply.proof_status else []
             lines = [reply.text or "nothing to show here", *status, *_noted(reply.note),

@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from holctl.render.common import _footer, _indented, _range
-from holsrv.rpc.messages import Applied, Goal, GoalsDiff, GoalStateResult, TryCandidate, TryResult
+from holsrv.rpc.messages import (
+    Applied,
+    Goal,
+    GoalsDiff,
+    GoalStateEntry,
+    GoalStateResult,
+    GoalStatesResult,
+    TryCandidate,
+    TryResult,
+)
 from holsrv.rpc.words import duration
 
 SEPARATOR = "-" * 36
@@ -12,9 +21,23 @@ _GOAL_STATES = ("goals", "proved_here", "failed", "ok")
 
 
 def _goal_state(reply: GoalStateResult) -> list[str]:
-    footer = _footer(reply.content_hash, reply.server, reply.cached)
+    return _at(reply) + _footer(reply.content_hash, reply.server, reply.cached)
+
+
+def _goal_states(reply: GoalStatesResult) -> list[str]:
+    """One block per position, headed by it, in the order asked; one footer for them all."""
+    lines = []
+    for entry in reply.positions:
+        at = f"line {entry.line}" + (f", column {entry.column}" if entry.column is not None else "")
+        lines += [f"== {at}{' (cached)' if entry.cached else ''} ==",
+                  *([f"{entry.code}: {entry.message}"] if entry.state == "error" else _at(entry))]
+    return lines + _footer(reply.content_hash, reply.server)
+
+
+def _at(reply: GoalStateResult | GoalStateEntry) -> list[str]:
+    """The goals at one position, without the footer."""
     if reply.state not in _GOAL_STATES:
-        return [reply.message, *footer]
+        return [reply.message]
     lines = [f"theorem {reply.theorem}, step {reply.step}"]
     if reply.column is None and reply.line_text:
         lines.append(f"line {reply.line}: {reply.line_text.strip()}")
@@ -31,8 +54,7 @@ def _goal_state(reply: GoalStateResult) -> list[str]:
         lines += [f"error{where}: {first}", *("    " + line for line in rest)]
     if reply.before is not None:
         lines += ["before the line:", *_goals(reply.before, "  "), "after the line:"]
-    lines += _goals(reply.goals, "  " if reply.before is not None else "", proved=not reply.error)
-    return lines + footer
+    return lines + _goals(reply.goals, "  " if reply.before is not None else "", proved=not reply.error)
 
 
 def _goals(goals: list[Goal], indent: str = "", proved: bool = True) -> list[str]:

@@ -26,7 +26,8 @@ def _eval(reply: EvalResult) -> list[str]:
         )
     if not lines:
         lines = ["(no output)"]
-    return lines + _server_lines(reply.server)
+    shared = [f"shared: {reply.shared_state}"] if reply.shared_state else []
+    return lines + shared + _server_lines(reply.server)
 
 
 def _holmake(reply: HolmakeResult) -> list[str]:

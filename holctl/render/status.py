@@ -35,6 +35,11 @@ def _status(reply: StatusResult) -> list[str]:
     if not reply.sessions:
         return lines + ["no HOL servers running"]
     lines += _table([_STATUS_COLUMNS, *(_session_row(s) for s in reply.sessions)])
+    lines += [
+        f"eval ran {s.evals} time{'s' if s.evals != 1 else ''} in {s.file}'s server (pid {s.pid}), last "
+        f"{duration(s.last_eval_s or 0)} ago: what it changed in HOL's state is shared by every call on that file"
+        for s in reply.sessions if s.evals
+    ]
     return lines + [
         f"replacing {s.file} (pid {s.pid} → {s.replacement_pid or 'starting'}, for "
         f"{duration(s.replacing_since_s or 0)}): {s.replacing}"

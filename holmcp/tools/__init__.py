@@ -68,9 +68,13 @@ OUTPUT_SCHEMAS = {
         "verdict": "OK, FAILED, ERRORS, CHEATS, SUSPENDED, UNCHECKED, BLOCKED or INCOMPLETE",
         "complete": "false: still checking (INCOMPLETE); call again",
     }),
-    "goalState": schema.compact_output(messages.GoalStateResult, {
-        "state": "goals, proved_here, failed, not_in_proof, compiling, starting or blocked",
-    }),
+    # With positions the answer is a GoalStatesResult: one entry per position, each with its own state.
+    "goalState": schema.either(
+        schema.compact_output(messages.GoalStateResult, {
+            "state": "goals, proved_here, failed, not_in_proof, compiling, starting or blocked",
+        }),
+        schema.compact_output(messages.GoalStatesResult),
+    ),
 }
 
 

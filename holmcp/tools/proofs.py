@@ -9,12 +9,15 @@ from __future__ import annotations
 from typing import Annotated
 
 from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from holmcp import output
 from holmcp.connection import Connection
 from holmcp.tools.params import ExpectHash, File, Line, default
-from holsrv.rpc import messages
+from holsrv.errors import BadRequest, HolsrvError
+from holsrv.rpc import limits, messages
 
 
 class ProofTools:
@@ -49,7 +52,7 @@ class ProofTools:
         self,
         ctx: Context,
         file: File,
-        line: Line,
+        line: Annotated[int | None, Field(ge=1, description="1-based line.")] = None,
         column: Annotated[
             int | None,
             Field(ge=1, description="1-based column, counting characters. Omit it for the whole line."),
@@ -59,14 +62,23 @@ class ProofTools:
             Field(ge=0, description="Seconds to wait for the compile to reach the line."),
         ] = default(messages.GoalState, "wait"),
         expect_hash: ExpectHash = "",
+        positions: Annotated[
+            list[list[int]] | None,
+            Field(description="[[line, column?], ...], up to 64."),
+        ] = None,
     ) -> CallToolResult:
         """Show the goals in a proof (Proof...QED): at a column, before the tactic there (on the QED
         line: what is left); without one, before the line's first tactic and after its last, to see
         what the line did. `state`: goals, proved_here (none left), failed (the tactic fails: error,
-        range), not_in_proof, compiling or starting (call again), blocked.
+        range), not_in_proof, compiling or starting (call again), blocked. positions: many in one call,
+        an entry each (state error: that one alone).
         """
-        request = messages.GoalState(file=self.daemon.path(file), line=line, column=column, wait=wait, progress=True,
-                                     expect_hash=expect_hash)
+        try:
+            at = _positions(line, column, positions)
+        except HolsrvError as err:
+            raise ToolError(output.error_text(err)) from None
+        request = messages.GoalState(file=self.daemon.path(file), line=line or 0, column=column, wait=wait,
+                                     progress=True, expect_hash=expect_hash, positions=at)
         return await self.daemon.ask(ctx, request)
 
     async def try_(
@@ -107,3 +119,18 @@ class ProofTools:
             file=self.daemon.path(file), line1=line1, line2=line2, column1=column1, column2=column2
         )
         return await self.daemon.ask(ctx, request)
+
+
+def _positions(line: int | None, column: int | None, positions: list[list[int]] | None) -> list | None:
+    """goalState's `positions` as the wire has them, or None for one position; BadRequest
+    (TooManyPositions past the bound) for what is neither."""
+    if (line is None) == (positions is None) or (positions is not None and column is not None):
+        raise BadRequest("goalState: give line (and column) for one position, or positions for several; "
+                         "not both, and not neither. Nothing was run.")
+    if positions is None:
+        return None
+    if not all(len(p) in (1, 2) for p in positions):
+        raise BadRequest("goalState: each of positions is [line] or [line, column], e.g. [[12], [13, 5]]. "
+                         "Nothing was run.")
+    limits.check_positions(0, positions)
+    return [(p[0], p[1] if len(p) > 1 else None) for p in positions]

@@ -18,6 +18,7 @@ from holsrv import files, stepping, textinfo
 from holsrv.cache import AnswerCache
 from holsrv.errors import BadRequest, HolsrvError, Starting
 from holsrv.pool import Lease, Pool
+from holsrv.rpc import limits
 from holsrv.rpc import messages as m
 from holsrv.session import Session
 from holsrv.settings import Settings
@@ -91,9 +92,7 @@ async def compiled(ctx: Context, session: Session, wait: float | None = None) ->
     await session.wait_until(lambda: session.phase != "compiling", ctx.settings.lookup_wait_s if wait is None else wait)
 
 
-# A request to a healthy server (a walk, a hover) may take a second or two even
-# when the caller's wait is spent: that much it always gets.
-MIN_REQUEST_S = 2.0
+MIN_REQUEST_S = limits.MIN_REQUEST_S
 
 
 def within(ctx: Context, deadline: float) -> float:
@@ -224,6 +223,8 @@ def _settled(reply: m.Reply, session: Session | None) -> bool:
             return reply.complete
         case m.GoalStateResult():
             return not reply.provisional and reply.state not in ("compiling", "starting")
+        case m.GoalStatesResult():
+            return not any(e.provisional or e.state in ("compiling", "starting") for e in reply.positions)
         case m.HoverResult() | m.DefinitionResult() | m.CompletionResult() | m.WorkspaceSymbolResult() \
                 | m.SearchResult():
             return not reply.note

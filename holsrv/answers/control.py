@@ -11,6 +11,7 @@ from holsrv.errors import BadRequest, FileNotFound, ServerTimeout
 from holsrv.lsp import hol
 from holsrv.rpc import messages as m
 from holsrv.rpc.words import clip
+from holsrv.session import Session
 
 MAX_EVAL_CHARS = 64 * 1024
 MAX_EVAL_ERRORS = 50
@@ -34,6 +35,7 @@ async def eval(ctx: Context, req: m.Eval, client: str) -> m.EvalResult:
         sent = evalcode.prepare(req.code, ancestors(src.text))
         mark = session.stderr_mark()
         timed_out = False
+        session.evals.ran(ctx.clock())  # counted once sent: code cut short may have changed state already
         try:
             reports = await session.hol.eval(sent.code, max(0.1, req.timeout))
         except ServerTimeout:
@@ -49,7 +51,16 @@ async def eval(ctx: Context, req: m.Eval, client: str) -> m.EvalResult:
             hints=[hints.hint(e, hints.Context(in_proof=False)) for e in errors],
             stderr=clip(stderr, MAX_EVAL_CHARS), timed_out=timed_out, server=note(lease),
             warnings=[clip(w, MAX_MESSAGE_CHARS) for w in outcome.warnings[:MAX_EVAL_ERRORS]],
+            shared_state=_shared_state(session),
         )
+
+
+def _shared_state(session: Session) -> str:
+    return (
+        f"This ran in the HOL server for {session.path.name} (pid {session.pid or '-'}), which every agent on "
+        "that file shares: what it changed in HOL's global state (theories loaded, flags, grammar, definitions) "
+        "persists there, seen by all of them, until the server restarts."
+    )
 
 
 async def retry_compile(ctx: Context, req: m.RetryCompile, client: str) -> m.RetryCompileResult:

@@ -23,8 +23,9 @@ from holsrv.answers.common import (
 )
 from holsrv.answers.goalagreement import QED_NOTE, agreeing
 from holsrv.answers.goalcolumns import Where, where_to_ask
-from holsrv.files import content_hash
+from holsrv.files import Script, content_hash
 from holsrv.lsp import hol, replies
+from holsrv.pool import Lease
 from holsrv.positions import Text
 from holsrv.rpc import messages as m
 from holsrv.session import Session
@@ -49,35 +50,43 @@ async def goal_state(ctx: Context, req: m.GoalState, client: str) -> m.GoalState
     deadline = ctx.clock() + max(0.0, req.wait)
     check = position_check(req.line, req.column)  # a bad position is refused before any server starts
     async with opened(ctx, req.file, client, req.wait, tolerate_start=True, check=check) as (src, lease):
-        session = lease.session
         text = textinfo.of(src.text).lines  # split once per text, not per call
-        text.to_lsp(req.line, req.column or 1, "utf-8")  # and again for the text synced, if it changed
-        base = m.GoalStateResult(
-            file=str(src.path), content_hash=src.hash, line=req.line, column=req.column,
-            state="", message="", server=note(lease),
-            line_text=text.lines[req.line - 1] if req.column is None else "",
+        return await at_position(ctx, src, lease, text, (req.line, req.column), deadline)
+
+
+async def at_position(
+    ctx: Context, src: Script, lease: Lease, text: Text, position: tuple[int, int | None], deadline: float
+) -> m.GoalStateResult:
+    """The goals at one (line, column or None) of the opened `src`, cached per text and
+    server; `PositionOutOfRange` if it is not in the text."""
+    line, column = position
+    session = lease.session
+    text.to_lsp(line, column or 1, "utf-8")  # and again for the text synced, if it changed
+    base = m.GoalStateResult(
+        file=str(src.path), content_hash=src.hash, line=line, column=column, state="", message="",
+        server=note(lease), line_text=text.lines[line - 1] if column is None else "",
+    )
+    if session.starting:
+        return replace(base, state="starting", message=starting_message(session, ctx.clock()))
+    key = session.cache_key("goalState", src.hash, line, column)
+    cached = ctx.cache.get(key)
+    if cached is not None:
+        age = m.Freshness(cached.content_hash, age_s=ctx.cache.age(key))  # the rest: `stamp`
+        return replace(cached, cached=True, server=note(lease), freshness=age)
+    where = where_to_ask(src.text, text.lines, line, column)
+    asked = await _walks(ctx, session, text, line, where, deadline)
+    result = _result(base, asked[0], asked[-1], text, session, where)
+    if session.data != src.data:
+        # Another call synced a newer text while this one waited.
+        return replace(
+            result, content_hash=content_hash(session.data or b""), provisional=True,
+            message="The file changed on disk during this call, so this may not match the new "
+            "text at this position; ask again.",
         )
-        if session.starting:
-            return replace(base, state="starting", message=starting_message(session, ctx.clock()))
-        key = session.cache_key("goalState", src.hash, req.line, req.column)
-        cached = ctx.cache.get(key)
-        if cached is not None:
-            age = m.Freshness(cached.content_hash, age_s=ctx.cache.age(key))  # the rest: `stamp`
-            return replace(cached, cached=True, server=note(lease), freshness=age)
-        where = where_to_ask(src.text, text.lines, req.line, req.column)
-        asked = await _walks(ctx, session, text, req.line, where, deadline)
-        result = _result(base, asked[0], asked[-1], text, session, where)
-        if session.data != src.data:
-            # Another call synced a newer text while this one waited.
-            return replace(
-                result, content_hash=content_hash(session.data or b""), provisional=True,
-                message="The file changed on disk during this call, so this may not match the new "
-                "text at this position; ask again.",
-            )
-        # A walk that ran out of time may succeed on a less busy machine.
-        if all(hol.is_settled(r) for r in asked) and session.phase == "completed":
-            ctx.cache.put(key, result)
-        return result
+    # A walk that ran out of time may succeed on a less busy machine.
+    if all(hol.is_settled(r) for r in asked) and session.phase == "completed":
+        ctx.cache.put(key, result)
+    return result
 
 
 async def _walks(ctx: Context, session: Session, text: Text, line: int, where: Where, deadline: float) -> list[Reply]:

@@ -110,6 +110,10 @@ def reply_timeout(request: Request, welcome: Welcome) -> float:
             # today; start_wait is added so a daemon that waits for it
             # separately is not cut off.
             spent = limits.bounded(request.wait) + start + lsp
+            if isinstance(request, GoalState) and request.positions:
+                # Past its wait a batch still asks each position left, at most
+                # two walks of MIN_REQUEST_S each.
+                spent += len(request.positions) * 2 * limits.MIN_REQUEST_S
         case Hover() | Definition() | References() | Completion() | DocumentSymbol() | WorkspaceSymbol():
             # Start, then the compile reaching the tree (lookup_wait), then the LSP
             # request; a caller's own wait replaces both waits.

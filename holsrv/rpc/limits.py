@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from holsrv.errors import BadRequest
+from holsrv.errors import BadRequest, TooManyPositions
 
 # Longest `wait` (and eval `timeout`) a request may ask for.  A wait that
 # runs out cancels nothing, so a longer one is better spent as a second call.
@@ -19,6 +19,30 @@ MAX_WAIT_S = 3600.0
 # the check of the candidate before (about 2 s for a looping one on a real
 # HOL), and that is not the candidate's own time.
 TRY_RELEASE_FLOOR_S = 10.0
+
+
+# A request to a healthy server (a walk, a hover) may take a second or two even
+# when the caller's wait is spent: that much it always gets.
+MIN_REQUEST_S = 2.0
+# Positions one goalState call may ask about: enough to step through a long
+# proof a line at a time, few enough that one call cannot hold a server long.
+MAX_POSITIONS = 64
+
+
+def check_positions(line: int, positions: list | None) -> None:
+    """BadRequest unless a goalState names exactly one of `line` (0: none) and `positions`,
+    and `positions` holds 1 to MAX_POSITIONS of them (TooManyPositions past it)."""
+    if positions is None:
+        return
+    if line:
+        raise BadRequest("goalState: give line (and column) for one position or positions for several, not both")
+    if not positions:
+        raise BadRequest("goalState: positions is empty: give at least one [line, column] (column optional)")
+    if len(positions) > MAX_POSITIONS:
+        raise TooManyPositions(
+            f"goalState: {len(positions)} positions, more than the {MAX_POSITIONS} one call answers: "
+            "split them over several calls (answers already given are cached)"
+        )
 
 
 def try_release_s(timeout: float) -> float:

@@ -104,14 +104,19 @@ class PositionRequest(RequestBase):
 
 
 class GoalState(RequestBase, tag="goalState"):
-    """The goals at (line, column); with no column, before and after the line's tactics."""
+    """The goals at (line, column); with no column, before and after the line's tactics.
+
+    Or, with `positions` (and no `line`: 0), at each (line, column or None) in
+    turn, answered by one `GoalStatesResult` (`limits.MAX_POSITIONS` at most).
+    """
 
     file: str
-    line: int
+    line: int = 0
     column: int | None = None
     wait: float = 25.0
     progress: bool = False
     expect_hash: str = ""  # see PositionRequest
+    positions: list[tuple[int, int | None]] | None = None
 
 
 class Hover(PositionRequest, tag="hover"):
@@ -416,6 +421,9 @@ class SessionStatus(Struct):
     replacing_since_s: float | None = None
     replacement_pid: int | None = None
     peak_mb: float | None = None  # the largest footprint sampled, MB
+    # eval calls run in this server since it started, and seconds since the last (None: none).
+    evals: int = 0
+    last_eval_s: float | None = None
 
 
 class Freshness(Struct, omit_defaults=False):
@@ -490,6 +498,39 @@ class GoalStateResult(ReplyBase, tag="goalState"):
     line_text: str = ""
     before: list[Goal] | None = None
     freshness: Freshness | None = None  # how fresh this answer is (see Freshness)
+
+
+class GoalStateEntry(Struct):
+    """One position of a `GoalStatesResult`: `GoalStateResult`'s fields about it, or the error it alone got."""
+
+    line: int
+    column: int | None
+    # As `GoalStateResult.state`, or "error": this position alone was refused
+    # (`code`, `message`), or the server failed at it and so for the rest.
+    state: str
+    message: str
+    theorem: str = ""
+    step: int = 0
+    goals: list[Goal] = []
+    context: list[str] = []
+    note: str = ""
+    error: str = ""
+    failed_range: Range | None = None
+    provisional: bool = False
+    cached: bool = False
+    line_text: str = ""
+    before: list[Goal] | None = None
+    code: str = ""  # with state "error": the error's stable code (position_out_of_range…)
+
+
+class GoalStatesResult(ReplyBase, tag="goalStates"):
+    """The answer to a `GoalState` with `positions`: one entry per position, in order."""
+
+    file: str
+    content_hash: str
+    server: ServerNote
+    positions: list[GoalStateEntry]
+    freshness: Freshness | None = None
 
 
 class HoverResult(ReplyBase, tag="hover"):
@@ -577,6 +618,8 @@ class EvalResult(ReplyBase, tag="eval"):
     # One per entry of `errors`, in order: a short next step chosen by the class
     # of HOL's message (`holsrv.hints`), "" when none.
     hints: list[str] = []
+    # That the code ran in a server every caller about this file shares, whose global state it may change.
+    shared_state: str = ""
 
 
 class RetryCompileResult(ReplyBase, tag="retryCompile"):
@@ -823,6 +866,7 @@ class GoalDiffResult(ReplyBase, tag="goalDiff"):
 Result = Union[
     DiagnosticsResult,
     GoalStateResult,
+    GoalStatesResult,
     HoverResult,
     DefinitionResult,
     ReferencesResult,
