@@ -31,7 +31,7 @@ TOOLS = {request.__struct_config__.tag for request in typing.get_args(messages.R
 # The reference tool's parameter names, which agents and skills written for it use.
 POSITION = {"file", "line", "column", "wait"}
 PARAMETERS = {
-    "diagnostics": {"file", "wait", "expect_hash"},
+    "diagnostics": {"file", "wait", "expect_hash", "defer_after"},
     "goalState": POSITION | {"expect_hash"},
     "hover": POSITION,
     "definition": POSITION,
@@ -45,9 +45,10 @@ PARAMETERS = {
     "stop": {"file"},
     "status": set(),
     "search": {"file", "query", "limit", "page", "expect_hash"},
-    "holmake": {"file", "target"},
-    "try": {"file", "line", "column", "tactics", "timeout"},
+    "holmake": {"file", "target", "defer_after"},
+    "try": {"file", "line", "column", "tactics", "timeout", "defer_after"},
     "goalDiff": {"file", "line1", "column1", "line2", "column2"},
+    "job": {"id", "wait", "cancel"},
 }
 READ_ONLY = {"diagnostics", "goalState", "hover", "definition", "references", "completion", "documentSymbol",
              "workspaceSymbol", "status", "search", "try", "goalDiff"}

@@ -55,6 +55,8 @@ TOOLS: dict[str, ToolAnnotations] = {
     # Only the server's copy of the text changes, and it gets the file's text back.
     "try": ASKS,
     "goalDiff": ASKS,
+    # Waiting changes nothing; a cancel stops the job's work (a holmake's build).
+    "job": _hints(read_only=False, destructive=True, idempotent=False),
 }
 # Tools whose name is a Python keyword.
 METHODS = {"try": "try_"}

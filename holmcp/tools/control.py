@@ -13,7 +13,7 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from holmcp.connection import Connection
-from holmcp.tools.params import File, default
+from holmcp.tools.params import DeferAfter, File, default
 from holsrv.rpc import messages
 
 
@@ -77,10 +77,28 @@ class ControlTools:
         ctx: Context,
         file: File,
         target: Annotated[str, Field(description="Holmake target, e.g. fooTheory.uo; omit for the default.")] = "",
+        defer_after: DeferAfter = None,
     ) -> CallToolResult:
         """Run Holmake in the script's directory with the servers' HOL, to build the theories it
         depends on. Returns success (and theories built with a cheat), or the failing theory with its
         log's tail, and the open files it unblocked (retried by itself). One run per directory: a
         second call joins it. Then diagnostics.
         """
-        return await self.daemon.ask(ctx, messages.Holmake(file=self.daemon.path(file), target=target, progress=True))
+        request = messages.Holmake(file=self.daemon.path(file), target=target, progress=True, defer_after=defer_after)
+        return await self.daemon.ask(ctx, request)
+
+    async def job(
+        self,
+        ctx: Context,
+        id: Annotated[str, Field(description="The job id a call with defer_after answered.")],
+        wait: Annotated[
+            float, Field(ge=0, description="Seconds to wait for its answer; then it says the job still runs.")
+        ] = default(messages.Job, "wait"),
+        cancel: Annotated[bool, Field(description="Stop the job instead of waiting for it.")] = False,
+    ) -> CallToolResult:
+        """The answer of a diagnostics, try or holmake that outran its defer_after: the same answer the
+        call gives, once the job has it; until then, that it is still running and for how long. cancel:
+        stop it (a try gives the server the file's text back, a holmake's build is killed). An answer is
+        kept for a while (default 10 minutes) after the job ends; status lists the jobs.
+        """
+        return await self.daemon.ask(ctx, messages.Job(id=id, wait=wait, cancel=cancel))

@@ -13,7 +13,7 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from holmcp.connection import Connection
-from holmcp.tools.params import ExpectHash, File, Line, default
+from holmcp.tools.params import DeferAfter, ExpectHash, File, Line, default
 from holsrv.rpc import messages
 
 
@@ -33,6 +33,7 @@ class ProofTools:
                   "is known (nothing is cancelled)."),
         ] = default(messages.Diagnostics, "wait"),
         expect_hash: ExpectHash = "",
+        defer_after: DeferAfter = None,
     ) -> CallToolResult:
         """Check a HOL4 script: compile it and replay every proof; call it after each edit (it re-reads
         the file). Verdict: OK only if Holmake would build it; else FAILED (a proof fails), ERRORS (does
@@ -42,7 +43,8 @@ class ProofTools:
         STALE: a rebuilt ancestor, a fresh server is catching up; REBUILT: call restart. Next: goalState
         inside the failing proof.
         """
-        request = messages.Diagnostics(file=self.daemon.path(file), wait=wait, progress=True, expect_hash=expect_hash)
+        request = messages.Diagnostics(file=self.daemon.path(file), wait=wait, progress=True, expect_hash=expect_hash,
+                                       defer_after=defer_after)
         return await self.daemon.ask(ctx, request)
 
     async def goalState(
@@ -81,13 +83,15 @@ class ProofTools:
         timeout: Annotated[
             float | None, Field(ge=0, description="Seconds per candidate (default 30).")
         ] = None,
+        defer_after: DeferAfter = None,
     ) -> CallToolResult:
         """Try tactics in place of a proof line's tactic, file untouched. Per candidate: state (proved,
         proved_here, goals, failed, timed_out, not_tried), goals or error (with its range in the candidate),
         proof status, time, goal diff. At most 8.
         """
         request = messages.Try(
-            file=self.daemon.path(file), line=line, column=column, tactics=tactics, timeout=timeout, progress=True
+            file=self.daemon.path(file), line=line, column=column, tactics=tactics, timeout=timeout, progress=True,
+            defer_after=defer_after,
         )
         return await self.daemon.ask(ctx, request)
 
