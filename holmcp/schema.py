@@ -72,6 +72,18 @@ def compact_output(reply_type: type[msgspec.Struct], described: dict[str, str] |
     return {"type": "object", "properties": properties, "required": required}
 
 
+def or_handle(schema: dict[str, Any], handle_type: type[msgspec.Struct]) -> dict[str, Any]:
+    """`schema` (a `compact_output`), or a `handle_type` reply instead (the job handle a call with
+    defer_after gets): the properties are `schema`'s, the required fields each reply's own."""
+    handle = compact_output(handle_type)
+    tags = [schema["properties"]["type"]["const"], handle["properties"]["type"]["const"]]
+    return {
+        "type": "object", "properties": {**schema["properties"], "type": {"enum": tags}}, "required": ["type"],
+        "anyOf": [{"required": schema["required"]},
+                  {"properties": {"type": {"const": tags[1]}}, "required": handle["required"]}],
+    }
+
+
 def _json_type(t: inspect.Type) -> str | list[str]:
     if isinstance(t, inspect.UnionType):
         names = sorted({name for option in t.types for name in _as_list(_json_type(option))})

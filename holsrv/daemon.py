@@ -234,8 +234,7 @@ class Daemon:
         if not await wait_all(self.connections.tasks, budget / 2, self._force):
             self._cut_short(budget / 2)
         duties = [d for d in (self._watch, self._idle) if d is not None and d is not asyncio.current_task()]
-        await asyncio.gather(*self.connections.tasks, *duties, return_exceptions=True)
-        await self.dispatch.jobs.close((deadline - loop.time()) / 2)
+        await asyncio.gather(*self.connections.tasks, *duties, self.dispatch.close(budget / 4), return_exceptions=True)
         await self.pool.close(max(0.0, deadline - loop.time()), self._force)
         with contextlib.suppress(OSError):
             info = os.lstat(self.settings.socket)

@@ -111,6 +111,10 @@ class Dispatch:
             case _:
                 assert_never(request)
 
+    async def close(self, budget_s: float) -> None:
+        """The daemon is stopping: cancel the jobs still running (their callers have gone), within `budget_s`."""
+        await self.jobs.close(budget_s)
+
     async def _deferred(self, request: Deferrable, defer_after: float, client: str,
                         report: Report | None) -> m.Reply:
         """`request` answered as the plain call, in a job of its own once it outruns `defer_after`."""

@@ -12,11 +12,15 @@ import os
 
 import msgspec
 import pytest
+from click.testing import CliRunner
+from mcp import Client
 from test_fairness import _open_hello
 from test_holmake import _processes_in
 from test_trials import LINE, SCRIPT, server_text, settled
 
+from holctl.cli import cli
 from holctl.render import render
+from holmcp.server import build_server
 from holsrv import errors
 from holsrv.rpc import framing
 from holsrv.rpc import messages as m
@@ -45,7 +49,8 @@ def test_a_diagnostics_outrunning_defer_after_is_a_job_whose_answer_is_the_plain
     plain = daemon.call(m.Diagnostics(str(path), wait=DEADLINE_S))
     fields = ("file", "content_hash", "verdict", "headline", "tally", "proofs", "diagnostics", "cheats")
     assert {f: getattr(answer, f) for f in fields} == {f: getattr(plain, f) for f in fields}
-    assert answer.verdict == "OK" and answer.freshness is not None and answer.freshness.content_hash == plain.content_hash
+    assert answer.verdict == "OK" and answer.freshness is not None
+    assert answer.freshness.content_hash == plain.content_hash
 
 
 def test_a_job_goes_on_when_its_caller_hangs_up_and_status_lists_it_running(daemon, write_script):
@@ -140,3 +145,34 @@ def test_a_call_without_defer_after_sends_and_gets_what_it_did_before_jobs(daemo
     reply = daemon.call(request)
     assert isinstance(reply, m.DiagnosticsResult) and reply.complete and reply.verdict == "OK"
     assert daemon.call(m.Status()).jobs == []
+
+
+def _holctl(daemon, *args: str):
+    return CliRunner().invoke(cli, ["--socket", str(daemon.socket), "--no-start", *args])
+
+
+def test_holctl_defer_after_prints_a_handle_and_job_wait_prints_the_answer(daemon, write_script):
+    path = write_script(SLOW_SCRIPT)
+    started = _holctl(daemon, "diagnostics", str(path), "--wait", "60", "--defer-after", "0.2", "--json")
+    assert started.exit_code == 0, started.output
+    handle = msgspec.json.decode(started.stdout, type=m.JobStarted)
+    answer = _holctl(daemon, "job", handle.id, "--wait", "60")
+    assert answer.exit_code == 0, answer.output
+    assert answer.stdout.startswith("OK: "), answer.stdout
+    gone = _holctl(daemon, "job", handle.id, "--cancel")  # a finished job is forgotten by a cancel
+    assert gone.exit_code == 0 and f"JOB {handle.id} DONE" in gone.stdout, gone.output
+    unknown = _holctl(daemon, "job", handle.id)
+    assert unknown.exit_code == 3 and unknown.stderr.startswith("holctl: unknown_job: "), unknown.output
+
+
+@pytest.mark.asyncio
+async def test_holmcp_defer_after_answers_a_job_id_whose_answer_the_job_tool_gets(daemon, write_script):
+    path = write_script(SLOW_SCRIPT)
+    async with Client(build_server(daemon.socket, path.parent, autostart=False)) as client:
+        started = await client.call_tool("diagnostics", {"file": path.name, "wait": 60, "defer_after": 0.2})
+        assert not started.is_error and started.structured_content["type"] == "jobStarted", started.content
+        job_id = started.structured_content["id"]
+        answer = await client.call_tool("job", {"id": job_id, "wait": 60})
+        unknown = await client.call_tool("job", {"id": "0123abcd", "wait": 0})
+    assert not answer.is_error and answer.structured_content["verdict"] == "OK", answer.content
+    assert unknown.is_error and unknown.content[0].text.startswith("unknown_job: ")

@@ -65,10 +65,11 @@ METHODS = {"try": "try_"}
 # answers have the fields a caller branches on.  The others' schemas cost an
 # agent's context thousands of characters for fields the text already shows.
 OUTPUT_SCHEMAS = {
-    "diagnostics": schema.compact_output(messages.DiagnosticsResult, {
+    # With defer_after, a diagnostics may answer a job handle instead.
+    "diagnostics": schema.or_handle(schema.compact_output(messages.DiagnosticsResult, {
         "verdict": "OK, FAILED, ERRORS, CHEATS, SUSPENDED, UNCHECKED, BLOCKED or INCOMPLETE",
         "complete": "false: still checking (INCOMPLETE); call again",
-    }),
+    }), messages.JobStarted),
     "goalState": schema.compact_output(messages.GoalStateResult, {
         "state": "goals, proved_here, failed, not_in_proof, compiling, starting or blocked",
     }),

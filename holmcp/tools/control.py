@@ -90,15 +90,14 @@ class ControlTools:
     async def job(
         self,
         ctx: Context,
-        id: Annotated[str, Field(description="The job id a call with defer_after answered.")],
+        id: Annotated[str, Field(description="From a defer_after call's answer.")],
         wait: Annotated[
-            float, Field(ge=0, description="Seconds to wait for its answer; then it says the job still runs.")
+            float, Field(ge=0, description="Seconds to wait for the answer.")
         ] = default(messages.Job, "wait"),
-        cancel: Annotated[bool, Field(description="Stop the job instead of waiting for it.")] = False,
+        cancel: Annotated[bool, Field(description="Stop the job instead.")] = False,
     ) -> CallToolResult:
-        """The answer of a diagnostics, try or holmake that outran its defer_after: the same answer the
-        call gives, once the job has it; until then, that it is still running and for how long. cancel:
-        stop it (a try gives the server the file's text back, a holmake's build is killed). An answer is
-        kept for a while (default 10 minutes) after the job ends; status lists the jobs.
+        """The answer of a diagnostics, try or holmake that outran its defer_after (the call's own
+        answer), else that it still runs. cancel: try restores the server's text, holmake's build is
+        killed. Kept 10 min after it ends.
         """
         return await self.daemon.ask(ctx, messages.Job(id=id, wait=wait, cancel=cancel))
