@@ -22,6 +22,7 @@ from holctl.cli import cli
 from holctl.render import render
 from holmcp.server import build_server
 from holsrv import errors
+from holsrv.rpc import client as rpc_client
 from holsrv.rpc import framing
 from holsrv.rpc import messages as m
 
@@ -67,6 +68,18 @@ def test_a_job_goes_on_when_its_caller_hangs_up_and_status_lists_it_running(daem
     answer = daemon.call(m.Job(row.id, wait=DEADLINE_S))
     assert isinstance(answer, m.DiagnosticsResult) and answer.verdict == "INCOMPLETE", answer
     assert [r.state for r in daemon.call(m.Status()).jobs] == ["done"]
+
+
+def test_a_deferred_call_s_progress_stops_at_its_handle_so_the_next_call_gets_only_its_own(daemon, write_script):
+    path = write_script(SLOW_SCRIPT)
+    with rpc_client.connect(daemon.socket, name="jobs-test", autostart=False) as conn:
+        request = m.Diagnostics(str(path), wait=DEADLINE_S, progress=True, defer_after=0.2)
+        handle = _started(conn.call(request, DEADLINE_S))
+        answer = daemon.call(m.Job(handle.id, wait=DEADLINE_S))  # the job checks on, to its end
+        assert isinstance(answer, m.DiagnosticsResult) and answer.complete
+        late: list[m.Progress] = []
+        assert isinstance(conn.call(m.Status(), DEADLINE_S, on_progress=late.append), m.StatusResult)
+    assert late == [], "the job's progress reached a caller that had its handle"
 
 
 def test_a_job_s_wait_that_ends_first_says_it_is_still_running(daemon, write_script):
