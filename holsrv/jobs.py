@@ -50,9 +50,14 @@ class Job:
     started_unix: float
     task: asyncio.Task[m.Reply]
     stop: Stop | None = None
-    state: State = State.RUNNING
     ended: float | None = None  # the table's clock, once not running
     delivered: bool = False  # its answer was sent once (then it may make room for a new job)
+
+    @property
+    def state(self) -> State:
+        if not self.task.done():
+            return State.RUNNING
+        return State.CANCELLED if self.task.cancelled() else State.DONE
 
     def elapsed(self, now: float) -> float:
         return round(now - self.started, 1)
@@ -196,7 +201,6 @@ class Jobs:
         return job
 
     def _ended(self, job: Job) -> None:
-        job.state = State.CANCELLED if job.task.cancelled() else State.DONE
         job.ended = self.clock()
 
     def _make_room(self) -> None:
