@@ -80,7 +80,7 @@ def or_handle(schema: dict[str, Any], handle_type: type[msgspec.Struct]) -> dict
     return {
         "type": "object", "properties": {**schema["properties"], "type": {"enum": tags}}, "required": ["type"],
         "anyOf": [{"required": schema["required"]},
-                  {"properties": {"type": {"const": tags[1]}}, "required": handle["required"]}],
+                  {"properties": {"type": {"const": tags[1]}}, "required": ["id"]}],
     }
 
 

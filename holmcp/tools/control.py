@@ -96,8 +96,7 @@ class ControlTools:
         ] = default(messages.Job, "wait"),
         cancel: Annotated[bool, Field(description="Stop the job instead.")] = False,
     ) -> CallToolResult:
-        """The answer of a diagnostics, try or holmake that outran its defer_after (the call's own
-        answer), else that it still runs. cancel: try restores the server's text, holmake's build is
-        killed. Kept 10 min after it ends.
+        """The answer of a diagnostics, try or holmake that outran defer_after, or that it still runs.
+        cancel: try restores the server's text, holmake is killed.
         """
         return await self.daemon.ask(ctx, messages.Job(id=id, wait=wait, cancel=cancel))

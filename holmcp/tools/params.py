@@ -20,7 +20,7 @@ LookupWait = Annotated[
 
 DeferAfter = Annotated[
     float | None,
-    Field(ge=0, description="Seconds; still running then: a job id at once, the work goes on (see job)."),
+    Field(ge=0, description="Seconds; if still running then, answer a job id (see job)."),
 ]
 ExpectHash = Annotated[
     str, Field(description="Hash from an earlier answer; the answer says if the file changed since.")
