@@ -24,9 +24,9 @@ Exit codes:
   1  any other failure
   2  bad command line
   3  bad input: missing file, not a file, not UTF-8, permission denied, position out of range,
-     bad request, symlink refused (try --apply)
+     bad request, symlink refused (try --apply), unknown job
   4  HOL problem: HOL not found, server died or stopped, server starting, servers busy,
-     server timed out, HOL error, memory budget
+     server timed out, HOL error, memory budget, too many jobs
   5  daemon unreachable, stopping or refusing this user; protocol mismatch, bad frame or
      connection closed
 """
@@ -63,12 +63,12 @@ class Unreachable(CallFailed):
 _FAILURE_BY_CODE = {
     **dict.fromkeys(
         ["file_not_found", "not_a_file", "not_utf8", "permission_denied", "position_out_of_range", "bad_request",
-         "symlink_refused", "too_many_positions"],
+         "symlink_refused", "too_many_positions", "unknown_job"],
         BadInput,
     ),
     **dict.fromkeys(
         ["hol_not_found", "server_died", "server_stopped", "servers_busy", "server_timeout", "server_starting",
-         "hol_error", "memory_budget"],
+         "hol_error", "memory_budget", "too_many_jobs"],
         HolProblem,
     ),
     **dict.fromkeys(

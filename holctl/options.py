@@ -53,6 +53,13 @@ wait_option = click.option(
     default=None,
     help="Seconds to wait for the file to settle (daemon default 25). Nothing is cancelled when it runs out.",
 )
+defer_option = click.option(
+    "--defer-after",
+    type=Seconds(),
+    default=None,
+    help="Seconds after which, if the work is still running, a job handle is printed instead and the work goes "
+    "on in the daemon: get its answer with `holctl job ID`.",
+)
 lookup_wait_options = [
     click.option(
         "--wait",

@@ -83,6 +83,16 @@ def either(*schemas: dict[str, Any]) -> dict[str, Any]:
     properties["type"] = {"enum": tags}
     required = [name for name in schemas[0]["required"] if all(name in one["required"] for one in schemas)]
     return {"type": "object", "properties": properties, "required": required}
+def or_handle(schema: dict[str, Any], handle_type: type[msgspec.Struct]) -> dict[str, Any]:
+    """`schema` (a `compact_output`), or a `handle_type` reply instead (the job handle a call with
+    defer_after gets): the properties are `schema`'s, the required fields each reply's own."""
+    handle = compact_output(handle_type)
+    tags = [schema["properties"]["type"]["const"], handle["properties"]["type"]["const"]]
+    return {
+        "type": "object", "properties": {**schema["properties"], "type": {"enum": tags}}, "required": ["type"],
+        "anyOf": [{"required": schema["required"]},
+                  {"properties": {"type": {"const": tags[1]}}, "required": ["id"]}],
+    }
 
 
 def _json_type(t: inspect.Type) -> str | list[str]:

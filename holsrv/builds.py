@@ -56,6 +56,7 @@ class Build:
     cheated: list[str] = field(default_factory=list)
     task: asyncio.Task[Outcome] | None = None
     pid: int | None = None
+    stopped: str = ""  # why it was stopped before its end (a cancelled job), for its outcome
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     def last_line(self) -> str:
@@ -137,6 +138,9 @@ class Builds:
             return Outcome(None, timed_out=True, elapsed_s=self.clock() - build.started)
         except asyncio.CancelledError:
             await _kill_group(proc)
+            if build.stopped:  # stopped on request: an outcome its callers read, not a shutdown
+                log.info("Holmake in %s was stopped: %s", build.directory, build.stopped)
+                return Outcome(None, stopped=build.stopped, elapsed_s=self.clock() - build.started)
             raise
         log.info("Holmake in %s exited with status %d", build.directory, code)
         return Outcome(code, elapsed_s=self.clock() - build.started)
@@ -153,6 +157,15 @@ class Builds:
                 partial = b""
         if partial:
             build.keep(partial.decode("utf-8", "replace"))
+
+    async def stop(self, directory: Path, why: str) -> None:
+        """Kill the run in `directory`, if one runs, with its process group; its callers are told `why`."""
+        build = self.running.get(directory)
+        if build is None or build.task is None:
+            return
+        build.stopped = why
+        build.task.cancel()
+        await asyncio.wait({build.task}, timeout=3 * KILL_GRACE_S)
 
     async def close(self) -> None:
         """Kill every run in progress (the daemon is stopping) and wait for them to go."""

@@ -38,7 +38,7 @@ ABANDONED_WHEN_GONE = (
     m.DocumentSymbol, m.WorkspaceSymbol, m.Search, m.Eval, m.Status,
     # A trial's candidates stop, and its `finally` gives the server the file's text back.
     m.Try, m.GoalDiff,
-)
+)  # One with `defer_after` runs as a job (`holsrv.jobs`): only the wait for it is cancelled.
 _STOPPING_UNANSWERED = (
     "the daemon is shutting down and did not start this request; send it again in a few seconds "
     "(the next call starts a new daemon, or systemd restarts it)"

@@ -178,7 +178,7 @@ class Daemon:
             await asyncio.sleep(period)  # a periodic duty, as the socket watch: not a synchronisation
             now = time.monotonic()
             # A dead server stays in `sessions` until its file's next call: it is no reason to stay.
-            if self.connections or any(s.alive for s in self.pool.sessions.values()):
+            if self.connections or self.dispatch.jobs.running() or any(s.alive for s in self.pool.sessions.values()):
                 busy_at = now
             elif now - busy_at >= limit:
                 log.info("no HOL server and no client for %gs (idle_exit_s): exiting", limit)
@@ -234,7 +234,7 @@ class Daemon:
         if not await wait_all(self.connections.tasks, budget / 2, self._force):
             self._cut_short(budget / 2)
         duties = [d for d in (self._watch, self._idle) if d is not None and d is not asyncio.current_task()]
-        await asyncio.gather(*self.connections.tasks, *duties, return_exceptions=True)
+        await asyncio.gather(*self.connections.tasks, *duties, self.dispatch.close(budget / 4), return_exceptions=True)
         await self.pool.close(max(0.0, deadline - loop.time()), self._force)
         with contextlib.suppress(OSError):
             info = os.lstat(self.settings.socket)

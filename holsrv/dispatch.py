@@ -10,15 +10,19 @@ whoever serves one hands it a request and gets a reply back.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
 from typing import assert_never
 
-from holsrv import __version__
+import msgspec
+
+from holsrv import __version__, files
 from holsrv.answers import common, control, diagnostics, goalbatch, goals, holmake, logs, lookups, search, trials
 from holsrv.answers.common import Context, Report
 from holsrv.errors import HolsrvError
+from holsrv.jobs import Deferrable, Job, Jobs, Stop
 from holsrv.rpc import limits
 from holsrv.rpc import messages as m
 
@@ -40,11 +44,16 @@ class Dispatch:
         self.started = started
         # Shorthands, for the status.
         self.pool, self.cache, self.settings = answers.pool, answers.cache, answers.settings
+        # A cancelled trial's `finally` gives the server the file's text back: a sync, then the compile.
+        cancel_wait = self.settings.lookup_wait_s + self.settings.request_timeout_s
+        self.jobs = Jobs(self.settings.max_jobs, self.settings.job_keep_s, cancel_wait, self.pool.clock)
 
     async def answer(self, request: m.Request, client: str, report: Report | None = None) -> m.Reply:
         try:
             limits.check_request(request)
             common.check_expect_hash(getattr(request, "expect_hash", ""))
+            if isinstance(request, Deferrable) and request.defer_after is not None:
+                return await self._deferred(request, request.defer_after, client, report)
             return await common.stamp(self.answers, request, await self.dispatch(request, client, report))
         except HolsrvError as err:
             log.info("%s from %s: %s: %s", type(request).__name__, client, err.code, err)
@@ -99,8 +108,39 @@ class Dispatch:
                 return await trials.goal_diff(ctx, request, client)
             case m.Logs():
                 return await logs.logs(ctx, request)
+            case m.Job():
+                return await self._job(request)
             case _:
                 assert_never(request)
+
+    async def close(self, budget_s: float) -> None:
+        """The daemon is stopping: cancel the jobs still running (their callers have gone), within `budget_s`."""
+        await self.jobs.close(budget_s)
+
+    async def _deferred(self, request: Deferrable, defer_after: float, client: str,
+                        report: Report | None) -> m.Reply:
+        """`request` answered as the plain call, in a job of its own once it outruns `defer_after`."""
+        plain = msgspec.structs.replace(request, defer_after=None)
+        stop = self._build_stop(plain) if isinstance(plain, m.Holmake) else None
+        return await self.jobs.defer(plain, defer_after, lambda relay: self.answer(plain, client, relay), report, stop)
+
+    def _build_stop(self, request: m.Holmake) -> Stop:
+        """Cancelling a holmake job kills the build it follows, as the build's time limit does."""
+
+        async def stop() -> None:
+            with contextlib.suppress(HolsrvError):  # a file that cannot be read started no build
+                await self.pool.builds.stop(files.resolve(request.file).parent, "it was cancelled (job --cancel)")
+
+        return stop
+
+    async def _job(self, request: m.Job) -> m.Reply:
+        job = self.jobs.find(request.id)
+        if request.cancel:
+            return await self.jobs.cancel(job)
+        reply = await self.jobs.wait(job, request.wait)
+        if isinstance(reply, m.JobState):
+            return reply
+        return await common.stamp(self.answers, job.request, _aged(reply, job, self.pool.clock()))
 
     async def status(self) -> m.StatusResult:
         for session in list(self.pool.sessions.values()):
@@ -123,4 +163,13 @@ class Dispatch:
             max_heap_mb=self.settings.max_heap_mb,
             usual_footprint_mb=round(self.pool.admission.expected_mb(self.settings.max_heap_mb), 1),
             servers_fit=self.pool.admission.fit(self.pool.live(), self.settings.max_heap_mb),
+            jobs=self.jobs.rows(),
         )
+
+
+def _aged(reply: m.Reply, job: Job, now: float) -> m.Reply:
+    """A job's answer, its freshness aged by the time it waited to be collected (`stamp` keeps the age)."""
+    fresh = getattr(reply, "freshness", None)
+    if fresh is None or job.ended is None:
+        return reply
+    return common.replace(reply, freshness=common.replace(fresh, age_s=round(fresh.age_s + now - job.ended, 2)))

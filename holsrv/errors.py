@@ -160,6 +160,18 @@ class WriteFailed(HolsrvError):
     code = "write_failed"
 
 
+class TooManyJobs(ServerBusy):
+    """A call with `defer_after` found the daemon holding `max_jobs` jobs already."""
+
+    code = "too_many_jobs"
+
+
+class UnknownJob(BadRequest):
+    """No job has this id: never started, forgotten after `job_keep_s`, cancelled long ago, or another daemon's."""
+
+    code = "unknown_job"
+
+
 def error_for_code(code: str, message: str, detail: str = "") -> HolsrvError:
     """Rebuild the error a daemon reported, so clients can catch it by class."""
     classes = {cls.code: cls for cls in _all_subclasses(HolsrvError)}

@@ -135,6 +135,11 @@ class Settings:
     # replacement is given up (and the agent told to restart); 0: never
     # replace in the background, only say so.
     replace_timeout_s: float = 900.0
+    # Jobs (calls that outran their `defer_after`): how many the daemon holds
+    # at once, running or finished, and how long a finished one's answer is
+    # kept before it is forgotten.
+    max_jobs: int = 16
+    job_keep_s: float = 600.0
     # Where each value not from a default came from ("environment HOLSRV_X",
     # "flag --x"); filled by `from_env`.
     sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False, repr=False)

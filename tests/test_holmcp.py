@@ -31,7 +31,7 @@ TOOLS = {request.__struct_config__.tag for request in typing.get_args(messages.R
 # The reference tool's parameter names, which agents and skills written for it use.
 POSITION = {"file", "line", "column", "wait"}
 PARAMETERS = {
-    "diagnostics": {"file", "wait", "expect_hash"},
+    "diagnostics": {"file", "wait", "expect_hash", "defer_after"},
     "goalState": POSITION | {"expect_hash", "positions"},
     "hover": POSITION,
     "definition": POSITION,
@@ -45,16 +45,17 @@ PARAMETERS = {
     "stop": {"file"},
     "status": set(),
     "search": {"file", "query", "limit", "page", "expect_hash"},
-    "holmake": {"file", "target"},
-    "try": {"file", "line", "column", "tactics", "timeout", "apply"},
+    "holmake": {"file", "target", "defer_after"},
+    "try": {"file", "line", "column", "tactics", "timeout", "apply", "defer_after"},
     "goalDiff": {"file", "line1", "column1", "line2", "column2"},
+    "job": {"id", "wait", "cancel"},
 }
 READ_ONLY = {"diagnostics", "goalState", "hover", "definition", "references", "completion", "documentSymbol",
              "workspaceSymbol", "status", "search", "goalDiff"}
 # What an agent host pays for the tool list in every context, in characters
 # (12,000 until search, holmake, try and goalDiff came, with expect_hash;
-# 16,000 until goalState's positions and eval's word on shared state).
-MAX_TOOL_LIST_CHARS = 16_500
+# 16,000 until goalState's positions, eval's word on shared state, defer_after and job).
+MAX_TOOL_LIST_CHARS = 17_000
 
 
 async def listed(server):

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from holctl.calls import EXIT_CODES, Target
-from holctl.options import absolute, file_argument, json_option
+from holctl.options import Seconds, absolute, file_argument, json_option
 from holsrv.rpc import messages
 
 
@@ -20,6 +20,22 @@ from holsrv.rpc import messages
 def status(target: Target, as_json: bool) -> None:
     """Print the daemon, its settings, and every HOL server it runs."""
     target.ask(messages.Status(), as_json)
+
+
+@click.command("job", epilog=EXIT_CODES)
+@click.argument("job_id", metavar="ID")
+@click.option("--wait", type=Seconds(), default=None,
+              help="Seconds to wait for the job's answer (daemon default 25); then it says the job still runs.")
+@click.option("--cancel", is_flag=True, help="Stop the job instead: a try gives the server the file's text back, "
+              "a holmake's build is killed.")
+@json_option
+@click.pass_obj
+def job(target: Target, job_id: str, wait: float | None, cancel: bool, as_json: bool) -> None:
+    """Print the answer of job ID (a call that outran its --defer-after), once it has one, or cancel it."""
+    if cancel and wait is not None:
+        raise click.UsageError("give --wait or --cancel, not both")
+    request = messages.Job(job_id, cancel=cancel) if wait is None else messages.Job(job_id, wait=wait)
+    target.ask(request, as_json)
 
 
 @click.command("retryCompile", epilog=EXIT_CODES)
@@ -110,4 +126,4 @@ def _daemon_log(socket: Path | None, lines: int, follow: bool) -> None:
     click.echo("".join(kept), nl=False)
 
 
-COMMANDS = [status, retry_compile, restart, stop, shutdown, logs]
+COMMANDS = [status, job, retry_compile, restart, stop, shutdown, logs]

@@ -13,6 +13,7 @@ from holctl.options import (
     Seconds,
     absolute,
     at_position,
+    defer_option,
     file_argument,
     json_option,
     lookup_wait,
@@ -32,11 +33,12 @@ def _with_wait(request_type, wait: float | None, **fields):
 @click.command("diagnostics", epilog=EXIT_CODES)
 @file_argument
 @wait_option
+@defer_option
 @json_option
 @click.pass_obj
-def diagnostics(target: Target, file: str, wait: float | None, as_json: bool) -> None:
+def diagnostics(target: Target, file: str, wait: float | None, defer_after: float | None, as_json: bool) -> None:
     """Compile FILE, check every proof, and print the verdict and problems."""
-    target.ask(_with_wait(messages.Diagnostics, wait, file=absolute(file)), as_json)
+    target.ask(_with_wait(messages.Diagnostics, wait, file=absolute(file), defer_after=defer_after), as_json)
 
 
 @click.command("goalState", epilog=EXIT_CODES)
@@ -166,11 +168,12 @@ def eval_(target: Target, file: str, code: str, timeout: float | None, as_json: 
 @click.option("--timeout", type=Seconds(), default=None, help="Seconds each candidate may take (daemon default 30).")
 @click.option("--apply", "apply", is_flag=True, help="Write the first proved candidate into FILE (see below).")
 @wait_option
+@defer_option
 @json_option
 @click.pass_obj
 def try_(
     target: Target, file: str, line: int, candidates: tuple[str, ...], timeout: float | None,
-    apply: bool, wait: float | None, as_json: bool,
+    apply: bool, wait: float | None, defer_after: float | None, as_json: bool,
 ) -> None:
     """Try each TACTIC in place of LINE's tactic, one after another: try FILE LINE [COLUMN] TACTIC...
 
@@ -192,7 +195,7 @@ def try_(
     if not candidates or column == 0:
         raise click.UsageError("give LINE, an optional COLUMN (1-based), then one or more tactics to try")
     request = _with_wait(messages.Try, wait, file=absolute(file), line=line, column=column, tactics=list(candidates))
-    target.ask(msgspec.structs.replace(request, timeout=timeout, apply=apply), as_json)
+    target.ask(msgspec.structs.replace(request, timeout=timeout, apply=apply, defer_after=defer_after), as_json)
 
 
 @click.command("goalDiff", epilog=EXIT_CODES)
@@ -239,11 +242,12 @@ def search(
 @click.argument("make_target", metavar="[TARGET]", required=False, default="")
 @click.option("-j", "--jobs", type=click.IntRange(min=0, max=256), default=0,
               help="Holmake's -j (default: the daemon's holmake_jobs setting).")
+@defer_option
 @json_option
 @click.pass_obj
-def holmake(target: Target, file: str, make_target: str, jobs: int, as_json: bool) -> None:
+def holmake(target: Target, file: str, make_target: str, jobs: int, defer_after: float | None, as_json: bool) -> None:
     """Run Holmake in FILE's directory with the servers' HOL; print success or the failing theory's log tail."""
-    target.ask(messages.Holmake(file=absolute(file), target=make_target, jobs=jobs), as_json)
+    target.ask(messages.Holmake(file=absolute(file), target=make_target, jobs=jobs, defer_after=defer_after), as_json)
 
 
 COMMANDS = [diagnostics, goal_state, hover, definition, references, completion, document_symbol, workspace_symbol,

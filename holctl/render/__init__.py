@@ -29,6 +29,8 @@ from holsrv.rpc.messages import (
     GoalStatesResult,
     HolmakeResult,
     HoverResult,
+    JobStarted,
+    JobState,
     LogsResult,
     Progress,
     ReferencesResult,
@@ -107,6 +109,10 @@ def _result_lines(reply: Result) -> list[str]:
             lines += _footer(reply.content_hash, reply.server) if reply.server else []
         case LogsResult():
             lines = [*reply.lines, f"({reply.message})"]
+        case JobStarted():
+            lines = [f"JOB {reply.id} started: {reply.message}"]
+        case JobState():
+            lines = [f"JOB {reply.id} {reply.state.upper()}: {reply.message}"]
         case _:
             assert_never(reply)
     return lines + _freshness(reply)

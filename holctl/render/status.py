@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from holctl.render.common import _BUCKET_WORDS, _TALLY_BUCKETS
-from holsrv.rpc.messages import SessionStatus, SettingSource, StatusResult, Tally
+from holsrv.rpc.messages import JobRow, SessionStatus, SettingSource, StatusResult, Tally
 from holsrv.rpc.words import duration
 
 _STATUS_COLUMNS = ("FILE", "PID", "STATE", "UP", "IDLE", "MB", "PEAK", "CAP", "PROOFS", "LAST VERDICT", "WAITING",
@@ -33,7 +33,7 @@ def _status(reply: StatusResult) -> list[str]:
         lines.append(f"HOL: {', '.join(versions)}")
     lines += _settings(reply.settings)
     if not reply.sessions:
-        return lines + ["no HOL servers running"]
+        return lines + ["no HOL servers running", *_jobs(reply.jobs)]
     lines += _table([_STATUS_COLUMNS, *(_session_row(s) for s in reply.sessions)])
     lines += [
         f"eval ran {s.evals} time{'s' if s.evals != 1 else ''} in {s.file}'s server (pid {s.pid}), last "
@@ -44,7 +44,15 @@ def _status(reply: StatusResult) -> list[str]:
         f"replacing {s.file} (pid {s.pid} → {s.replacement_pid or 'starting'}, for "
         f"{duration(s.replacing_since_s or 0)}): {s.replacing}"
         for s in reply.sessions if s.replacing
-    ]
+    ] + _jobs(reply.jobs)
+
+
+def _jobs(jobs: list[JobRow]) -> list[str]:
+    """The jobs table (calls that outran their defer_after), or nothing when there are none."""
+    if not jobs:
+        return []
+    rows = [(j.id, j.op, j.state, duration(j.age_s), j.file) for j in jobs]
+    return [f"jobs: {len(jobs)}", *_table([("JOB", "OP", "STATE", "AGE", "FILE"), *rows])]
 
 
 def _settings(settings: list[SettingSource]) -> list[str]:

@@ -56,6 +56,8 @@ TOOLS: dict[str, ToolAnnotations] = {
     # asks for a proved candidate to replace the line's tactic in the file.
     "try": _hints(read_only=False, destructive=True, idempotent=False),
     "goalDiff": ASKS,
+    # Waiting changes nothing; a cancel stops the job's work (a holmake's build).
+    "job": _hints(read_only=False, destructive=True, idempotent=False),
 }
 # Tools whose name is a Python keyword.
 METHODS = {"try": "try_"}
@@ -64,10 +66,11 @@ METHODS = {"try": "try_"}
 # answers have the fields a caller branches on.  The others' schemas cost an
 # agent's context thousands of characters for fields the text already shows.
 OUTPUT_SCHEMAS = {
-    "diagnostics": schema.compact_output(messages.DiagnosticsResult, {
+    # With defer_after, a diagnostics may answer a job handle instead.
+    "diagnostics": schema.or_handle(schema.compact_output(messages.DiagnosticsResult, {
         "verdict": "OK, FAILED, ERRORS, CHEATS, SUSPENDED, UNCHECKED, BLOCKED or INCOMPLETE",
         "complete": "false: still checking (INCOMPLETE); call again",
-    }),
+    }), messages.JobStarted),
     # With positions the answer is a GoalStatesResult: one entry per position, each with its own state.
     "goalState": schema.either(
         schema.compact_output(messages.GoalStateResult, {

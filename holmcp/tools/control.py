@@ -13,7 +13,7 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from holmcp.connection import Connection
-from holmcp.tools.params import File, default
+from holmcp.tools.params import DeferAfter, File, default
 from holsrv.rpc import messages
 
 
@@ -78,10 +78,26 @@ class ControlTools:
         ctx: Context,
         file: File,
         target: Annotated[str, Field(description="Holmake target, e.g. fooTheory.uo; omit for the default.")] = "",
+        defer_after: DeferAfter = None,
     ) -> CallToolResult:
         """Run Holmake in the script's directory with the servers' HOL, to build the theories it
         depends on. Returns success (and theories built with a cheat), or the failing theory with its
         log's tail, and the open files it unblocked (retried by itself). One run per directory: a
         second call joins it. Then diagnostics.
         """
-        return await self.daemon.ask(ctx, messages.Holmake(file=self.daemon.path(file), target=target, progress=True))
+        request = messages.Holmake(file=self.daemon.path(file), target=target, progress=True, defer_after=defer_after)
+        return await self.daemon.ask(ctx, request)
+
+    async def job(
+        self,
+        ctx: Context,
+        id: Annotated[str, Field(description="From a defer_after call's answer.")],
+        wait: Annotated[
+            float, Field(ge=0, description="Seconds to wait for the answer.")
+        ] = default(messages.Job, "wait"),
+        cancel: Annotated[bool, Field(description="Stop the job instead.")] = False,
+    ) -> CallToolResult:
+        """The answer of a diagnostics, try or holmake that outran defer_after, or that it still runs.
+        cancel: try restores the server's text, holmake is killed.
+        """
+        return await self.daemon.ask(ctx, messages.Job(id=id, wait=wait, cancel=cancel))

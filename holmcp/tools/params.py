@@ -18,6 +18,10 @@ LookupWait = Annotated[
     Field(ge=0, description="Seconds to wait for start and compile; 0: answer now. Default 25."),
 ]
 
+DeferAfter = Annotated[
+    float | None,
+    Field(ge=0, description="Seconds; if still running then, answer a job id (see job)."),
+]
 ExpectHash = Annotated[
     str, Field(description="Hash from an earlier answer; the answer says if the file changed since.")
 ]

@@ -15,7 +15,7 @@ from pydantic import Field
 
 from holmcp import output
 from holmcp.connection import Connection
-from holmcp.tools.params import ExpectHash, File, Line, default
+from holmcp.tools.params import DeferAfter, ExpectHash, File, Line, default
 from holsrv.errors import BadRequest, HolsrvError
 from holsrv.rpc import limits, messages
 
@@ -36,6 +36,7 @@ class ProofTools:
                   "is known (nothing is cancelled)."),
         ] = default(messages.Diagnostics, "wait"),
         expect_hash: ExpectHash = "",
+        defer_after: DeferAfter = None,
     ) -> CallToolResult:
         """Check a HOL4 script: compile it and replay every proof; call it after each edit (it re-reads
         the file). Verdict: OK only if Holmake would build it; else FAILED (a proof fails), ERRORS (does
@@ -45,7 +46,8 @@ class ProofTools:
         STALE: a rebuilt ancestor, a fresh server is catching up; REBUILT: call restart. Next: goalState
         inside the failing proof.
         """
-        request = messages.Diagnostics(file=self.daemon.path(file), wait=wait, progress=True, expect_hash=expect_hash)
+        request = messages.Diagnostics(file=self.daemon.path(file), wait=wait, progress=True, expect_hash=expect_hash,
+                                       defer_after=defer_after)
         return await self.daemon.ask(ctx, request)
 
     async def goalState(
@@ -96,6 +98,7 @@ class ProofTools:
         apply: Annotated[
             bool, Field(description="Write the first proved one into the file, undone if its check fails.")
         ] = False,
+        defer_after: DeferAfter = None,
     ) -> CallToolResult:
         """Try tactics in place of a proof line's tactic, file untouched unless apply. Per candidate: state
         (proved, proved_here, goals, failed, timed_out, not_tried), goals or error (with its range in the
@@ -104,6 +107,7 @@ class ProofTools:
         request = messages.Try(
             file=self.daemon.path(file), line=line, column=column, tactics=tactics, timeout=timeout, progress=True,
             apply=apply,
+            defer_after=defer_after,
         )
         return await self.daemon.ask(ctx, request)
 

@@ -26,6 +26,7 @@ from holsrv.rpc.messages import (
     Hello,
     Holmake,
     Hover,
+    Job,
     Logs,
     Progress,
     References,
@@ -141,6 +142,10 @@ def reply_timeout(request: Request, welcome: Welcome) -> float:
             spent = _try_spent(request, welcome, start, lookup, lsp)
         case GoalDiff():
             spent = 2 * (limits.bounded(request.wait) + start + lsp)
+        case Job():
+            # Its wait, then its answer's freshness (a read); a cancel waits for
+            # a trial to give the file's text back (lookup_wait and a request).
+            spent = limits.bounded(request.wait) + (lookup + lsp if request.cancel else 0.0)
         case _:
             assert_never(request)
     return spent + REPLY_MARGIN_S

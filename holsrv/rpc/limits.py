@@ -55,6 +55,8 @@ _ADVICE = {
     "wait": "0 answers with what is known now; nothing is cancelled when a wait runs out, so to wait "
     "longer call again",
     "timeout": "the default is 120",
+    "defer_after": "past it the call answers with a job handle and goes on as a job; leave it out to wait "
+    "for the answer",
 }
 
 

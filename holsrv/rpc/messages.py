@@ -85,6 +85,7 @@ class Diagnostics(RequestBase, tag="diagnostics"):
     # Send `Progress` frames before the result while waiting.
     progress: bool = False
     expect_hash: str = ""  # see PositionRequest
+    defer_after: float | None = None  # see DEFER_AFTER
 
 
 class PositionRequest(RequestBase):
@@ -204,6 +205,7 @@ class Holmake(RequestBase, tag="holmake"):
     target: str = ""  # "": Holmake's default target
     jobs: int = 0  # 0: the daemon's holmake_jobs setting
     progress: bool = False
+    defer_after: float | None = None  # see DEFER_AFTER
 
 
 # -- trials: try candidate tactics, and the goal diff ------------------------
@@ -224,6 +226,7 @@ class Try(RequestBase, tag="try"):
     progress: bool = False
     # Write the first proved candidate into the file (see `Applied`); off unless asked.
     apply: bool = False
+    defer_after: float | None = None  # see DEFER_AFTER
 
 
 class GoalDiff(RequestBase, tag="goalDiff"):
@@ -242,6 +245,21 @@ class Logs(RequestBase, tag="logs"):
 
     file: str
     lines: int = 200
+
+
+# -- jobs: long calls handed back as a handle ---------------------------------
+
+# `defer_after` (diagnostics, try, holmake): None, the call answers when done,
+# as always; else once it has run this many seconds it answers `JobStarted`
+# instead, and the work goes on in the daemon as a job, whose answer `Job` gets.
+
+
+class Job(RequestBase, tag="job"):
+    """Wait up to `wait` seconds for job `id`'s answer (its own reply, as the plain call's), or cancel it."""
+
+    id: str
+    wait: float = 25.0
+    cancel: bool = False
 
 
 Request = Union[
@@ -264,6 +282,7 @@ Request = Union[
     Try,
     GoalDiff,
     Logs,
+    Job,
 ]
 
 # -- pieces of replies ------------------------------------------------------
@@ -670,6 +689,7 @@ class StatusResult(ReplyBase, tag="status"):
     max_heap_mb: int = 0
     usual_footprint_mb: float = 0.0
     servers_fit: int = 0
+    jobs: list[JobRow] = []  # the jobs the daemon holds, running or finished, oldest first
 
 
 class Progress(ReplyBase, tag="progress"):
@@ -852,6 +872,37 @@ class TryResult(ReplyBase, tag="try"):
     applied: Applied | None = None
 
 
+class JobRow(Struct):
+    """One job, as status lists it."""
+
+    id: str
+    op: str  # the call's op: "diagnostics", "try" or "holmake"
+    file: str
+    state: str  # "running", "done" (its answer is kept) or "cancelled"
+    age_s: float  # since it started
+
+
+class JobStarted(ReplyBase, tag="jobStarted"):
+    """A call outran its `defer_after`: it goes on as job `id`, whose answer `Job` gets."""
+
+    id: str
+    op: str
+    file: str
+    started: float  # Unix time
+    message: str  # how to get the answer, and how long it is kept
+
+
+class JobState(ReplyBase, tag="job"):
+    """A job with no answer to give: still running when the wait ended, or cancelled."""
+
+    id: str
+    op: str
+    file: str
+    state: str  # "running", "cancelled" or "done" (a cancel came after it finished)
+    elapsed_s: float  # since it started
+    message: str
+
+
 class GoalDiffResult(ReplyBase, tag="goalDiff"):
     file: str
     content_hash: str
@@ -884,6 +935,8 @@ Result = Union[
     TryResult,
     GoalDiffResult,
     LogsResult,
+    JobStarted,
+    JobState,
 ]
 
 # typing flattens the nested union, so msgspec sees one flat tagged union.
