@@ -16,7 +16,7 @@ import time
 from typing import assert_never
 
 from holsrv import __version__
-from holsrv.answers import common, control, diagnostics, goals, holmake, logs, lookups, search, trials
+from holsrv.answers import common, control, diagnostics, goals, holmake, logs, lookups, search, trials, uses
 from holsrv.answers.common import Context, Report
 from holsrv.errors import HolsrvError
 from holsrv.rpc import limits
@@ -97,6 +97,8 @@ class Dispatch:
                 return await trials.goal_diff(ctx, request, client)
             case m.Logs():
                 return await logs.logs(ctx, request)
+            case m.Uses():
+                return await uses.uses(ctx, request, client)
             case _:
                 assert_never(request)
 

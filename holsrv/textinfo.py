@@ -65,12 +65,14 @@ class TextInfo:
     _starts: list[int]  # each block's first character, for bisection
     _cheat_lines: dict[str, int]  # each pool name's first cheat line
     _words: frozenset[str] | None
+    _proof_words: dict[str, frozenset[str]] | None  # each theorem's proof's identifiers (`proof_words_steps`)
+    _users: dict[str, tuple[str, ...]] | None  # each identifier's theorems whose proofs mention it
 
     @classmethod
     def steps(cls, text: str) -> Steps[TextInfo]:
         """The facts of `text`, computed in steps of well under a millisecond."""
         info = cls()
-        info.text, info._words = text, None
+        info.text, info._words, info._proof_words, info._users = text, None, None, None
         blocks, found = yield from scan_steps(text)
         info.blocks, info.cheats = tuple(blocks), tuple(found)
         info._starts = [b.start for b in blocks]
@@ -165,6 +167,37 @@ class TextInfo:
                 yield
             self._words = frozenset(words)
         return self._words
+
+    def proof_words_steps(self) -> Steps[dict[str, frozenset[str]]]:
+        """Each theorem's (name without `[label]`) proof's identifiers outside comments, strings
+        and quotations, and the inverse (`users`), in steps; computed once for the text and kept."""
+        if self._proof_words is None:
+            code = yield from code_steps(self.text)
+            found: dict[str, set[str]] = {}
+            users: dict[str, list[str]] = {}
+            for some in chunks(self.blocks):
+                for block in some:
+                    name = block.name.split("[", 1)[0]
+                    words = found.setdefault(name, set())
+                    words.update(_WORD.findall(code, block.body_start, block.body_end))
+                yield
+            for name, words in found.items():
+                for word in words:
+                    users.setdefault(word, []).append(name)
+            yield
+            self._users = {word: tuple(names) for word, names in users.items()}
+            self._proof_words = {name: frozenset(words) for name, words in found.items()}
+        return self._proof_words
+
+    def users(self, name: str) -> tuple[str, ...]:
+        """The theorems whose proof text mentions identifier `name`, in the text's order."""
+        stepping.run(self.proof_words_steps())
+        assert self._users is not None
+        return self._users.get(name, ())
+
+    def proof_words(self, name: str) -> frozenset[str]:
+        """The identifiers theorem `name`'s proof text mentions (empty for no such theorem)."""
+        return stepping.run(self.proof_words_steps()).get(name, frozenset())
 
     def mentions(self, name: str) -> bool:
         """Whether identifier `name` appears in the text's code (not only in comments)."""

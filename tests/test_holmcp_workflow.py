@@ -27,7 +27,7 @@ async def test_search_returns_matches_as_text_and_structured_content_with_freshn
 
 @pytest.mark.asyncio
 async def test_a_re_exported_theorem_is_one_hit_that_names_every_theory(daemon, write_script):
-    path = write_script(GOOD_SCRIPT)
+    path = write_script(GOOD_SCRIPT.replace("Ancestors arithmetic", "Ancestors rich_list"))  # list is below it
     async with Client(build_server(daemon.socket, path.parent, autostart=False)) as client:
         result = await client.call_tool("search", {"file": path.name, "query": '"REVERSE_REVERSE"'})
     assert not result.is_error, result.content
