@@ -14,7 +14,7 @@ from typing import assert_never
 from holctl.render.common import _footer, _freshness, _indented, _location, _noted, _server_lines
 from holctl.render.diagnostics import _diagnostics, tally_line
 from holctl.render.goals import _diff, _goal_state, _goals, _try
-from holctl.render.lookups import _completion, _document_symbols, _references, _search, _workspace_symbols
+from holctl.render.lookups import _completion, _document_symbols, _references, _search, _uses, _workspace_symbols
 from holctl.render.output import _eval, _holmake
 from holctl.render.status import _status
 from holsrv.rpc.messages import (
@@ -40,6 +40,7 @@ from holsrv.rpc.messages import (
     StatusResult,
     StopResult,
     TryResult,
+    UsesResult,
     Welcome,
     WorkspaceSymbolResult,
 )
@@ -104,6 +105,8 @@ def _result_lines(reply: Result) -> list[str]:
             lines += _footer(reply.content_hash, reply.server) if reply.server else []
         case LogsResult():
             lines = [*reply.lines, f"({reply.message})"]
+        case UsesResult():
+            lines = [*_uses(reply), *_server_lines(reply.server)]
         case _:
             assert_never(reply)
     return lines + _freshness(reply)
