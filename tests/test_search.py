@@ -102,6 +102,11 @@ def test_an_unparsable_conclusion_pattern_says_so(daemon, write_script):
     reply = daemon.call(m.Search(path, '"ADD"', conclusion="x + + y"))
     assert reply.hits == [] and reply.empty_because == "unparsable"
     assert "conclusion pattern 'x + + y' did not parse" in reply.message and "operand is missing" in reply.message
+    # With a pattern of the query's own, HOL's search finds candidates and the conclusion check says it.
+    alongside = daemon.call(m.Search(path, "'arithmetic' x + y", hypothesis="x + + y"))
+    assert alongside.hits == [] and alongside.empty_because == "unparsable"
+    assert "hypothesis pattern 'x + + y' did not parse" in alongside.message
+    assert "operand is missing" in alongside.message
 
 
 @pytest.mark.parametrize("scope, said", [("mine", "is not \"ancestors\""), ([], "lists no theory"),

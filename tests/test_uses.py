@@ -21,7 +21,7 @@ QED
 Theorem add0_again:
   !n:num. 0 + n + 0 = n
 Proof
-  simp[add0, ADD_COMM, CONJ_COMM] (* not LENGTH_APPEND: a comment *)
+  simp[add0, ADD_COMM, CONJ_COMM] (* not MULT_COMM: a comment *)
 QED
 """
 
