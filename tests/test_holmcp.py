@@ -44,16 +44,18 @@ PARAMETERS = {
     "restart": {"file", "max_heap_mb"},
     "stop": {"file"},
     "status": set(),
-    "search": {"file", "query", "limit", "page", "expect_hash"},
+    "search": {"file", "query", "limit", "page", "expect_hash", "scope", "kind", "conclusion", "hypothesis"},
+    "uses": {"file", "name"},
     "holmake": {"file", "target"},
     "try": {"file", "line", "column", "tactics", "timeout"},
     "goalDiff": {"file", "line1", "column1", "line2", "column2"},
 }
 READ_ONLY = {"diagnostics", "goalState", "hover", "definition", "references", "completion", "documentSymbol",
-             "workspaceSymbol", "status", "search", "try", "goalDiff"}
+             "workspaceSymbol", "status", "search", "uses", "try", "goalDiff"}
 # What an agent host pays for the tool list in every context, in characters
-# (12,000 until search, holmake, try and goalDiff came, with expect_hash).
-MAX_TOOL_LIST_CHARS = 16_000
+# (12,000 until search, holmake, try and goalDiff came, with expect_hash;
+# 16,000 until search's scope, kind, conclusion and hypothesis, and uses).
+MAX_TOOL_LIST_CHARS = 17_000
 
 
 async def listed(server):
