@@ -59,6 +59,12 @@ def test_by_default_search_leaves_out_theories_the_script_does_not_build_on_and_
     assert [h.theory for h in asked.hits] == ["list"]
 
 
+def test_a_script_that_names_no_ancestors_searches_everything_its_heap_holds(daemon, write_script):
+    path = str(write_script(GOOD_SCRIPT.replace("Ancestors arithmetic\n", "")))
+    reply = daemon.call(m.Search(path, '"REVERSE_REVERSE"'))
+    assert [(h.theory, h.also_in) for h in reply.hits] == [("list", ["rich_list"])] and reply.scope == []
+
+
 def test_a_scope_of_named_theories_searches_those_alone(daemon, write_script):
     path = str(write_script(GOOD_SCRIPT))
     reply = daemon.call(m.Search(path, '"COMM"', scope=["boolTheory"], limit=50))

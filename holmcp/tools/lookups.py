@@ -99,7 +99,7 @@ class LookupTools:
         expect_hash: ExpectHash = "",
         scope: Annotated[
             str | list[str], Field(description='"ancestors" (the script\'s), "all", or theory names.')
-        ] = default(messages.Search, "scope"),
+        ] = "ancestors",  # messages.Search's default
         kind: Annotated[
             Literal["theorem", "definition", "axiom", "any"], Field(description="Keep only this kind.")
         ] = "any",

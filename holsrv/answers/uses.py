@@ -43,10 +43,9 @@ async def uses(ctx: Context, req: m.Uses, client: str) -> m.UsesResult:
         session = lease.session
         await compiled(ctx, session, req.wait)
         info = textinfo.of(src.text)
-        await stepping.sliced(info.proof_words_steps())
         own = scope.own_theory(src.path, src.text)
         result = m.UsesResult(file=str(src.path), name=req.name, theory=theory, depends_from="", depends_on=[],
-                              used_by=_users(ctx, src, name), server=note(lease))
+                              used_by=await _users(ctx, src, name), server=note(lease))
         covered = await scope.theories(ctx.ancestries, session, scope.ANCESTORS, src.path, src.text, info.ancestors)
         if theory in ("", own) and name in info.block_names:
             result.theory, result.depends_from = own, "text"
@@ -72,7 +71,7 @@ async def uses(ctx: Context, req: m.Uses, client: str) -> m.UsesResult:
         return result
 
 
-def _users(ctx: Context, src, name: str) -> list[m.UsedTheorem]:
+async def _users(ctx: Context, src, name: str) -> list[m.UsedTheorem]:
     """The theorems of the open scripts (this one first) whose proof text mentions `name`."""
     texts = {src.path: src.text}
     for session in ctx.pool.serving():
@@ -80,7 +79,8 @@ def _users(ctx: Context, src, name: str) -> list[m.UsedTheorem]:
             texts[session.path] = session.file.text
     found: list[m.UsedTheorem] = []
     for path, text in texts.items():
-        info = textinfo.of(text)
+        info = await textinfo.prepare(text)  # kept with the text: a second call only looks up
+        await stepping.sliced(info.proof_words_steps())
         for user in info.users(name):
             if user != name and len(found) < MAX_LISTED:
                 first = info.block_lines.get(user, (0, 0, 0))[0]
