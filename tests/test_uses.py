@@ -47,6 +47,7 @@ def test_a_stored_theorem_lists_what_hols_tags_say_it_used_and_who_here_uses_it(
     assert [(u.name, u.path, u.line) for u in reply.used_by] == [("add0_again", "demoScript.sml", 10)]
     text = render(reply)
     assert "arithmetic.ADD_0" in text and "add0_again (demoScript.sml:10)" in text
+    assert daemon.call(m.Uses(path, "MULT_COMM")).used_by == []  # named in a comment only
     qualified = daemon.call(m.Uses(path, "arithmeticTheory.ADD_COMM"))
     assert [d.name for d in qualified.depends_on] == ["ADD_0", "ADD_CLAUSES", "num#9"]
 

@@ -80,7 +80,7 @@ async def _users(ctx: Context, src, name: str) -> list[m.UsedTheorem]:
     found: list[m.UsedTheorem] = []
     for path, text in texts.items():
         info = await textinfo.prepare(text)  # kept with the text: a second call only looks up
-        await stepping.sliced(info.proof_words_steps())
+        await stepping.sliced(info.users_steps())
         for user in info.users(name):
             if user != name and len(found) < MAX_LISTED:
                 first = info.block_lines.get(user, (0, 0, 0))[0]
