@@ -53,6 +53,9 @@ def test_by_default_search_leaves_out_theories_the_script_does_not_build_on_and_
     # What HOL says arithmetic builds on is in scope: bool's CONJ_COMM, though the script names only arithmetic.
     names = [h.name for h in daemon.call(m.Search(path, '"COMM"', limit=50)).hits]
     assert names == ["ADD_COMM", "MULT_COMM", "CONJ_COMM", "DISJ_COMM"]
+    mixed = daemon.call(m.Search(path, '"_THM"', limit=50))  # combin's I_THM is in; quantHeuristics' are not
+    assert "I_THM" in [h.name for h in mixed.hits] and set(mixed.outside) == {"quantHeuristics"}
+    assert "also matching in theories this script does not build on: quantHeuristics (" in render(mixed)
     everything = daemon.call(m.Search(path, '"REVERSE_REVERSE"', scope="all"))
     assert [(h.theory, h.also_in) for h in everything.hits] == [("list", ["rich_list"])] and everything.scope == []
     asked = daemon.call(m.Search(path, "'list' \"REVERSE_REVERSE\""))  # a theory the query names is searched
