@@ -118,6 +118,12 @@ def test_an_unparsable_conclusion_pattern_says_so(daemon, write_script):
     assert "operand is missing" in alongside.message
 
 
+def test_an_overlong_conclusion_pattern_is_refused(daemon, write_script):
+    path = str(write_script(GOOD_SCRIPT))
+    with pytest.raises(errors.BadRequest, match="at most 2000"):
+        daemon.call(m.Search(path, "", conclusion="x + " * 1000 + "y"))
+
+
 @pytest.mark.parametrize("scope, said", [("mine", "is not \"ancestors\""), ([], "lists no theory"),
                                          (["no such"], "not a theory name")])
 def test_a_bad_scope_is_refused_with_what_to_write(daemon, write_script, scope, said):

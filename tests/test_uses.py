@@ -82,7 +82,7 @@ def test_a_name_nobody_stores_says_so(daemon, write_script):
     assert missing.depends_on == [] and "theorem arithmetic$NO_SUCH_THM not found" in missing.message
 
 
-@pytest.mark.parametrize("name", ["", "a b", "x.y.z", "1abc"])
+@pytest.mark.parametrize("name", ["", "a b", "x.y.z", "1abc", "A" * 201])
 def test_a_bad_name_is_refused_with_what_to_write(daemon, write_script, name):
     path = str(write_script(USING))
     with pytest.raises(errors.BadRequest, match="is not a theorem name"):

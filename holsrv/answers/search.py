@@ -33,6 +33,8 @@ ANY_KIND = ("", "any")
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 # How long the daemon gives HOL to parse a pattern alone, to say why it did not parse.
 PARSE_CHECK_S = 10.0
+# The longest conclusion or hypothesis pattern taken (each is sent to HOL as SML text).
+MAX_PATTERN = 2000
 # How long HOL is given for a conclusion or hypothesis search over its whole database.
 POLARITY_S = 30.0
 
@@ -54,6 +56,10 @@ def _check(req: m.Search) -> None:
         raise BadRequest(f"the query {query!r} has an unclosed quote: close each \"name fragment\" and 'theory'")
     if not 1 <= req.limit <= MAX_PAGE or req.page < 1:
         raise BadRequest(f"limit must be 1..{MAX_PAGE} and page 1 or more")
+    for side, pattern in (("conclusion", req.conclusion), ("hypothesis", req.hypothesis)):
+        if len(pattern) > MAX_PATTERN:
+            raise BadRequest(f"the {side} pattern is {len(pattern)} characters long; at most {MAX_PATTERN}: "
+                             "a pattern names a term's shape, not a whole statement")
     if req.kind not in (*ANY_KIND, *KINDS.values()):
         raise BadRequest(f"kind {req.kind!r} is not one of theorem, definition, axiom or any")
     scope.check(req.scope)

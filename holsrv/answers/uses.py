@@ -26,11 +26,12 @@ DB_S = 15.0
 # At most this many of a proof's words are asked about (a proof names far fewer theorems).
 MAX_ASKED = 400
 MAX_LISTED = 200
+MAX_NAME = 200  # characters: no theorem's name is longer
 
 
 def parse_name(name: str) -> tuple[str, str]:
     """(theory, name) of `NAME`, `thy.NAME` or `thyTheory.NAME`; theory "" when not given."""
-    found = _NAME.fullmatch(name.strip())
+    found = _NAME.fullmatch(name.strip()) if len(name) <= MAX_NAME else None
     if found is None:
         raise BadRequest(f"{name!r} is not a theorem name: give NAME, theory.NAME or theoryTheory.NAME "
                          "(e.g. ADD_COMM or arithmeticTheory.ADD_COMM)")
