@@ -101,19 +101,26 @@ async def search(ctx: Context, req: m.Search, client: str) -> m.SearchResult:
         page = found[first:first + req.limit]
         result.hits = [_hit(h, also, src, session.holdir) for h, also in page]
         result.page, result.total, result.more = req.page, len(found), max(0, len(found) - first - len(page))
-        if found and not page:
-            pages = -(-len(found) // req.limit)
-            result.empty_because = "past_end"
-            result.message = f"page {req.page} is past the last page ({pages} of {req.limit} matches each)"
-        elif not found and result.outside:
-            result.empty_because, result.message = "outside_scope", _outside(result.outside)
-        elif not found:
-            problem = None
-            pattern = split(query)[2]
-            if pattern and not hits:
-                problem = await session.hol.parse_problem(pattern, PARSE_CHECK_S)
-            result.empty_because, result.message = _why_empty(req, pattern, problem, _side(req))
+        if not page:
+            result.empty_because, result.message = await _empty(session, req, query, hits, len(found), result.outside)
         return result
+
+
+async def _empty(
+    session: Session, req: m.Search, query: str, hits: list[replies.SearchHit], found: int, outside: dict[str, int]
+) -> tuple[str, str]:
+    """(empty_because, message) for a page with no hits: past the end, outside the scope,
+    a pattern HOL could not parse (HOL's words, from parsing it alone), or no match."""
+    if found:
+        pages = -(-found // req.limit)
+        return "past_end", f"page {req.page} is past the last page ({pages} of {req.limit} matches each)"
+    if outside:
+        return "outside_scope", _outside(outside)
+    problem = None
+    pattern = split(query)[2]
+    if pattern and not hits:
+        problem = await session.hol.parse_problem(pattern, PARSE_CHECK_S)
+    return _why_empty(req, pattern, problem, _side(req))
 
 
 class _Unparsable(Exception):
