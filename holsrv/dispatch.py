@@ -19,7 +19,7 @@ from typing import assert_never
 import msgspec
 
 from holsrv import __version__, files
-from holsrv.answers import common, control, diagnostics, goalbatch, goals, holmake, logs, lookups, search, trials
+from holsrv.answers import common, control, diagnostics, goalbatch, goals, holmake, logs, lookups, search, trials, uses
 from holsrv.answers.common import Context, Report
 from holsrv.errors import HolsrvError
 from holsrv.jobs import Deferrable, Job, Jobs, Stop
@@ -110,6 +110,8 @@ class Dispatch:
                 return await logs.logs(ctx, request)
             case m.Job():
                 return await self._job(request)
+            case m.Uses():
+                return await uses.uses(ctx, request, client)
             case _:
                 assert_never(request)
 

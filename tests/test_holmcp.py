@@ -44,17 +44,18 @@ PARAMETERS = {
     "restart": {"file", "max_heap_mb"},
     "stop": {"file"},
     "status": set(),
-    "search": {"file", "query", "limit", "page", "expect_hash"},
+    "search": {"file", "query", "limit", "page", "expect_hash", "scope", "kind", "conclusion", "hypothesis"},
+    "uses": {"file", "name"},
     "holmake": {"file", "target", "defer_after"},
     "try": {"file", "line", "column", "tactics", "timeout", "apply", "defer_after"},
     "goalDiff": {"file", "line1", "column1", "line2", "column2"},
     "job": {"id", "wait", "cancel"},
 }
 READ_ONLY = {"diagnostics", "goalState", "hover", "definition", "references", "completion", "documentSymbol",
-             "workspaceSymbol", "status", "search", "goalDiff"}
+             "workspaceSymbol", "status", "search", "uses", "goalDiff"}
 # What an agent host pays for the tool list in every context, in characters
 # (12,000 until search, holmake, try and goalDiff came, with expect_hash;
-# 16,000 until goalState's positions, eval's word on shared state, defer_after and job).
+# 16,000 until goalState's positions, eval's word on shared state, defer_after and job, search's scope, kind, conclusion and hypothesis, and uses).
 MAX_TOOL_LIST_CHARS = 17_000
 
 

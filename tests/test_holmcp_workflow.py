@@ -27,7 +27,7 @@ async def test_search_returns_matches_as_text_and_structured_content_with_freshn
 
 @pytest.mark.asyncio
 async def test_a_re_exported_theorem_is_one_hit_that_names_every_theory(daemon, write_script):
-    path = write_script(GOOD_SCRIPT)
+    path = write_script(GOOD_SCRIPT.replace("Ancestors arithmetic", "Ancestors rich_list"))  # list is below it
     async with Client(build_server(daemon.socket, path.parent, autostart=False)) as client:
         result = await client.call_tool("search", {"file": path.name, "query": '"REVERSE_REVERSE"'})
     assert not result.is_error, result.content
@@ -64,3 +64,19 @@ async def test_holmake_relays_progress_and_its_output_stays_out_of_the_stdio_str
     # Holmake wrote to a pipe the daemon reads, never to this process's stdout or stderr.
     out, err = capfd.readouterr()
     assert "Holmake (fake)" not in out + err and "FAILED!" not in out + err
+
+
+@pytest.mark.asyncio
+async def test_search_narrows_by_scope_kind_and_conclusion_and_uses_lists_dependencies(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    async with Client(build_server(daemon.socket, path.parent, autostart=False)) as client:
+        named = await client.call_tool("search", {"file": path.name, "query": '"COMM"', "scope": ["bool"],
+                                                  "kind": "theorem"})
+        concluding = await client.call_tool("search", {"file": path.name, "conclusion": "x <= y"})
+        used = await client.call_tool("uses", {"file": path.name, "name": "arithmeticTheory.ADD_COMM"})
+    assert [h["name"] for h in named.structured_content["hits"]] == ["CONJ_COMM", "DISJ_COMM"]
+    assert [h["name"] for h in concluding.structured_content["hits"]] == ["LESS_EQ_REFL", "LESS_EQ_ADD"]
+    assert not used.is_error, used.content
+    assert [d["name"] for d in used.structured_content["depends_on"]] == ["ADD_0", "ADD_CLAUSES", "num#9"]
+    assert used.content[0].text.startswith("arithmetic.ADD_COMM depends on (by HOL's dependency tags): "
+                                           "arithmetic.ADD_0, arithmetic.ADD_CLAUSES, num#9")

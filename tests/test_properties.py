@@ -49,13 +49,15 @@ REQUESTS: dict[type, st.SearchStrategy] = {
     m.Stop: st.builds(m.Stop, files),
     m.Status: st.just(m.Status()),
     m.Shutdown: st.just(m.Shutdown()),
-    m.Search: st.builds(m.Search, files, texts, lines, lines, optional_wait, texts),
+    m.Search: st.builds(m.Search, files, texts, lines, lines, optional_wait, texts,
+                        st.sampled_from(["ancestors", "all"]) | st.lists(texts, max_size=4), texts, texts, texts),
     m.Holmake: st.builds(m.Holmake, files, texts, lines, st.booleans()),
     m.Try: st.builds(m.Try, files, lines, st.lists(texts, max_size=10), st.none() | lines, optional_wait, seconds,
                      st.booleans()),
     m.GoalDiff: st.builds(m.GoalDiff, files, lines, lines, st.none() | lines, st.none() | lines, seconds),
 }
 REQUESTS[m.Logs] = st.builds(m.Logs, files, lines)
+REQUESTS[m.Uses] = st.builds(m.Uses, files, texts, optional_wait, texts)
 requests = st.one_of(*REQUESTS.values())
 
 

@@ -220,21 +220,47 @@ def goal_diff(target: Target, file: str, positions: tuple[int, ...], wait: float
 
 @click.command("search", epilog=EXIT_CODES)
 @file_argument
-@click.argument("query")
+@click.argument("query", required=False, default="")
+@click.option("--scope", default="ancestors", show_default=True, metavar="SCOPE",
+              help="ancestors: FILE's theory and what it builds on; all: every loaded theory; "
+                   "or theory names, comma-separated (list,arithmetic).")
+@click.option("--kind", type=click.Choice(["theorem", "definition", "axiom", "any"]), default="any",
+              show_default=True, help="Keep only theorems, definitions or axioms.")
+@click.option("--conclusion", default="", metavar="PATTERN", help="A term the statement's conclusion contains.")
+@click.option("--hypothesis", default="", metavar="PATTERN", help="A term one of its hypotheses contains.")
 @with_paging
 @with_lookup_wait
 @json_option
 @click.pass_obj
 def search(
-    target: Target, file: str, query: str, limit: int, page: int, wait: float | None, no_wait: bool, as_json: bool
+    target: Target, file: str, query: str, scope: str, kind: str, conclusion: str, hypothesis: str, limit: int,
+    page: int, wait: float | None, no_wait: bool, as_json: bool
 ) -> None:
     """Search the theorems FILE's HOL has loaded: QUERY is "name fragments", 'theories' and a term pattern.
 
-    E.g. holctl search fooScript.sml "'arithmetic' x + y = y + x".
+    E.g. holctl search fooScript.sml "'arithmetic' x + y = y + x", or
+    holctl search fooScript.sml --conclusion "x <= y" --kind theorem.
     """
+    scoped: str | list[str] = scope if scope in ("ancestors", "all") else [t.strip() for t in scope.split(",")]
     request = messages.Search(file=absolute(file), query=query, limit=limit, page=page,
-                              wait=lookup_wait(wait, no_wait))
+                              wait=lookup_wait(wait, no_wait), scope=scoped, kind="" if kind == "any" else kind,
+                              conclusion=conclusion, hypothesis=hypothesis)
     target.ask(request, as_json)
+
+
+@click.command("uses", epilog=EXIT_CODES)
+@file_argument
+@click.argument("name")
+@with_lookup_wait
+@json_option
+@click.pass_obj
+def uses(target: Target, file: str, name: str, wait: float | None, no_wait: bool, as_json: bool) -> None:
+    """What theorem NAME's proof depends on, and which proofs in the open scripts mention it.
+
+    NAME is NAME, theory.NAME or theoryTheory.NAME. For a stored theorem the
+    dependencies are HOL's tags; for one of FILE's, the theorems its proof names.
+    """
+    target.ask(messages.Uses(file=absolute(file), name=name, wait=lookup_wait(wait, no_wait)), as_json)
 
 
 @click.command("holmake", epilog=EXIT_CODES)
@@ -251,4 +277,4 @@ def holmake(target: Target, file: str, make_target: str, jobs: int, defer_after:
 
 
 COMMANDS = [diagnostics, goal_state, hover, definition, references, completion, document_symbol, workspace_symbol,
-            eval_, try_, goal_diff, search, holmake]
+            eval_, try_, goal_diff, search, uses, holmake]

@@ -9,6 +9,8 @@ from holsrv.rpc.messages import (
     DocumentSymbolResult,
     ReferencesResult,
     SearchResult,
+    UsedTheorem,
+    UsesResult,
     WorkspaceSymbolResult,
 )
 
@@ -72,6 +74,21 @@ def _search(reply: SearchResult) -> list[str]:
     if reply.more or reply.page > 1:
         lines.append(f"page {reply.page}: {len(reply.hits)} of {reply.total} matches"
                      + (f"; {reply.more} more: ask for page {reply.page + 1}" if reply.more else "; the last page"))
+    if reply.outside:
+        listed = ", ".join(f"{theory} ({n})" for theory, n in reply.outside.items())
+        lines.append(f"also matching in theories this script does not build on: {listed}; scope \"all\" lists them")
     if reply.capped:
         lines.append("HOL stopped at the daemon's cap, so there may be more: narrow the query")
     return lines
+
+
+def _uses(reply: UsesResult) -> list[str]:
+    def named(t: UsedTheorem) -> str:
+        if t.path:
+            return f"{t.name} ({t.path}:{t.line})" if t.line else f"{t.name} ({t.path})"
+        return f"{t.theory}.{t.name}" if t.theory and "#" not in t.name else t.name
+    source = {"tags": "by HOL's dependency tags", "text": "named in its proof text"}.get(reply.depends_from, "")
+    about = f"{reply.theory}.{reply.name.rpartition('.')[2]}" if reply.theory else reply.name
+    lines = [f"{about} depends on ({source}): " + (", ".join(map(named, reply.depends_on)) or "nothing known")]
+    lines.append("used by (proofs in the open scripts): " + (", ".join(map(named, reply.used_by)) or "none"))
+    return lines + ([reply.message] if reply.message else [])

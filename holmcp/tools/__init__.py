@@ -50,6 +50,7 @@ TOOLS: dict[str, ToolAnnotations] = {
     "stop": _hints(read_only=False, destructive=True),
     "status": ASKS,
     "search": ASKS,
+    "uses": ASKS,
     # Writes build products (.hol/objs, .hol/logs) in the script's directory; never the scripts.
     "holmake": _hints(read_only=False),
     # Only the server's copy of the text changes, and it gets the file's text back, unless `apply`

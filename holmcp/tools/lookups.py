@@ -6,7 +6,7 @@ change none of them by a character.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
@@ -91,12 +91,20 @@ class LookupTools:
         self,
         ctx: Context,
         file: File,
-        query: Annotated[str, Field(description='E.g. \'arithmetic\' "ADD" x + y = y + x')],
+        query: Annotated[str, Field(description='E.g. \'arithmetic\' "ADD" x + y = y + x')] = "",
         limit: Annotated[int, Field(ge=1, le=200, description="Matches per page.")] = default(
             messages.Search, "limit"
         ),
         page: Annotated[int, Field(ge=1, description="1-based page.")] = 1,
         expect_hash: ExpectHash = "",
+        scope: Annotated[
+            str | list[str], Field(description='"ancestors" (the script\'s), "all", or theory names.')
+        ] = "ancestors",  # messages.Search's default
+        kind: Annotated[
+            Literal["theorem", "definition", "axiom", "any"], Field(description="Keep only this kind.")
+        ] = "any",
+        conclusion: Annotated[str, Field(description="Pattern in the conclusion.")] = "",
+        hypothesis: Annotated[str, Field(description="Pattern in a hypothesis.")] = "",
     ) -> CallToolResult:
         """Search the theorems the script's HOL has loaded: "name fragment" in double quotes, 'theory'
         in single quotes, anything else a term pattern (variables match any term); each narrows. Gives
@@ -104,6 +112,15 @@ class LookupTools:
         statement is one hit, its other theories in also_in. An empty answer says why and what to relax.
         """
         request = messages.Search(
-            file=self.daemon.path(file), query=query, limit=limit, page=page, expect_hash=expect_hash
+            file=self.daemon.path(file), query=query, limit=limit, page=page, expect_hash=expect_hash,
+            scope=scope, kind="" if kind == "any" else kind, conclusion=conclusion, hypothesis=hypothesis,
         )
         return await self.daemon.ask(ctx, request)
+
+    async def uses(
+        self, ctx: Context, file: File, name: Annotated[str, Field(description="NAME or theory.NAME.")]
+    ) -> CallToolResult:
+        """What a theorem's proof depends on (HOL's tags; for this script's, the theorems its proof
+        names) and which proofs of the open scripts mention it.
+        """
+        return await self.daemon.ask(ctx, messages.Uses(file=self.daemon.path(file), name=name))

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from holsrv import files, stepping, textinfo
+from holsrv.answers.scope import Ancestries
 from holsrv.cache import AnswerCache
 from holsrv.errors import BadRequest, HolsrvError, Starting
 from holsrv.pool import Lease, Pool
@@ -35,6 +36,7 @@ class Context:
     cache: AnswerCache
     settings: Settings
     scripts: files.Reader = field(default_factory=files.Reader)  # one stat when a file is unchanged
+    ancestries: Ancestries = field(default_factory=Ancestries)  # what each server says the ancestors are
 
     @property
     def clock(self) -> Callable[[], float]:

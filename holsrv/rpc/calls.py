@@ -40,6 +40,7 @@ from holsrv.rpc.messages import (
     Status,
     Stop,
     Try,
+    Uses,
     Welcome,
     WorkspaceSymbol,
 )
@@ -54,6 +55,10 @@ FALLBACK_START_WAIT_S = 25.0
 FALLBACK_HOLMAKE_TIMEOUT_S = 1800.0  # a daemon that does not say its holmake_timeout_s
 FALLBACK_TRY_TIMEOUT_S = 30.0
 FALLBACK_TRIAL_WAIT_S = 30.0
+# The theorem-database questions a search or a uses asks through eval, at most
+# (holsrv.answers.scope, .search and .uses bound each).
+SEARCH_DB_S = 10.0 + 2 * 30.0
+USES_DB_S = 10.0 + 2 * 15.0
 # What a client passes on in Hello.settings besides every HOLSRV_* variable:
 # the names the reference tool reads, which the daemon also honours.
 REFERENCE_SETTINGS = ("HOL_BIN", "HOLDIR", "HOL_LSP_EXTRA_PATH", "HOL_LSP_MCP_MAX_SERVERS")
@@ -132,9 +137,14 @@ def reply_timeout(request: Request, welcome: Welcome) -> float:
         case Status() | Shutdown() | Logs():
             spent = 0.0  # answered at once, from the daemon's own state
         case Search():
-            # A lookup, then (for an empty answer) HOL parsing the pattern alone.
+            # A lookup, then (for an empty answer) HOL parsing the pattern alone; the
+            # ancestry (10 s) and a conclusion and a hypothesis search (30 s each) besides.
             waits = start + lookup if request.wait is None else 2 * limits.bounded(request.wait)
-            spent = waits + 2 * lsp
+            spent = waits + 2 * lsp + SEARCH_DB_S
+        case Uses():
+            # A lookup, a search for the theory, then the ancestry and one or two database questions.
+            waits = start + lookup if request.wait is None else 2 * limits.bounded(request.wait)
+            spent = waits + lsp + USES_DB_S
         case Holmake():
             # The daemon kills a Holmake at its own limit and then answers.
             spent = welcome.holmake_timeout_s or FALLBACK_HOLMAKE_TIMEOUT_S

@@ -196,6 +196,24 @@ class Search(RequestBase, tag="search"):
     page: int = 1  # 1-based
     wait: float | None = None
     expect_hash: str = ""  # see PositionRequest
+    # "ancestors": the script's theory and what it builds on (its Ancestors and
+    # theirs, as HOL reports them); "all": every theory the server has loaded;
+    # or a list of theory names.  A 'theory' in the query is searched whatever the scope.
+    scope: str | list[str] = "ancestors"
+    kind: str = ""  # "theorem" | "definition" | "axiom"; "" or "any": all three
+    # Term patterns the statement's conclusion (resp. one of its hypotheses)
+    # must contain, as HOL's DB.polarity_search reads them; "": no such condition.
+    conclusion: str = ""
+    hypothesis: str = ""
+
+
+class Uses(RequestBase, tag="uses"):
+    """What theorem `name`'s proof depends on, and which theorems of the open scripts mention it."""
+
+    file: str
+    name: str  # NAME, thy.NAME or thyTheory.NAME
+    wait: float | None = None
+    expect_hash: str = ""  # see PositionRequest
 
 
 class Holmake(RequestBase, tag="holmake"):
@@ -283,6 +301,7 @@ Request = Union[
     GoalDiff,
     Logs,
     Job,
+    Uses,
 ]
 
 # -- pieces of replies ------------------------------------------------------
@@ -748,6 +767,32 @@ class SearchResult(ReplyBase, tag="search"):
     message: str = ""  # for an empty answer: why, with HOL's words, and how to relax the query
     note: str = ""  # the file is still compiling or blocked: the database may lack its theorems
     freshness: Freshness | None = None
+    scope: list[str] = []  # the theories searched; [] with scope "all"
+    # Matches the scope left out, by theory (an empty answer names them and how to widen).
+    outside: dict[str, int] = {}
+
+
+class UsedTheorem(Struct):
+    """A theorem named in a `uses` answer: `theory` "" for one of an open script (then `path`, `line`)."""
+
+    name: str
+    theory: str = ""
+    path: str = ""
+    line: int = 0  # 1-based; 0 if unknown
+
+
+class UsesResult(ReplyBase, tag="uses"):
+    file: str
+    name: str
+    theory: str  # the theorem's theory; "" when it is one of this script's and HOL has not stored it
+    # "tags": HOL's dependency tags (Tag.dep_of); "text": the names its proof text
+    # mentions that are theorems (a theorem of an open script); "": not known.
+    depends_from: str
+    depends_on: list[UsedTheorem]
+    used_by: list[UsedTheorem]  # theorems of the open scripts whose proof text mentions it
+    server: ServerNote
+    message: str = ""  # when a list is empty or partial: why
+    freshness: Freshness | None = None
 
 
 class HolmakeResult(ReplyBase, tag="holmake"):
@@ -937,6 +982,7 @@ Result = Union[
     LogsResult,
     JobStarted,
     JobState,
+    UsesResult,
 ]
 
 # typing flattens the nested union, so msgspec sees one flat tagged union.

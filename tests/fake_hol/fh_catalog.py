@@ -65,7 +65,38 @@ _KNOWN = [
     # rich_list re-exports it under the same name (transcript eval-errors: DB.find lists both).
     ("REVERSE_REVERSE", "list", 1999, "⊢ ∀l. REVERSE (REVERSE l) = l", "Thm"),
     ("REVERSE_REVERSE", "rich_list", 300, "⊢ ∀l. REVERSE (REVERSE l) = l", "Thm"),
+    # ≤ in the conclusion of one, only in the hypothesis of the other (DB.polarity_search tells them apart).
+    ("LESS_EQ_ADD", "arithmetic", 540, "⊢ ∀m n. m ≤ m + n", "Thm"),
+    ("SUB_ADD", "arithmetic", 600, "⊢ ∀m n. n ≤ m ⇒ m − n + n = m", "Thm"),
 ]
+
+# What a theorem's proof used, as its dependency tags name it (`Tag.dep_of`):
+# (theory, name) -> (theory, name) list, a name None for a theorem whose number
+# no stored theorem of that theory has (HOL's `thy#n`).  Made up, but shaped as HOL's.
+DEPENDENCIES = {
+    ("arithmetic", "ADD_COMM"): [("arithmetic", "ADD_0"), ("arithmetic", "ADD_CLAUSES"), ("num", None)],
+    ("arithmetic", "ADD_0"): [("arithmetic", "ADD_DEF")],
+}
+
+# Each theory's parents: a small part of HOL's theory graph, the same shape
+# (`Theory.ancestry` is the transitive closure; list does not build on rich_list).
+PARENTS = {
+    "min": [], "bool": ["min"], "marker": ["bool"], "combin": ["bool", "marker"], "relation": ["combin"],
+    "num": ["bool"], "prim_rec": ["num", "relation"], "arithmetic": ["prim_rec"], "pair": ["relation"],
+    "option": ["pair"], "pred_set": ["arithmetic"], "list": ["pred_set", "option"], "rich_list": ["list"],
+    "quantHeuristics": ["list"],
+}
+
+
+def ancestry(theory):
+    """`Theory.ancestry theory`: every theory it builds on, nearest first; KeyError if not loaded."""
+    out, todo = [], list(PARENTS[theory])
+    while todo:
+        parent = todo.pop(0)
+        if parent not in out:
+            out.append(parent)
+            todo += PARENTS.get(parent, [])
+    return out
 
 # Theorem names as the real server listed them for the completion prefix
 # "si" (checkproofs-utf8-session transcript), in its order.

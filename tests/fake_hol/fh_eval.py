@@ -174,6 +174,11 @@ def run(text, start, env):
         shown = message.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
         out.append(("toplevelOut", at, f'"{shown}"\n'))  # as PolyML.print shows a string
         return out
+    printed = db_query(body)
+    if printed is not None:  # one of the daemon's theorem-database queries: one printed string
+        shown = printed.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        out.append(("toplevelOut", at, f'"{shown}"\n'))
+        return out
     m = re.fullmatch(r"val\s+([A-Za-z_][A-Za-z0-9_']*)\s*=\s*(.*)", body, re.S)
     if m and not m.group(2).strip():
         missing = start + len(text.rstrip().rstrip(";").rstrip())
@@ -220,6 +225,112 @@ def _raise(text, start, at, body, name, exn):
 # What the daemon sends to learn why a search pattern did not parse (holsrv.lsp.hol.parse_problem).
 _PARSE_CHECK = re.compile(r'val _ = PolyML\.print \(\(ignore \(Parse\.Term \[QUOTE "((?:[^"\\]|\\.)*)"\]\); ""\) '
                           r'handle e => Feedback\.exn_to_string e\)')
+# The daemon's theorem-database queries (holsrv.lsp.theorydb), exactly as it sends them.
+_STR = r'"((?:[^"\\]|\\.)*)"'
+_STRS = r'\[((?:"(?:[^"\\]|\\.)*"(?:, )?)*)\]'
+_FAILS = r' handle e => "!" \^ Feedback\.exn_to_string e\)'
+_POLARITY = re.compile(r'val _ = PolyML\.print \(String\.concatWith " " \(map \(fn \(\(thy, name\), _\) => '
+                       r'thy \^ "\." \^ name\) \(DB\.polarity_search (true|false) \(Parse\.Term \[QUOTE '
+                       + _STR + r'\]\)\)\)' + _FAILS)
+_ANCESTRY = re.compile(r'val _ = PolyML\.print \(String\.concatWith " " \(List\.concat \(map \(fn t => t :: '
+                       r'\(Theory\.ancestry t handle _ => \[\]\)\) ' + _STRS + r'\)\)' + _FAILS)
+_DEPENDENCIES = re.compile(
+    r'val _ = PolyML\.print \(let fun num th = Dep\.depnumber_of \(Dep\.depid_of \(Tag\.dep_of \(Thm\.tag th\)\)\) '
+    r'fun named \(thy, n\) = case List\.find \(fn \(_, th\) => \(num th = n handle _ => false\)\) \(DB\.thms thy\) of '
+    r'SOME \(nm, _\) => thy \^ "\." \^ nm \| NONE => thy \^ "#" \^ Int\.toString n '
+    r'in String\.concatWith " " \(map named \(Dep\.depidl_of \(Tag\.dep_of \(Thm\.tag '
+    r'\(DB\.fetch ' + _STR + " " + _STR + r'\)\)\)\)\) end' + _FAILS)
+_STORED = re.compile(r'val _ = PolyML\.print \(String\.concatWith " " \(List\.mapPartial \(fn n => case List\.find '
+                     r'\(fn t => Lib\.can \(DB\.fetch t\) n\) ' + _STRS + r' of SOME t => SOME \(t \^ "\." \^ n\) '
+                     r'\| NONE => NONE\) ' + _STRS + r'\)' + _FAILS)
+
+
+def _strings(listed):
+    return [re.sub(r'\\(\d{3}|.)', _unescape, x) for x in re.findall(r'"((?:[^"\\]|\\.)*)"', listed)]
+
+
+def db_query(body):
+    """What one of the daemon's database queries prints (a string: words, or `!` and HOL's
+    words), from `fh_catalog`; None for any other code."""
+    m = _POLARITY.fullmatch(body)
+    if m:
+        pattern = re.sub(r'\\(\d{3}|.)', _unescape, m.group(2))
+        problem = term_problem(pattern)
+        if problem:
+            return f"!\nException raised at Parse.Term:\n{problem}\n"
+        return " ".join(f"{t}.{n}" for n, t, _, stmt, _ in fh_catalog.THEOREMS
+                        if polarity_match(m.group(1) == "true", pattern, stmt))
+    m = _ANCESTRY.fullmatch(body)
+    if m:
+        out = []
+        for theory in _strings(m.group(1)):
+            out += [theory, *fh_catalog.ancestry(theory)] if theory in fh_catalog.PARENTS else [theory]
+        return " ".join(out)
+    m = _DEPENDENCIES.fullmatch(body)
+    if m:
+        theory, name = (re.sub(r'\\(\d{3}|.)', _unescape, g) for g in m.groups())
+        stored = fh_catalog.THEOREM_BY_NAME.get(name)
+        if theory not in fh_catalog.PARENTS:
+            return f"!\nException raised at DB.fetch:\nno such theory: {theory}\n"
+        if not any(n == name and t == theory for n, t, _, _, _ in fh_catalog.THEOREMS) or stored is None:
+            return f"!\nException raised at DB.fetch:\ntheorem {theory}${name} not found\n"
+        deps = fh_catalog.DEPENDENCIES.get((theory, name), [])
+        return " ".join(f"{t}.{n}" if n else f"{t}#{7 + i}" for i, (t, n) in enumerate(deps))
+    m = _STORED.fullmatch(body)
+    if m:
+        theories, names = _strings(m.group(1)), _strings(m.group(2))
+        held = {(t, n) for n, t, _, _, _ in fh_catalog.THEOREMS}
+        found = [next((f"{t}.{n}" for t in theories if (t, n) in held), None) for n in names]
+        return " ".join(f for f in found if f)
+    return None
+
+
+def polarity(tokens):
+    """(positive, negative) token runs of a statement, as DB.dest_polarity splits a term:
+    a binder is looked through, an implication's antecedent swaps sides (¬ is not read)."""
+    while tokens and tokens[0] in ("∀", "∃", "⊢") and "." in tokens:
+        tokens = tokens[tokens.index(".") + 1:] if tokens[0] != "⊢" else tokens[1:]
+    depth = 0
+    for i, token in enumerate(tokens):
+        depth += token in "([" if len(token) == 1 else 0
+        depth -= token in ")]" if len(token) == 1 else 0
+        if token == "⇒" and depth == 0:
+            ant_pos, ant_neg = polarity(tokens[:i])
+            con_pos, con_neg = polarity(tokens[i + 1:])
+            return ant_neg + con_pos, ant_pos + con_neg
+    return [tokens], []
+
+
+def polarity_match(conclusion, pattern, stmt):
+    """Whether `pattern` matches a run of tokens in the statement's conclusions (or hypotheses)."""
+    wanted = term_tokens(ascii_free(pattern))
+    positive, negative = polarity(term_tokens(stmt))
+    return any(token_match(wanted, part) for part in (positive if conclusion else negative))
+
+
+def ascii_free(text):
+    for a, b in (("==>", "⇒"), ("<=>", "⇔"), ("<=", "≤"), (">=", "≥"), ("/\\", "∧"), ("\\/", "∨"), ("!", "∀"),
+                 ("?", "∃"), ("~", "¬")):
+        text = text.replace(a, b)
+    return " ".join(text.split())
+
+
+def token_match(pattern, stmt):
+    """Whether the pattern's tokens match a run of the statement's: a lowercase
+    identifier is a variable and matches any one token, the same one each time."""
+    for start in range(len(stmt) - len(pattern) + 1):
+        bound = {}
+        for p, t in zip(pattern, stmt[start:start + len(pattern)], strict=True):
+            if is_variable(p):
+                if bound.setdefault(p, t) != t:
+                    break
+            elif p != t:
+                break
+        else:
+            return True
+    return False
+
+
 _INFIX = frozenset("+ - * = ∧ ∨ ⇒ ⇔ < ≤ > ≥ ++ /\\ \\/ ==> <=>".split())
 
 

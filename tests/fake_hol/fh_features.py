@@ -382,7 +382,7 @@ def _selects(sel, name, theory, stmt):
         return sel.strip("'") == theory
     if sel.startswith('"'):
         return sel.strip('"').lower() in name.lower()
-    return _matches(fh_eval.term_tokens(fh_goals.normalise(sel)), fh_eval.term_tokens(stmt))
+    return _matches(fh_eval.term_tokens(fh_eval.ascii_free(fh_goals.normalise(sel))), fh_eval.term_tokens(stmt))
 
 
 def _matches(pattern, stmt):

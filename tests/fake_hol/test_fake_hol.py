@@ -280,6 +280,26 @@ def test_eval_reports_like_the_real_top_level(hol, tmp_path):
     assert err["msg"].startswith("Type error in function application.")
 
 
+def test_the_daemons_database_queries_print_one_string_from_the_catalog(hol, tmp_path):
+    from holsrv.lsp import theorydb  # the code exactly as the daemon sends it
+
+    def printed(code):
+        [out] = hol.call("$/eval", {"uri": uri_in(tmp_path), "code": code, "incr": 0, "holdep": 0})["result"]
+        assert out["kind"] == "toplevelOut"
+        return json.loads(out["body"])  # PolyML.print shows a string quoted, as JSON would here
+
+    assert printed(theorydb.polarity_code(True, "x <= y")) == "arithmetic.LESS_EQ_REFL arithmetic.LESS_EQ_ADD"
+    assert printed(theorydb.polarity_code(False, "x <= y")) == "arithmetic.SUB_ADD"
+    assert printed(theorydb.polarity_code(True, "x + + y")).startswith("!\nException raised at Parse.Term:")
+    assert printed(theorydb.ancestry_code(["arithmetic", "mine"])).split() == [
+        "arithmetic", "prim_rec", "num", "relation", "bool", "combin", "min", "marker", "mine"]
+    assert printed(theorydb.dependencies_code("arithmetic", "ADD_COMM")) == \
+        "arithmetic.ADD_0 arithmetic.ADD_CLAUSES num#9"
+    assert "theorem arithmetic$NOPE not found" in printed(theorydb.dependencies_code("arithmetic", "NOPE"))
+    assert printed(theorydb.stored_code(["CONJ_COMM", "simp", "ADD_0"], ["arithmetic", "bool"])) == \
+        "bool.CONJ_COMM arithmetic.ADD_0"
+
+
 def test_eval_stream_ends_with_compile_completed(hol, tmp_path):
     mid = hol.request("$/eval", {"uri": uri_in(tmp_path), "code": "val x = 1 + 2;\nval y = x * 2;\n",
                                  "incr": 2, "holdep": 0})
