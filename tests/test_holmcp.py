@@ -55,8 +55,9 @@ READ_ONLY = {"diagnostics", "goalState", "hover", "definition", "references", "c
              "workspaceSymbol", "status", "search", "uses", "goalDiff"}
 # What an agent host pays for the tool list in every context, in characters
 # (12,000 until search, holmake, try and goalDiff came, with expect_hash;
-# 16,000 until goalState's positions, eval's word on shared state, defer_after and job, search's scope, kind, conclusion and hypothesis, and uses).
-MAX_TOOL_LIST_CHARS = 17_000
+# 16,000 until goalState's positions, eval's word on shared state, defer_after and job,
+# search's scope, kind, conclusion and hypothesis, and uses: 18,360 then).
+MAX_TOOL_LIST_CHARS = 18_500
 
 
 async def listed(server):
