@@ -80,7 +80,8 @@ class Pool:
         self.replacer = Replacer(self, self.watch)  # servers whose ancestors were rebuilt, replaced in the background
         self.unblocker = Unblocker(self, self.watch)  # blocked servers whose missing ancestors were built, retried
         # Scripts synced when written, with no call (while their server lives).
-        self.scriptwatch = ScriptWatch(self.sessions.get, self.synced, settings.sync_debounce_s)
+        self.scriptwatch = ScriptWatch(self.sessions.get, self.synced, settings.sync_debounce_s,
+                                       settings.trial_wait_s)
         self.admission = Admission(settings, busy=self.busy, current=self.sessions.get, shedder=self.replacer)
         self.staleness = Staleness(self.replacer, self.unblocker, self.builds, clock, self.sessions.get)
 

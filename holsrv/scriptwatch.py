@@ -6,10 +6,14 @@ and sends HOL the new text once the writes have paused for
 `sync_debounce_s` (each write restarts the wait: a file written every few
 milliseconds costs one check per quiet moment), so the next call finds the
 check running or done.  The sync is the one calls make (`Session.sync`,
-read in slices); it is skipped while a trial holds the server, while the
-server starts and before a call first opened the file.  Without inotify
-nothing is watched and calls sync as they always do: the per-call
-freshness check stays the truth.
+read in slices).  Whether the disk's text may go to a server now is one
+predicate, `may_send_disk_text`: not while the server starts or before a
+call first opened the file, and not while a trial holds it (the sync waits
+for the trial to end, bounded).  Without inotify nothing is watched and
+calls sync as they always do: the per-call freshness check stays the truth.
+
+`written` lets a call wait for a script's next write (`diagnostics` with
+`changed_since`, what `holctl watch` loops on) at no cost meanwhile.
 """
 
 from __future__ import annotations
@@ -36,10 +40,12 @@ class ScriptWatch:
         current: Callable[[Path], Session | None],
         synced: Callable[[Session, files.Script], Awaitable[None]],
         debounce_s: float,
+        trial_wait_s: float = 30.0,
     ) -> None:
         self._current = current  # the file's server, if any
         self._synced = synced  # what a call does after its sync (the pool's `synced`)
         self._debounce_s = debounce_s
+        self._trial_wait_s = trial_wait_s  # how long a sync waits for a trial to end
         # None: not set up yet, or no inotify (calls still sync).
         self._watch: Watcher | None = None
         self._unavailable = False
@@ -48,6 +54,7 @@ class ScriptWatch:
         self._tasks: set[asyncio.Task] = set()
         self._syncing: set[Path] = set()  # files whose sync is under way
         self._again: set[Path] = set()  # ... and written again meanwhile
+        self._written: dict[Path, asyncio.Event] = {}  # set once a file's next write was dealt with
         self.syncs = 0  # syncs made on a write (for tests and the benchmark)
 
     def watch(self, path: Path) -> None:
@@ -68,6 +75,38 @@ class ScriptWatch:
             names = self._scripts[path.parent] = set()
         names.add(path.name)
 
+    @property
+    def available(self) -> bool:
+        """Whether writes are noticed (inotify works here); until the first watch, assumed so."""
+        return not self._unavailable
+
+    def watches(self, path: Path) -> bool:
+        """Whether a write to the script `path` is noticed now."""
+        return self._watch is not None and path.name in self._scripts.get(path.parent, ())
+
+    def next_write(self, path: Path) -> asyncio.Event:
+        """Set once `path`'s next write has been synced (or could not be: a trial ran on, the
+        server is gone), or `path` is no longer watched.  Never set if it is not watched."""
+        if not self.watches(path):
+            return asyncio.Event()
+        return self._written.setdefault(path, asyncio.Event())
+
+    def _wake(self, path: Path) -> None:
+        event = self._written.pop(path, None)
+        if event is not None:
+            event.set()
+
+    def may_send_disk_text(self, session: Session) -> bool:
+        """Whether the file's text on disk may be sent to `session`'s server now, with no call.
+
+        Not before a call first opened the file (the open is the call's), not
+        while the server starts or after it ended, and not while a trial holds
+        it (the trial's text is not overwritten; its end sends the disk's text).
+        This is the one place such a reason goes (an editor owning the text
+        would be another).
+        """
+        return session.alive and not session.starting and session.data is not None and not session.trials.trial
+
     def watching(self) -> set[Path]:
         """The scripts watched now (for status and tests)."""
         return {d / n for d, names in self._scripts.items() for n in names}
@@ -77,6 +116,7 @@ class ScriptWatch:
         timer = self._timers.pop(path, None)
         if timer is not None:
             timer.cancel()
+        self._wake(path)  # a call waiting for its next write looks again
         names = self._scripts.get(path.parent)
         if names is None:
             return
@@ -120,27 +160,28 @@ class ScriptWatch:
         finally:
             self._syncing.discard(path)
             self._again.discard(path)
+            self._wake(path)
 
     async def _sync(self, path: Path) -> None:
         session = self._current(path)
-        # Not yet opened by a call, starting, or gone: the next call syncs.
-        if session is None or not session.alive or session.starting or session.data is None:
-            return
-        if session.trials.trial:  # the trial's text is not overwritten; the next call after it syncs
-            return
+        if session is None:
+            return  # gone: the next call starts one
         try:
-            script = await stepping.sliced(files.read_steps(str(path)))
-            if script.data == session.data:  # written with the bytes HOL has (or a call synced it first)
-                return
-            await textinfo.prepare(script.text)
-            async with session.trials.use(0.0, path.name):  # refused if a trial began meanwhile
-                if not session.alive:
+            # A trial's text is not overwritten: wait (bounded) for it to end.
+            # Its end sends the disk's text as it is then, so the read below
+            # usually finds that text already there.
+            async with session.trials.use(self._trial_wait_s, path.name):
+                if not self.may_send_disk_text(session):
+                    return  # not yet opened by a call, starting, or gone: the next call syncs
+                script = await stepping.sliced(files.read_steps(str(path)))
+                if script.data == session.data:  # written with the bytes HOL has (or a call synced it first)
                     return
+                await textinfo.prepare(script.text)
                 # Shielded, as a call's sync is: the text is recorded whole or not sent.
                 await asyncio.shield(session.sync(script.data, script.text, script.hash))
                 self.syncs += 1
                 await self._synced(session, script)
-        except HolsrvError as e:  # gone, unreadable, a trial: the next call says so
+        except HolsrvError as e:  # gone, unreadable, a trial that ran on: the next call says so
             log.debug("no sync on write for %s: %s", path, e)
         except Exception:  # a background task: log it, the next call syncs anyway
             log.exception("syncing %s on write failed", path)
@@ -149,6 +190,8 @@ class ScriptWatch:
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
+        for path in list(self._written):
+            self._wake(path)
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):
