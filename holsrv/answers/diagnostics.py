@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from holsrv import ancestors, looping, outstanding, stepping, verdict
-from holsrv.answers.common import Context, Report, note, opened, replace, starting_message
+import asyncio
+import contextlib
+
+from holsrv import ancestors, files, looping, outstanding, stepping, verdict
+from holsrv.answers.common import Context, Report, check_expect_hash, note, opened, read, replace, starting_message
 from holsrv.files import Script, content_hash
 from holsrv.lsp import hol
 from holsrv.pool import Lease
@@ -12,11 +15,16 @@ from holsrv.session import Session
 
 # At most one progress frame this often: an agent host shows them, it does not need each notification.
 PROGRESS_EVERY_S = 1.0
+# How often a wait for a file's next write looks at a file whose writes are
+# not noticed (no inotify, or no server yet to watch it): one stat.
+RECHECK_S = 1.0
 
 
 async def answer(ctx: Context, req: m.Diagnostics, client: str, report: Report | None = None) -> m.DiagnosticsResult:
+    deadline = ctx.clock() + max(0.0, req.wait)  # covers a server start too
+    if req.changed_since:
+        await changed(ctx, req.file, req.changed_since, deadline)
     started = ctx.clock()
-    deadline = started + max(0.0, req.wait)  # covers a server start too
     async with opened(ctx, req.file, client, req.wait, tolerate_start=True) as (src, lease):
         session = lease.session
         if not session.starting:  # a build it was blocked on, just written: wait for the retry's answer
@@ -39,6 +47,26 @@ async def answer(ctx: Context, req: m.Diagnostics, client: str, report: Report |
         if result.complete:
             ctx.cache.put(session.cache_key("diagnostics", result.content_hash, tuple(stale)), result)
         return result
+
+
+async def changed(ctx: Context, file: str, since: str, deadline: float) -> None:
+    """Wait until the file on disk no longer has content `since` (a hash or its start), or `deadline`.
+
+    Woken by the script watch once a write is synced, so the answer after it
+    finds HOL's check running; nothing runs meanwhile.
+    """
+    check_expect_hash(since, "changed_since")
+    path = files.resolve(file)
+    watch = ctx.pool.scriptwatch
+    while True:
+        written = watch.next_write(path)  # before reading: a write meanwhile still wakes us
+        script = await read(ctx, file)
+        left = deadline - ctx.clock()
+        if not script.hash.startswith(since) or left <= 0:
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(left if watch.watches(script.path) else min(left, RECHECK_S)):
+                await written.wait()
 
 
 async def _result(ctx: Context, src: Script, lease: Lease, stale: list[str], waited_s: float) -> m.DiagnosticsResult:
