@@ -40,6 +40,7 @@ class Dispatch:
         self.started = started
         # Shorthands, for the status.
         self.pool, self.cache, self.settings = answers.pool, answers.cache, answers.settings
+        self.pool.scriptwatch.ahead.compute = lambda session, script: diagnostics.ahead(answers, session, script)
 
     async def answer(self, request: m.Request, client: str, report: Report | None = None) -> m.Reply:
         try:

@@ -12,8 +12,11 @@ call first opened the file, and not while a trial holds it (the sync waits
 for the trial to end, bounded).  Without inotify nothing is watched and
 calls sync as they always do: the per-call freshness check stays the truth.
 
-`written` lets a call wait for a script's next write (`diagnostics` with
-`changed_since`, what `holctl watch` loops on) at no cost meanwhile.
+`next_write` lets a call wait for a script's next write (`diagnostics`
+with `changed_since`, what `holctl watch` loops on) at no cost meanwhile.
+A sync leaves what the next call needs ready: the text's facts, the read
+itself (`vouch`: a file written under two seconds ago is otherwise read
+again by every call), and, through `ahead`, the answer once HOL is done.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from holsrv import files, stepping, textinfo
+from holsrv.ahead import Ahead
 from holsrv.errors import HolsrvError
 from holsrv.inotify import Watcher
 from holsrv.session import Session
@@ -55,6 +59,9 @@ class ScriptWatch:
         self._syncing: set[Path] = set()  # files whose sync is under way
         self._again: set[Path] = set()  # ... and written again meanwhile
         self._written: dict[Path, asyncio.Event] = {}  # set once a file's next write was dealt with
+        self._reads: dict[str, files.Vouched] = {}  # the last read of each script, while not written since
+        self._writes: dict[Path, int] = {}  # writes seen per script, to tell a write during a read
+        self.ahead = Ahead()  # once a write is synced: its answer, computed in the background
         self.syncs = 0  # syncs made on a write (for tests and the benchmark)
 
     def watch(self, path: Path) -> None:
@@ -107,6 +114,14 @@ class ScriptWatch:
         """
         return session.alive and not session.starting and session.data is not None and not session.trials.trial
 
+    def vouch(self, file: str) -> files.Vouched | None:
+        """This watch's last read of the script `file` (its resolved path), if no write to it has been
+        seen since; writes already signalled but not yet taken in are taken in first."""
+        if self._watch is None or file not in self._reads:
+            return None
+        self._readable()  # one poll(2) when nothing is pending
+        return self._reads.get(file)
+
     def watching(self) -> set[Path]:
         """The scripts watched now (for status and tests)."""
         return {d / n for d, names in self._scripts.items() for n in names}
@@ -117,6 +132,9 @@ class ScriptWatch:
         if timer is not None:
             timer.cancel()
         self._wake(path)  # a call waiting for its next write looks again
+        self._reads.pop(str(path), None)
+        self._writes.pop(path, None)
+        self.ahead.cancel(path)
         names = self._scripts.get(path.parent)
         if names is None:
             return
@@ -135,6 +153,8 @@ class ScriptWatch:
         for path in written:
             if path.name not in self._scripts.get(path.parent, ()):
                 continue
+            self._reads.pop(str(path), None)
+            self._writes[path] = self._writes.get(path, 0) + 1
             timer = self._timers.pop(path, None)
             if timer is not None:
                 timer.cancel()  # still being written: wait for the writes to pause
@@ -173,7 +193,7 @@ class ScriptWatch:
             async with session.trials.use(self._trial_wait_s, path.name):
                 if not self.may_send_disk_text(session):
                     return  # not yet opened by a call, starting, or gone: the next call syncs
-                script = await stepping.sliced(files.read_steps(str(path)))
+                script = await self._read(path)
                 if script.data == session.data:  # written with the bytes HOL has (or a call synced it first)
                     return
                 await textinfo.prepare(script.text)
@@ -181,10 +201,20 @@ class ScriptWatch:
                 await asyncio.shield(session.sync(script.data, script.text, script.hash))
                 self.syncs += 1
                 await self._synced(session, script)
+                self.ahead.start(session, script)
         except HolsrvError as e:  # gone, unreadable, a trial that ran on: the next call says so
             log.debug("no sync on write for %s: %s", path, e)
         except Exception:  # a background task: log it, the next call syncs anyway
             log.exception("syncing %s on write failed", path)
+
+    async def _read(self, path: Path) -> files.Script:
+        """Read the script, and keep the read for `vouch` unless a write came while it was read."""
+        writes = self._writes.get(path, 0)
+        identity = files.identity(str(path))  # before the read: a write during it shows in the stat
+        script = await stepping.sliced(files.read_steps(str(path)))
+        if identity is not None and self._writes.get(path, 0) == writes and self.watches(path):
+            self._reads[str(path)] = files.Vouched(identity, script)
+        return script
 
     async def close(self) -> None:
         for timer in self._timers.values():
@@ -192,6 +222,7 @@ class ScriptWatch:
         self._timers.clear()
         for path in list(self._written):
             self._wake(path)
+        self.ahead.close()
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):

@@ -124,3 +124,40 @@ def test_a_script_is_no_longer_watched_once_its_server_stops(daemon, write_scrip
     assert real in daemon.run(watching())
     daemon.call(m.Stop(str(path)))
     wait_until(lambda: real not in daemon.run(watching()), 30, "the watch on the stopped server's script dropped")
+
+
+def test_the_first_call_after_a_synced_write_finds_its_answer_ready_and_reads_nothing(
+    daemon, write_script, monkeypatch, tmp_path
+):
+    path = write_script(GOOD_SCRIPT)
+    settled(daemon, path)
+    watch = daemon.daemon.pool.scriptwatch
+    path.write_text(edited(4), encoding="utf-8")
+    wait_until(lambda: watch.ahead.answered == 1, 30, "the answer about the written text computed ahead")
+    reads = daemon.daemon.answers.scripts.reads
+    after = settled(daemon, path)
+    assert after.cached and after.content_hash == files.content_hash(edited(4).encode()) and after.verdict == "OK"
+    # Written under two seconds ago, yet not read again (nor by the freshness stamp): the watch's read stands.
+    assert daemon.daemon.answers.scripts.reads == reads
+
+
+def test_the_watch_no_longer_vouches_for_its_read_once_the_file_is_written_again(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    settled(daemon, path)
+    watch = daemon.daemon.pool.scriptwatch
+    path.write_text(edited(5), encoding="utf-8")
+    wait_until(lambda: daemon.run(_vouched(watch, path)) is not None, 30, "the watch's read of the written text")
+
+    async def rewritten():
+        # Written and asked in one go on the daemon's loop: no debounced read can come between,
+        # so only the write's own event can make the watch disown its read.
+        path.write_text(edited(6), encoding="utf-8")
+        return watch.vouch(str(path.resolve()))
+
+    assert daemon.run(rewritten()) is None
+    after = settled(daemon, path)
+    assert after.content_hash == files.content_hash(edited(6).encode())
+
+
+async def _vouched(watch, path):
+    return watch.vouch(str(path.resolve()))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from pathlib import Path
 
 from holsrv import ancestors, files, looping, outstanding, stepping, verdict
 from holsrv.answers.common import Context, Report, check_expect_hash, note, opened, read, replace, starting_message
@@ -18,6 +19,9 @@ PROGRESS_EVERY_S = 1.0
 # How often a wait for a file's next write looks at a file whose writes are
 # not noticed (no inotify, or no server yet to watch it): one stat.
 RECHECK_S = 1.0
+# How long an answer computed ahead of any call, after a write was synced,
+# waits for the file to settle.
+AHEAD_WAIT_S = 120.0
 
 
 async def answer(ctx: Context, req: m.Diagnostics, client: str, report: Report | None = None) -> m.DiagnosticsResult:
@@ -37,9 +41,7 @@ async def answer(ctx: Context, req: m.Diagnostics, client: str, report: Report |
             return replace(cached, cached=True, server=note(lease), freshness=age)
         if not session.starting:
             await settle(ctx, session, deadline, report)
-        if session.phase == "completed" and ctx.pool.sessions.get(src.path) is session:
-            # A pass got past preload: these are what it has.
-            session.ancestors.loaded(ancestors.built_times(session.file.text, src.path.parent))
+        _loaded(ctx, session, src.path)
         # Again: a replacement may have started or finished while it settled.
         stale = ctx.pool.rebuilt_reasons(src.path, session)
         result = await _result(ctx, src, lease, stale, ctx.clock() - started)
@@ -47,6 +49,30 @@ async def answer(ctx: Context, req: m.Diagnostics, client: str, report: Report |
         if result.complete:
             ctx.cache.put(session.cache_key("diagnostics", result.content_hash, tuple(stale)), result)
         return result
+
+
+async def ahead(ctx: Context, session: Session, script: Script) -> bool:
+    """After a write was synced with no call (`ScriptWatch`): once the file settles, put its
+    answer in the cache, so the next call about that text costs what a cached one does.
+    True if it did (not for a newer text, another server, or a file that did not settle)."""
+    await settle(ctx, session, ctx.clock() + AHEAD_WAIT_S)
+    async with session.trials.use(0.0, script.path.name):  # never an answer read off a trial's text
+        if session.data != script.data or ctx.pool.sessions.get(script.path) is not session:
+            return False  # a newer text, or another server: its own answer is for its call
+        stale = ctx.pool.rebuilt_reasons(script.path, session)
+        _loaded(ctx, session, script.path)
+        result = await _result(ctx, script, Lease(session, "warm"), stale, 0.0)
+        if not result.complete or session.data != script.data:
+            return False
+        session.last_verdict = result.verdict
+        ctx.cache.put(session.cache_key("diagnostics", script.hash, tuple(stale)), result)
+        return True
+
+
+def _loaded(ctx: Context, session: Session, path: Path) -> None:
+    if session.phase == "completed" and ctx.pool.sessions.get(path) is session:
+        # A pass got past preload: these are what it has.
+        session.ancestors.loaded(ancestors.built_times(session.file.text, path.parent))
 
 
 async def changed(ctx: Context, file: str, since: str, deadline: float) -> None:
