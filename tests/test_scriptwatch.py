@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import threading
@@ -161,3 +162,34 @@ def test_the_watch_no_longer_vouches_for_its_read_once_the_file_is_written_again
 
 async def _vouched(watch, path):
     return watch.vouch(str(path.resolve()))
+
+
+def test_a_write_while_a_trial_holds_the_server_reaches_hol_once_the_trial_ends(
+    daemon, write_script, monkeypatch, tmp_path
+):
+    log = tmp_path / "wire.jsonl"
+    monkeypatch.setenv("FAKE_HOL_LOG", str(log))
+    path = write_script(GOOD_SCRIPT)
+    settled(daemon, path)
+    watch = daemon.daemon.pool.scriptwatch
+    session = daemon.daemon.pool.sessions[path.resolve()]
+    release = asyncio.Event()
+    held = threading.Event()
+
+    async def trial() -> None:  # what a trial's hold is, with no text of its own to restore
+        async with session.trials.exclusive(30, path.name):
+            held.set()
+            await release.wait()
+
+    hold = asyncio.run_coroutine_threadsafe(trial(), daemon.loop)
+    try:
+        assert held.wait(30), "the hold never began"
+        path.write_text(edited(7), encoding="utf-8")
+        # The watch's sync has begun, and waits for the hold: nothing sent under it.
+        wait_until(lambda: path.resolve() in watch._syncing, 30, "the watch's sync of the write")
+        assert edited(7) not in changes(log)
+    finally:
+        daemon.loop.call_soon_threadsafe(release.set)
+        hold.result(30)
+    wait_until(lambda: edited(7) in changes(log), 30, "the written text in a didChange after the hold")
+    assert watch.syncs == 1
