@@ -362,6 +362,37 @@ class Suite:
                      "no ancestors", "≤ 1.5×", median(heavy) <= 1.5 * base, samples=heavy))
         daemon.stop()
 
+    def sync_on_write(self) -> None:
+        """A write reaches HOL with no call: 1.5 s after it, diagnostics costs what a cached answer does."""
+        section = "sync on write"
+        daemon = self.daemon("sync")
+        still = self.script("still", SMALL)
+        written = self.script("written", SMALL)
+        self.settle(daemon, still)
+        self.settle(daemon, written)
+        self.aged(still)
+        after, cached = [], []
+        with daemon.client() as conn:
+            round_trips(conn, m.Diagnostics(str(still), wait=WAIT), 50)  # warm
+            for revision in range(1, 4 if self.args.quick else 4 * self.reps + 1):
+                # Each call comes after 1.5 s of quiet (an agent thinking), the unchanged file's
+                # too: the first call after a pause pays for waking the daemon either way.
+                for path, samples in ((still, cached), (written, after)):
+                    if path == written:
+                        written.write_text(_edit_proof(SMALL, "edited", revision), encoding="utf-8")
+                    time.sleep(1.5)
+                    began = time.perf_counter()
+                    result = conn.call(m.Diagnostics(str(path), wait=WAIT), 60)
+                    samples.append(time.perf_counter() - began)
+                    if not result.complete:
+                        raise RuntimeError(f"{path.name} did not settle: {result.headline}")
+        base = median(cached)
+        self.add(Row(section, "cached diagnostics, unchanged file, 1.5 s after the last call", base, "s",
+                     samples=cached))
+        self.add(Row(section, "diagnostics 1.5 s after a write (HOL's check done by then)", median(after), "s", base,
+                     "cached, unchanged", "≤ 1.3×", median(after) <= 1.3 * base, samples=after))
+        daemon.stop()
+
     # -- holmcp ---------------------------------------------------------------------------
 
     def mcp(self) -> None:
@@ -449,6 +480,7 @@ class Suite:
             ("status", self.status),
             ("uncached diagnostics", self.uncached),
             ("ancestors", self.ancestors),
+            ("sync on write", self.sync_on_write),
             ("holmcp", self.mcp),
             ("client start", self.client_start),
             ("memory", self.memory),

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from holsrv import __version__
+from holsrv import __version__, files
 from holsrv.answers.common import Context
 from holsrv.cache import AnswerCache
 from holsrv.connection import RECEIVE_BUFFER
@@ -53,7 +53,7 @@ class Daemon:
         self._listener = listener
         self.pool = Pool(settings)
         self.cache = AnswerCache(settings.cache_entries)
-        self.answers = Context(self.pool, self.cache, settings)
+        self.answers = Context(self.pool, self.cache, settings, files.Reader(vouch=self.pool.scriptwatch.vouch))
         self.started = time.monotonic()
         self.stopping = asyncio.Event()
         self.dispatch = Dispatch(self.answers, self.stopping, self.started)

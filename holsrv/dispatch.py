@@ -47,6 +47,7 @@ class Dispatch:
         # A cancelled trial's `finally` gives the server the file's text back: a sync, then the compile.
         cancel_wait = self.settings.lookup_wait_s + self.settings.request_timeout_s
         self.jobs = Jobs(self.settings.max_jobs, self.settings.job_keep_s, cancel_wait, self.pool.clock)
+        self.pool.scriptwatch.ahead.compute = lambda session, script: diagnostics.ahead(answers, session, script)
 
     async def answer(self, request: m.Request, client: str, report: Report | None = None) -> m.Reply:
         try:

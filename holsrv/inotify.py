@@ -4,6 +4,8 @@ inotify(7) on each directory, read without blocking when asked: which
 directories saw a build file, a Holmakefile, a holproject.toml or a
 `.hol/objs` change since the last call.  `ancestors.BuildTimes` drops the
 build times it kept for those; the replacement wakes on the descriptor.
+`written` says instead which files were written (closed after a write,
+renamed over, created): `scriptwatch` syncs scripts so.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ _IN_Q_OVERFLOW, _IN_IGNORED = 0x4000, 0x8000
 _MASK = (_IN_ATTRIB | _IN_CLOSE_WRITE | _IN_MOVED_FROM | _IN_MOVED_TO | _IN_CREATE | _IN_DELETE
          | _IN_DELETE_SELF | _IN_MOVE_SELF)
 _SELF = _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_IGNORED
+_WRITTEN = _IN_CLOSE_WRITE | _IN_MOVED_TO | _IN_CREATE  # a file's new bytes, in place or by rename
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, length of the name that follows
 BUILD_SUFFIXES = tuple(f"Theory.{suffix}" for suffix in ("uo", "ui", "dat"))
 _RELEVANT_NAMES = frozenset({"Holmakefile", ".hol", "objs", holproject.PROJECT_FILE, holproject.LOCAL_FILE})
@@ -38,9 +41,12 @@ _RELEVANT_NAMES = frozenset({"Holmakefile", ".hol", "objs", holproject.PROJECT_F
 class Watcher:
     """inotify watches on directories, read without blocking when asked."""
 
-    def __init__(self, fd: int, add_watch: Callable[[int, bytes, int], int]) -> None:
+    def __init__(
+        self, fd: int, add_watch: Callable[[int, bytes, int], int], rm_watch: Callable[[int, int], int] | None = None
+    ) -> None:
         self._fd = fd
         self._add_watch = add_watch
+        self._rm_watch = rm_watch if rm_watch is not None else (lambda fd, wd: 0)
         # Asking whether anything is pending is one poll(2), and no exception
         # when nothing is: most calls find nothing.
         self._pending = select.poll()
@@ -63,7 +69,9 @@ class Watcher:
             return None
         add = libc.inotify_add_watch
         add.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32)
-        return cls(fd, add)
+        rm = libc.inotify_rm_watch
+        rm.argtypes = (ctypes.c_int, ctypes.c_int)
+        return cls(fd, add, rm)
 
     @property
     def fd(self) -> int:
@@ -83,6 +91,37 @@ class Watcher:
             return False
         self._dirs[wd], self._watched[directory] = directory, wd
         return True
+
+    def unwatch(self, directory: Path) -> None:
+        """Stop watching `directory` (nothing if it was not watched)."""
+        wd = self._watched.pop(directory, None)
+        if wd is not None:
+            del self._dirs[wd]
+            self._rm_watch(self._fd, wd)
+
+    def written(self) -> set[Path] | None:
+        """Files written (closed after a write, renamed or created) in the watched directories
+        since the last call; None after an overflow (any of them may have been)."""
+        written: set[Path] = set()
+        if not self._pending.poll(0):
+            return written
+        while True:
+            try:
+                chunk = os.read(self._fd, 64 * 1024)
+            except BlockingIOError:
+                return written
+            for wd, mask, name in _events(chunk):
+                if mask & _IN_Q_OVERFLOW:
+                    return None
+                directory = self._dirs.get(wd)
+                if directory is None:
+                    continue
+                if mask & _IN_IGNORED:  # the kernel dropped the watch (directory gone)
+                    del self._dirs[wd]
+                    with contextlib.suppress(KeyError):
+                        del self._watched[directory]
+                elif name and mask & _WRITTEN:
+                    written.add(directory / name)
 
     def changed(self) -> set[Path] | None:
         """Directories where something relevant happened since the last call; None after an overflow."""

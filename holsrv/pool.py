@@ -10,7 +10,8 @@ and which make room (`admission`), making and starting them (`launch`),
 stopping them (`stopping`), the record of them for the next daemon and the
 leftovers of the last (`reaping`), successors for servers whose ancestors
 were rebuilt (`replacement`, `successor`), retried compiles (`unblocking`),
-builds noticed with no call (`buildwatch`) and why answers may be stale
+builds noticed with no call (`buildwatch`), scripts synced when written
+(`scriptwatch`) and why answers may be stale
 (`staleness`).  Those below see the pool only as `servers.Servers`.
 """
 
@@ -36,6 +37,7 @@ from holsrv.launch import Launcher
 from holsrv.replacement import Replacer
 from holsrv.rpc import messages as m
 from holsrv.rpc import paths
+from holsrv.scriptwatch import ScriptWatch
 from holsrv.session import Session
 from holsrv.settings import Settings
 from holsrv.staleness import Staleness
@@ -77,6 +79,9 @@ class Pool:
         self.watch = BuildWatch(self.serving, self._look_again)  # builds noticed with no call
         self.replacer = Replacer(self, self.watch)  # servers whose ancestors were rebuilt, replaced in the background
         self.unblocker = Unblocker(self, self.watch)  # blocked servers whose missing ancestors were built, retried
+        # Scripts synced when written, with no call (while their server lives).
+        self.scriptwatch = ScriptWatch(self.sessions.get, self.synced, settings.sync_debounce_s,
+                                       settings.trial_wait_s)
         self.admission = Admission(settings, busy=self.busy, current=self.sessions.get, shedder=self.replacer)
         self.staleness = Staleness(self.replacer, self.unblocker, self.builds, clock, self.sessions.get)
 
@@ -130,6 +135,7 @@ class Pool:
             session = self.launcher.session(path, heap, hol)
             self.sessions[path] = session
         self.launcher.begin(session)
+        self.scriptwatch.watch(path)
         self.history.started(path, start == "restarted")
         return Lease(session, start, note, tail)
 
@@ -137,6 +143,9 @@ class Pool:
         """Called the moment a server process exits, for whatever reason."""
         self._write_record()
         self.history.exited(session)
+        current = self.sessions.get(session.path)
+        if current is None or current is session or not current.alive:
+            self.scriptwatch.forget(session.path)  # its last server: the file needs no watch
 
     # -- limits ------------------------------------------------------------------
 
@@ -302,6 +311,7 @@ class Pool:
         self.duties.cancel()
         await self.builds.close()
         self.watch.close()
+        await self.scriptwatch.close()
         await self.replacer.close()
         await self.stops.everything([*self.sessions.values(), *self.replacer.sessions()], budget_s, force)
         await self.duties.ended()

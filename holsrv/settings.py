@@ -97,6 +97,9 @@ class Settings:
     # How long an edit that spills from one proof into the next waits for HOL
     # to start acting on its interim text (HOL debounces edits by 300 ms).
     spill_wait_s: float = 3.0
+    # A script with a live server is synced to it when written, once the
+    # writes have paused this long (each write restarts the wait).
+    sync_debounce_s: float = 0.05
     # Offered to HOL in this order.  HOL is byte-native and picks utf-8 when
     # offered (PROTOCOL.md §4.4); tests offer only utf-16 to cover that path.
     position_encodings: tuple[str, ...] = ("utf-8", "utf-16")

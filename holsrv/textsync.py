@@ -69,17 +69,26 @@ class TextSync:
                 await self._send_change(self.file.text)
 
     async def _send_statement_edit(self, text: str, spill: script.ProofBlock) -> None:
-        """Send `text` with a blank line before `spill`, and let HOL act on it.
+        """Send `text` with a space after `spill`'s keyword, and let HOL act on it.
 
         HOL would take an edit that starts in `spill`'s body as confined to
         it, and leave the checks of the proofs it runs into going on stale
-        text.  A blank line before the theorem is a statement edit: HOL drops
+        text.  An edit of the theorem's header is a statement edit: HOL drops
         every proof from there on, and a pass that follows cancelled proofs
         re-checks them all.  Its attempt must start before the real text
         goes, or the debounce folds the two edits into one.
+
+        The mark is inside `spill`'s own declaration, never in the blank
+        lines before it: HOL may count those as the end of the theorem
+        above (the fake does), and then the interim pass drops that theorem
+        too.  The real text, sent while that pass still runs, interrupts it
+        after it elaborated the theorem above but before it handed it to the
+        pool; the real text's pass resumes below it, and the theorem stays
+        dropped (`cheated`) for good: an UNCHECKED verdict on a clean file.
         """
         seen = self.file.attempts
-        await self._send_change(text[: spill.start] + "\n" + text[spill.start:])
+        mark = _after_keyword(text, spill.start)
+        await self._send_change(text[:mark] + " " + text[mark:])
         if not await self._wait_until(lambda: self.file.attempts != seen, self._spill_wait_s):
             log.warning(
                 "HOL did not act on the interim text for %s within %.1fs; the edit may be taken as "
@@ -102,3 +111,11 @@ class TextSync:
             "textDocument/didChange",
             {"textDocument": {"uri": self.file.uri, "version": version}, "contentChanges": [{"text": text}]},
         )
+
+
+def _after_keyword(text: str, start: int) -> int:
+    """Just past the declaration keyword (`Theorem`, `Triviality`, `Resume`) at `start`."""
+    end = start
+    while end < len(text) and text[end].isalpha():
+        end += 1
+    return end

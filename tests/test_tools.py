@@ -517,3 +517,38 @@ def test_a_goal_state_walk_past_a_failing_step_leaves_the_next_verdict_unchanged
     assert not after.cached  # HOL did publish the walk's diagnostic
     assert after.headline == before.headline
     assert [d.message for d in after.diagnostics] == [d.message for d in before.diagnostics]
+
+
+THREE_PROOFS = "Theory three\nAncestors arithmetic\n\nTheorem zero:\n  T\nProof\n  simp[]\nQED\n\n" + \
+    TWO_PROOFS.split("\n\n", 1)[1]
+
+
+def dropped_after(log, version: int) -> set[str]:
+    """The proofs the fake announced `cheated` once it had text `version` or later."""
+    entries = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    names, current = set(), 0
+    for e in entries:
+        msg = e["msg"]
+        if e["dir"] == "C->S" and msg.get("method") == "textDocument/didChange":
+            current = msg["params"]["textDocument"]["version"]
+        elif e["dir"] == "S->C" and msg.get("method") == "$/proofStates" and current >= version:
+            names |= {s["name"] for s in msg["params"]["states"] if s["status"] == "cheated"}
+    return names
+
+
+def test_an_edit_running_from_one_proof_into_the_next_leaves_the_proof_above_checked(
+    daemon, write_script, monkeypatch, tmp_path
+):
+    # HOL (the fake, at least) counts the blank lines after a QED as part of that
+    # theorem: the two-step edit must not mark them, or `zero` is dropped too, and
+    # is never checked again if the real text interrupts the interim pass in time.
+    log = tmp_path / "wire.jsonl"
+    monkeypatch.setenv("FAKE_HOL_LOG", str(log))
+    path = write_script(THREE_PROOFS, "threeScript.sml")
+    wait_until(lambda: daemon.call(m.Diagnostics(str(path), wait=1)).tally.proved == 2, 60,
+               "zero and one proved, two looping")
+    path.write_text(THREE_PROOFS.replace("  simp[]\nQED\n\nTheorem two:\n  T\nProof\n  LOOP_TAC",
+                                         "  rw[]\nQED\n\nTheorem two:\n  T\nProof\n  simp[]"))
+    after = daemon.call(m.Diagnostics(str(path), wait=20))
+    assert after.verdict == "OK", after.headline
+    assert dropped_after(log, 2) == {"one", "two"}

@@ -157,11 +157,11 @@ MIN_EXPECT_CHARS = 8
 _HEX = frozenset("0123456789abcdef")
 
 
-def check_expect_hash(expect_hash: str) -> None:
-    """BadRequest unless `expect_hash` is "" or the start of a content hash."""
+def check_expect_hash(expect_hash: str, name: str = "expect_hash") -> None:
+    """BadRequest unless `expect_hash` (the request's field `name`) is "" or the start of a content hash."""
     if expect_hash and (len(expect_hash) < MIN_EXPECT_CHARS or not set(expect_hash) <= _HEX):
         raise BadRequest(
-            f"expect_hash {expect_hash[:40]!r} is not a content hash: pass the hash an earlier answer "
+            f"{name} {expect_hash[:40]!r} is not a content hash: pass the hash an earlier answer "
             f"gave (`about file content …`, {MIN_EXPECT_CHARS} or more of its hex digits), or leave it out"
         )
 

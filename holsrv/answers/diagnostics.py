@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from holsrv import ancestors, looping, outstanding, stepping, verdict
-from holsrv.answers.common import Context, Report, note, opened, replace, starting_message
+import asyncio
+import contextlib
+from pathlib import Path
+
+from holsrv import ancestors, files, looping, outstanding, stepping, verdict
+from holsrv.answers.common import Context, Report, check_expect_hash, note, opened, read, replace, starting_message
 from holsrv.files import Script, content_hash
 from holsrv.lsp import hol
 from holsrv.pool import Lease
@@ -12,11 +16,19 @@ from holsrv.session import Session
 
 # At most one progress frame this often: an agent host shows them, it does not need each notification.
 PROGRESS_EVERY_S = 1.0
+# How often a wait for a file's next write looks at a file whose writes are
+# not noticed (no inotify, or no server yet to watch it): one stat.
+RECHECK_S = 1.0
+# How long an answer computed ahead of any call, after a write was synced,
+# waits for the file to settle.
+AHEAD_WAIT_S = 120.0
 
 
 async def answer(ctx: Context, req: m.Diagnostics, client: str, report: Report | None = None) -> m.DiagnosticsResult:
+    deadline = ctx.clock() + max(0.0, req.wait)  # covers a server start too
+    if req.changed_since:
+        await changed(ctx, req.file, req.changed_since, deadline)
     started = ctx.clock()
-    deadline = started + max(0.0, req.wait)  # covers a server start too
     async with opened(ctx, req.file, client, req.wait, tolerate_start=True) as (src, lease):
         session = lease.session
         if not session.starting:  # a build it was blocked on, just written: wait for the retry's answer
@@ -29,9 +41,7 @@ async def answer(ctx: Context, req: m.Diagnostics, client: str, report: Report |
             return replace(cached, cached=True, server=note(lease), freshness=age)
         if not session.starting:
             await settle(ctx, session, deadline, report)
-        if session.phase == "completed" and ctx.pool.sessions.get(src.path) is session:
-            # A pass got past preload: these are what it has.
-            session.ancestors.loaded(ancestors.built_times(session.file.text, src.path.parent))
+        _loaded(ctx, session, src.path)
         # Again: a replacement may have started or finished while it settled.
         stale = ctx.pool.rebuilt_reasons(src.path, session)
         result = await _result(ctx, src, lease, stale, ctx.clock() - started)
@@ -39,6 +49,50 @@ async def answer(ctx: Context, req: m.Diagnostics, client: str, report: Report |
         if result.complete:
             ctx.cache.put(session.cache_key("diagnostics", result.content_hash, tuple(stale)), result)
         return result
+
+
+async def ahead(ctx: Context, session: Session, script: Script) -> bool:
+    """After a write was synced with no call (`ScriptWatch`): once the file settles, put its
+    answer in the cache, so the next call about that text costs what a cached one does.
+    True if it did (not for a newer text, another server, or a file that did not settle)."""
+    await settle(ctx, session, ctx.clock() + AHEAD_WAIT_S)
+    async with session.trials.use(0.0, script.path.name):  # never an answer read off a trial's text
+        if session.data != script.data or ctx.pool.sessions.get(script.path) is not session:
+            return False  # a newer text, or another server: its own answer is for its call
+        stale = ctx.pool.rebuilt_reasons(script.path, session)
+        _loaded(ctx, session, script.path)
+        result = await _result(ctx, script, Lease(session, "warm"), stale, 0.0)
+        if not result.complete or session.data != script.data:
+            return False
+        session.last_verdict = result.verdict
+        ctx.cache.put(session.cache_key("diagnostics", script.hash, tuple(stale)), result)
+        return True
+
+
+def _loaded(ctx: Context, session: Session, path: Path) -> None:
+    if session.phase == "completed" and ctx.pool.sessions.get(path) is session:
+        # A pass got past preload: these are what it has.
+        session.ancestors.loaded(ancestors.built_times(session.file.text, path.parent))
+
+
+async def changed(ctx: Context, file: str, since: str, deadline: float) -> None:
+    """Wait until the file on disk no longer has content `since` (a hash or its start), or `deadline`.
+
+    Woken by the script watch once a write is synced, so the answer after it
+    finds HOL's check running; nothing runs meanwhile.
+    """
+    check_expect_hash(since, "changed_since")
+    path = files.resolve(file)
+    watch = ctx.pool.scriptwatch
+    while True:
+        written = watch.next_write(path)  # before reading: a write meanwhile still wakes us
+        script = await read(ctx, file)
+        left = deadline - ctx.clock()
+        if not script.hash.startswith(since) or left <= 0:
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(left if watch.watches(script.path) else min(left, RECHECK_S)):
+                await written.wait()
 
 
 async def _result(ctx: Context, src: Script, lease: Lease, stale: list[str], waited_s: float) -> m.DiagnosticsResult:

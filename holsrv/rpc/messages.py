@@ -86,6 +86,11 @@ class Diagnostics(RequestBase, tag="diagnostics"):
     progress: bool = False
     expect_hash: str = ""  # see PositionRequest
     defer_after: float | None = None  # see DEFER_AFTER
+    # A content hash (or its first 8+ characters): first wait, within `wait`,
+    # until the file on disk has other content, then answer about that (what
+    # `holctl watch` loops on).  An unchanged file at the end of the wait is
+    # answered about as it is.  "": answer at once.
+    changed_since: str = ""
 
 
 class PositionRequest(RequestBase):
