@@ -58,6 +58,7 @@ REQUESTS: dict[type, st.SearchStrategy] = {
 }
 REQUESTS[m.Logs] = st.builds(m.Logs, files, lines)
 REQUESTS[m.Uses] = st.builds(m.Uses, files, texts, optional_wait, texts)
+REQUESTS[m.Job] = st.builds(m.Job, texts, seconds, st.booleans())
 requests = st.one_of(*REQUESTS.values())
 
 
