@@ -84,6 +84,13 @@ class Connection:
         if client is not None:
             await self._requests(client, answer)
 
+    def closable_idle(self, now: float) -> bool:
+        """Idle, and so closable to make room for a newcomer: waiting for its next request for
+        `idle_grace_s` or more.  A client busy on many connections at once leaves each idle for
+        a moment between a reply and its next request (or its welcome and its first): that one
+        is in use."""
+        return self.idle_since is not None and now - self.idle_since >= self.settings.idle_grace_s
+
     def close(self) -> None:
         if self.writer.transport.get_write_buffer_size():
             self.writer.transport.abort()  # a reply it never took: do not wait on it

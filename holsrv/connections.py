@@ -141,8 +141,9 @@ class Connections:
         """Keep the newcomer's process within its idle connections, closing its own oldest idle one."""
         if conn.peer is None:
             return
+        now = time.monotonic()
         idle = sum(
-            1 for t, c in self._open.items() if t is not newcomer and c.peer == conn.peer and c.idle_since is not None
+            1 for t, c in self._open.items() if t is not newcomer and c.peer == conn.peer and c.closable_idle(now)
         )
         if idle >= self.settings.max_idle_per_peer:
             self._close_oldest_idle(newcomer, peer=conn.peer)
@@ -150,13 +151,17 @@ class Connections:
     def _close_oldest_idle(self, newcomer: asyncio.Task, peer: int | None = None) -> bool:
         """Close the connection idle longest (of process `peer`, if given), with a frame saying
         why, to make room; False if none is idle."""
+        # A process's own limit spares its connections in use a moment ago; the daemon's
+        # takes any idle one rather than refuse the newcomer.
+        now, grace = time.monotonic(), peer is not None
         idle = [
             (c.idle_since, t) for t, c in self._open.items()
             if t is not newcomer and c.idle_since is not None and (peer is None or c.peer == peer)
+            and (not grace or c.closable_idle(now))
         ]
         if not idle:
             return False
-        since, task = min(idle, key=lambda pair: pair[0])
+        since, task = min(idle, key=lambda pair: pair[0] or 0.0)
         conn = self._open.pop(task)
         limit = (
             f"{self.settings.max_idle_per_peer} idle connections per client process" if peer is not None

@@ -110,6 +110,10 @@ class Settings:
     # Idle connections one client process may keep: past it, its own oldest
     # idle one makes room, so one process cannot fill the daemon with them.
     max_idle_per_peer: int = 16
+    # A connection counts as idle for max_idle_per_peer only once it has waited
+    # this long for its next request: between a reply and the next request, or
+    # a welcome and the first, a busy client's connection is in use.
+    idle_grace_s: float = 2.0
     hello_timeout_s: float = 10.0
     frame_timeout_s: float = 10.0
     send_timeout_s: float = 10.0
