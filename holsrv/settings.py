@@ -101,6 +101,9 @@ class Settings:
     # offered (PROTOCOL.md §4.4); tests offer only utf-16 to cover that path.
     position_encodings: tuple[str, ...] = ("utf-8", "utf-16")
     cache_entries: int = 4096
+    # Proofs of one text whose failing step's goal state is asked for in the
+    # background once its verdict settles, so the agent's next call is a hit; 0: none.
+    prefetch_per_pass: int = 3
     # Clients of the daemon socket: connections open at once (over it, the
     # oldest idle one is closed to make room); deadlines for a new
     # connection's hello, for the rest of a frame once its first byte came,
