@@ -15,7 +15,7 @@ the server, a miss) goes the ordinary way, which answers it the same.
 from __future__ import annotations
 
 from holsrv.answers import goals
-from holsrv.answers.common import Context, replace, stamped
+from holsrv.answers.common import Context, answer_settled, freshness, replace
 from holsrv.rpc import messages as m
 
 # The server note of a warm lease: what the ordinary path says of a running server.
@@ -41,7 +41,7 @@ def answer(ctx: Context, request: m.Request, client: str) -> m.Reply | None:
     session.clients.add(client)
     ctx.pool.sessions.move_to_end(script.path)
     session.last_used = ctx.clock()
-    server = m.ServerNote(pid=session.pid or 0, start=_WARM)
-    reply = replace(cached, cached=True, server=server, freshness=m.Freshness(cached.content_hash,
-                                                                              age_s=ctx.cache.age(key)))
-    return stamped(ctx, request, reply, script)
+    # As `stamp` would: the file is `script`, just stat'ed.
+    fresh = freshness(ctx, script, cached.content_hash, settled=answer_settled(cached, session),
+                      age_s=ctx.cache.age(key), expect_hash=request.expect_hash)
+    return replace(cached, cached=True, server=m.ServerNote(pid=session.pid or 0, start=_WARM), freshness=fresh)

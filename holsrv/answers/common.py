@@ -220,12 +220,12 @@ def stamped(ctx: Context, request: m.Request, reply: m.Reply, now: files.Script 
     about = getattr(reply, "content_hash", "") or (now.hash if isinstance(now, files.Script) else "")
     before = getattr(reply, "freshness", None)
     age = before.age_s if before is not None else 0.0
-    fresh = freshness(ctx, now, about, settled=_settled(reply, session), age_s=age,
+    fresh = freshness(ctx, now, about, settled=answer_settled(reply, session), age_s=age,
                             expect_hash=getattr(request, "expect_hash", ""))
     return replace(reply, freshness=fresh)  # a copy: the reply may be the very object the cache holds
 
 
-def _settled(reply: m.Reply, session: Session | None) -> bool:
+def answer_settled(reply: m.Reply, session: Session | None) -> bool:
     """Whether asking again (with nothing changed) could say more."""
     match reply:
         case m.DiagnosticsResult():
