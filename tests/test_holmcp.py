@@ -296,7 +296,7 @@ async def test_a_call_the_daemon_says_nothing_about_still_reports_progress_every
 
 
 @pytest.mark.asyncio
-async def test_a_heartbeat_is_reported_while_a_call_waits_and_stops_when_it_ends(monkeypatch):
+async def test_a_heartbeat_is_reported_every_few_seconds_while_a_call_waits(monkeypatch):
     from holmcp import progress
 
     monkeypatch.setattr(progress, "HEARTBEAT_S", 0.05)
