@@ -30,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the old scanner, kept as an oracle
 
+import settling
 from harness import (
     FAKE_HOL,
     HERE,
@@ -479,6 +480,7 @@ class Suite:
             ("round trips and load", self.round_trip_and_load),
             ("status", self.status),
             ("uncached diagnostics", self.uncached),
+            ("settling", lambda: settling.edit_to_answer(self)),
             ("ancestors", self.ancestors),
             ("sync on write", self.sync_on_write),
             ("holmcp", self.mcp),
@@ -489,6 +491,7 @@ class Suite:
             text = Path(self.args.real_script).read_text(encoding="utf-8") if self.args.real_script else SMALL
             sections.append(("real HOL", lambda: self.warm_vs_cold(f"real HOL {self.args.hol}", self.args.hol,
                                                                    {}, text)))
+            sections.append(("real HOL settling", lambda: settling.rich_list(self, self.args.hol)))
         for name, section in sections:
             if self.args.only and name not in self.args.only:
                 continue
@@ -640,6 +643,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--big-env", action="append", default=[], metavar="NAME=VALUE",
                         help="extra environment for the uncached-diagnostics daemon (for experiments)")
     parser.add_argument("--real-script", help="the script for the real-HOL rows (default: a small one)")
+    parser.add_argument("--relocate-ms", type=int, default=200,
+                        help="the fake's delay before it moves a failure to its step (default 200)")
     args = parser.parse_args(argv)
     args.big_env = dict(item.split("=", 1) for item in args.big_env)
     if args.hol and Path(args.hol).resolve() == FAKE_HOL.resolve():

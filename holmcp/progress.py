@@ -48,20 +48,35 @@ class ProgressRelay:
 
     @contextlib.asynccontextmanager
     async def heartbeat(self) -> AsyncIterator[ProgressRelay]:
-        """Beat every HEARTBEAT_S while the block runs."""
+        """Beat every HEARTBEAT_S while the block runs.  A timer, not a task: most calls (a cached
+        answer) end long before the first beat, and then cost no task to start and cancel."""
+        loop = asyncio.get_running_loop()
+        beats: set[asyncio.Task] = set()
+        timer: asyncio.TimerHandle | None = None
+
+        def later() -> None:
+            nonlocal timer
+            timer = loop.call_later(max(0.05, HEARTBEAT_S - (self._clock() - self._last_sent)), start)
+
+        def start() -> None:
+            task = loop.create_task(beating())
+            beats.add(task)
+            task.add_done_callback(beats.discard)
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())  # a beat that failed is no loss
 
         async def beating() -> None:
-            while True:
-                await asyncio.sleep(max(0.05, HEARTBEAT_S - (self._clock() - self._last_sent)))
-                await self.beat()
+            await self.beat()
+            later()
 
-        task = asyncio.create_task(beating())
+        later()
         try:
             yield self
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            assert timer is not None
+            timer.cancel()
+            for task in list(beats):
+                task.cancel()
+            await asyncio.gather(*beats, return_exceptions=True)
 
     async def _send(self, done: float, total: float | None, message: str) -> None:
         value = done if done > self._value else self._value + NUDGE

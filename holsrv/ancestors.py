@@ -141,7 +141,8 @@ class BuildTimes:
                  max_dirs: int = MAX_SCRIPT_DIRS) -> None:
         self._clock = clock
         self._max_dirs = max_dirs
-        self._known: OrderedDict[Path, _Known] = OrderedDict()
+        # By the directory's name: callers pass a new `path.parent` each time, whose hash is not yet computed.
+        self._known: OrderedDict[str, _Known] = OrderedDict()
         self._watch = watch
         self._watcher: Watcher | None = None  # set up on first use, not at import
         self._lock = threading.Lock()  # shared by the daemons of one process (tests run several)
@@ -160,7 +161,7 @@ class BuildTimes:
     def places(self, script_dir: Path) -> frozenset[Path]:
         """Where a rebuild of `script_dir`'s ancestors would show, as last learnt (empty if never asked)."""
         with self._lock:
-            known = self._known.get(script_dir)
+            known = self._known.get(str(script_dir))
             return known.places if known is not None else frozenset()
 
     def close(self) -> None:
@@ -176,10 +177,10 @@ class BuildTimes:
             self._watch, self._watcher = False, Watcher.create(RECHECK_S)
         self._forget_changed()
         now = self._clock()
-        known = self._known.get(script_dir)
+        known = self._known.get(str(script_dir))
         if known is None or now - known.checked >= (WATCHED_RECHECK_S if known.watched else RECHECK_S):
             known = self._learn(script_dir, now)
-        self._known.move_to_end(script_dir)
+        self._known.move_to_end(str(script_dir))
         for name in names:
             if name not in known.times:
                 if known.built is None:
@@ -192,7 +193,7 @@ class BuildTimes:
         dirs = include_dirs(script_dir)
         places = _places(dirs)
         watched = self._watcher is not None and all(self._watcher.watch(place) for place in places)
-        known = self._known[script_dir] = _Known(dirs, frozenset(places), watched, now)
+        known = self._known[str(script_dir)] = _Known(dirs, frozenset(places), watched, now)
         while len(self._known) > self._max_dirs:
             self._known.popitem(last=False)
         return known

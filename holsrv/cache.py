@@ -22,14 +22,20 @@ class AnswerCache:
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: Hashable):
+    def get(self, key: Hashable, *, count_miss: bool = True):
+        """The answer under `key`, or None; `count_miss` False: a look that a full one
+        follows on a miss (the fast path's) does not count the miss twice."""
         value = self._entries.get(key)
         if value is None:
-            self.misses += 1
+            self.misses += count_miss
             return None
         self.hits += 1
         self._entries.move_to_end(key)
         return value
+
+    def __contains__(self, key: Hashable) -> bool:
+        """Whether `key` has an answer (neither a hit nor a miss)."""
+        return key in self._entries
 
     def put(self, key: Hashable, value: object) -> None:
         self._entries[key] = value

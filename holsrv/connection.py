@@ -51,6 +51,8 @@ _HELLO_EXPECTED = (
 
 # What answers a request: the dispatch table's `answer`.
 Answer = Callable[[m.Request, str, Report | None], Awaitable[m.Reply]]
+# What answers a request with nothing awaited, if it can (a cached answer), else None.
+AtOnce = Callable[[m.Request, str], m.Reply | None]
 
 
 class Unresponsive(ConnectionError):
@@ -64,8 +66,9 @@ class Connection:
     """
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, settings: Settings,
-                 frames: framing.Budget, stopping: asyncio.Event) -> None:
+                 frames: framing.Budget, stopping: asyncio.Event, at_once: AtOnce | None = None) -> None:
         self.reader = reader
+        self._at_once = at_once
         self.writer = writer
         self.settings = settings
         self._frames = frames
@@ -98,15 +101,11 @@ class Connection:
     async def send(self, reply: m.Reply) -> None:
         """Write one frame; `Unresponsive` if the client does not take it within the send deadline."""
         writer = self.writer
+        writer.writelines(await _frame(reply))
+        # Taken already (the usual case): no timer to set, but a lost connection still raises.
+        limit = self.settings.send_timeout_s if writer.transport.get_write_buffer_size() else None
         try:
-            # In slices: the proofs of a 30,000-proof answer take milliseconds to encode.
-            frame = await stepping.sliced(framing.encode_steps(reply, stepping.ITEMS_PER_STEP))
-        except HolsrvError as err:  # too large, or text that is not UTF-8
-            log.error("could not send a %s: %s", type(reply).__name__, err)
-            frame = [framing.encode(m.ErrorReply("internal", f"the daemon could not send its reply: {err}"))]
-        writer.writelines(frame)
-        try:
-            async with asyncio.timeout(self.settings.send_timeout_s):
+            async with asyncio.timeout(limit):
                 await writer.drain()
         except TimeoutError:
             unsent = writer.transport.get_write_buffer_size()
@@ -167,7 +166,8 @@ class Connection:
         The next frame is read while a request is answered (one frame ahead,
         so a pipelining client is bounded as before): an end of stream seen
         then, from a caller that closed its socket, cancels the question or
-        eval it is waiting for (see `_caller_gone`).
+        eval it is waiting for (see `_caller_gone`).  After a request answered at
+        once (`at_once`: no caller to lose) it is read in the loop, with no task.
         """
         ahead: asyncio.Task | None = None
         try:
@@ -176,10 +176,8 @@ class Connection:
                 if self._stopping.is_set():
                     await self._stopped(ahead)
                     return
-                if ahead is None:
-                    ahead = self._read_ahead()
                 try:
-                    body = await ahead
+                    body = await (ahead or framing.read_body(self.reader, self.settings.frame_timeout_s, self._frames))
                 except FrameError as err:
                     # A bad length or a stalled frame: the stream cannot be
                     # resynchronised, so say why and close.
@@ -192,6 +190,11 @@ class Connection:
                 # A yield, so one connection pipelining a burst of requests whose
                 # answers are ready (cached) cannot keep every other one waiting.
                 await asyncio.sleep(0)
+                ahead = None
+                reply = _answered_at_once(self._at_once, body, client)
+                if reply is not None:
+                    await self.send(reply)
+                    continue
                 ahead = self._read_ahead()
                 await self._answer_one(body, client, answer, ahead)
         finally:
@@ -276,3 +279,30 @@ def _hung_up(writer: asyncio.StreamWriter) -> bool:
     poller = select.poll()
     poller.register(sock.fileno(), 0)  # 0: only hang-ups and errors are reported
     return any(events & (select.POLLHUP | select.POLLERR) for _, events in poller.poll(0))
+
+
+async def _frame(reply: m.Reply) -> list[bytes]:
+    """`reply`'s frame, as pieces to write in order; an `internal` error's if it cannot be sent."""
+    try:
+        # In slices: the proofs of a 30,000-proof answer take milliseconds to encode.
+        steps = framing.encode_steps(reply, stepping.ITEMS_PER_STEP)
+        try:
+            next(steps)
+        except StopIteration as done:  # no long list: encoded at once, nothing to slice
+            return done.value
+        return await stepping.sliced(steps)
+    except HolsrvError as err:  # too large, or text that is not UTF-8
+        log.error("could not send a %s: %s", type(reply).__name__, err)
+        return [framing.encode(m.ErrorReply("internal", f"the daemon could not send its reply: {err}"))]
+
+
+def _answered_at_once(at_once: AtOnce | None, body: bytes, client: str) -> m.Reply | None:
+    """The reply to the request in `body` if `at_once` has it; None if it must be answered
+    (or, undecodable, refused) the ordinary way."""
+    if at_once is None:
+        return None
+    try:
+        request = framing.decode(framing.request_decoder, body)
+    except FrameError:
+        return None
+    return at_once(request, client)

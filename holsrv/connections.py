@@ -17,7 +17,7 @@ import socket
 import struct
 import time
 
-from holsrv.connection import RECEIVE_BUFFER, Answer, Connection, Unresponsive
+from holsrv.connection import RECEIVE_BUFFER, Answer, AtOnce, Connection, Unresponsive
 from holsrv.errors import FrameError, HolsrvError, PeerRefused, ServerBusy
 from holsrv.rpc import framing
 from holsrv.rpc import messages as m
@@ -29,12 +29,15 @@ log = logging.getLogger(__name__)
 class Connections:
     """Every open connection, by the task serving it; `serve` is the server's callback for a new one.
 
-    `answer` answers a request; `stopping` set: each ends after the reply it is working on.
+    `answer` answers a request (`at_once` first, if given: a reply with nothing awaited, or None);
+    `stopping` set: each ends after the reply it is working on.
     """
 
-    def __init__(self, settings: Settings, answer: Answer, stopping: asyncio.Event) -> None:
+    def __init__(self, settings: Settings, answer: Answer, stopping: asyncio.Event,
+                 at_once: AtOnce | None = None) -> None:
         self.settings = settings
         self._answer = answer
+        self._at_once = at_once
         self._stopping = stopping
         self._tasks: set[asyncio.Task] = set()  # every connection's, until it ends
         self._open: dict[asyncio.Task, Connection] = {}  # less those closed to make room
@@ -55,7 +58,8 @@ class Connections:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
-        conn = self._open[task] = Connection(reader, writer, self.settings, self._frames, self._stopping)
+        conn = self._open[task] = Connection(reader, writer, self.settings, self._frames, self._stopping,
+                                             self._at_once)
         try:
             if await self._admitted(task, conn):
                 await conn.converse(self._answer)
@@ -141,8 +145,9 @@ class Connections:
         """Keep the newcomer's process within its idle connections, closing its own oldest idle one."""
         if conn.peer is None:
             return
+        now = time.monotonic()
         idle = sum(
-            1 for t, c in self._open.items() if t is not newcomer and c.peer == conn.peer and c.idle_since is not None
+            1 for t, c in self._open.items() if t is not newcomer and c.peer == conn.peer and _closable_idle(c, now)
         )
         if idle >= self.settings.max_idle_per_peer:
             self._close_oldest_idle(newcomer, peer=conn.peer)
@@ -150,13 +155,17 @@ class Connections:
     def _close_oldest_idle(self, newcomer: asyncio.Task, peer: int | None = None) -> bool:
         """Close the connection idle longest (of process `peer`, if given), with a frame saying
         why, to make room; False if none is idle."""
+        # A process's own limit spares its connections in use a moment ago; the daemon's
+        # takes any idle one rather than refuse the newcomer.
+        now, grace = time.monotonic(), peer is not None
         idle = [
             (c.idle_since, t) for t, c in self._open.items()
             if t is not newcomer and c.idle_since is not None and (peer is None or c.peer == peer)
+            and (not grace or _closable_idle(c, now))
         ]
         if not idle:
             return False
-        since, task = min(idle, key=lambda pair: pair[0])
+        since, task = min(idle, key=lambda pair: pair[0] or 0.0)
         conn = self._open.pop(task)
         limit = (
             f"{self.settings.max_idle_per_peer} idle connections per client process" if peer is not None
@@ -171,6 +180,13 @@ class Connections:
             conn.writer.write(framing.encode(m.ErrorReply("connection_closed", message)))
         conn.writer.close()  # its task then sees the end of the stream and ends
         return True
+
+
+def _closable_idle(conn: Connection, now: float) -> bool:
+    """Idle, and so closable to make room for a newcomer of its own process: waiting for its next
+    request for `idle_grace_s` or more.  A client busy on many connections at once leaves each idle
+    for a moment between a reply and its next request (or its welcome and its first): that one is in use."""
+    return conn.idle_since is not None and now - conn.idle_since >= conn.settings.idle_grace_s
 
 
 def _peer_credentials(writer: asyncio.StreamWriter) -> tuple[int, int] | None:

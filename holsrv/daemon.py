@@ -30,6 +30,7 @@ from holsrv.connections import Connections
 from holsrv.dispatch import Dispatch
 from holsrv.errors import AlreadyRunning, DaemonStopping
 from holsrv.pool import Pool, wait_all
+from holsrv.prefetch import Prefetches
 from holsrv.rpc import messages as m
 from holsrv.rpc import paths
 from holsrv.settings import Settings
@@ -53,12 +54,13 @@ class Daemon:
         self._listener = listener
         self.pool = Pool(settings)
         self.cache = AnswerCache(settings.cache_entries)
-        self.answers = Context(self.pool, self.cache, settings, files.Reader(vouch=self.pool.scriptwatch.vouch))
+        self.answers = Context(self.pool, self.cache, settings, files.Reader(vouch=self.pool.scriptwatch.vouch),
+                               prefetches=Prefetches(settings.prefetch_per_pass))
         self.started = time.monotonic()
         self.stopping = asyncio.Event()
         self.dispatch = Dispatch(self.answers, self.stopping, self.started)
         self._server: asyncio.AbstractServer | None = None
-        self.connections = Connections(settings, self.dispatch.answer, self.stopping)
+        self.connections = Connections(settings, self.dispatch.answer, self.stopping, self.dispatch.at_once)
         self._force = asyncio.Event()  # a second signal: stop at once
         self._lock_fd: int | None = None
         self._socket_id: tuple[int, int] | None = None  # (device, inode) of the socket we bound
@@ -235,6 +237,7 @@ class Daemon:
             self._cut_short(budget / 2)
         duties = [d for d in (self._watch, self._idle) if d is not None and d is not asyncio.current_task()]
         await asyncio.gather(*self.connections.tasks, *duties, self.dispatch.close(budget / 4), return_exceptions=True)
+        await self.answers.prefetches.close()
         await self.pool.close(max(0.0, deadline - loop.time()), self._force)
         with contextlib.suppress(OSError):
             info = os.lstat(self.settings.socket)

@@ -19,7 +19,20 @@ from typing import assert_never
 import msgspec
 
 from holsrv import __version__, files
-from holsrv.answers import common, control, diagnostics, goalbatch, goals, holmake, logs, lookups, search, trials, uses
+from holsrv.answers import (
+    cached,
+    common,
+    control,
+    diagnostics,
+    goalbatch,
+    goals,
+    holmake,
+    logs,
+    lookups,
+    search,
+    trials,
+    uses,
+)
 from holsrv.answers.common import Context, Report
 from holsrv.errors import HolsrvError
 from holsrv.jobs import Deferrable, Job, Jobs, Stop
@@ -64,6 +77,20 @@ class Dispatch:
         except Exception as err:
             log.exception("internal error answering %.*r", LOGGED_CHARS, request)
             return m.ErrorReply("internal", f"internal error in the daemon: {err!r}; see the daemon log")
+
+    def at_once(self, request: m.Request, client: str) -> m.Reply | None:
+        """The reply to `request` if it can be given with nothing awaited (a cached answer,
+        see `cached`); None if it needs `answer`, which also says what is wrong with it."""
+        try:
+            limits.check_request(request)
+            common.check_expect_hash(getattr(request, "expect_hash", ""))
+            return cached.answer(self.answers, request, client)
+        except HolsrvError:
+            return None
+        except Exception:
+            log.exception("internal error in the fast path for %.*r; answering it the ordinary way",
+                          LOGGED_CHARS, request)
+            return None
 
     async def dispatch(self, request: m.Request, client: str, report: Report | None = None) -> m.Reply:
         ctx = self.answers

@@ -234,8 +234,9 @@ class Reader:
         """The script at `file` as it is now; raises as `read` does."""
         return stepping.run(self.read_steps(file))
 
-    def read_steps(self, file: str) -> stepping.Steps[Script]:
-        """`read` in steps (see `read_steps`)."""
+    def unchanged(self, file: str) -> Script | None:
+        """The `Script` last read through `file` if its stat says it is unchanged, at the cost
+        of that one `os.stat`; None when it must be read (never read here)."""
         seen = self._seen.get(file)
         if seen is not None and seen.settled and _identity(file) == seen.identity:
             self._seen.move_to_end(file)
@@ -244,6 +245,14 @@ class Reader:
         if vouched is not None and vouched.identity == _identity(file):
             self._remember(file, _Seen(vouched.identity, vouched.script, settled=False))
             return vouched.script
+        return None
+
+    def read_steps(self, file: str) -> stepping.Steps[Script]:
+        """`read` in steps (see `read_steps`)."""
+        known = self.unchanged(file)
+        if known is not None:
+            return known
+        seen = self._seen.get(file)
         now = self._clock_ns()
         # Taken before reading: a change during the read then shows next time.
         identity = _identity(file)

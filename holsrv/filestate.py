@@ -58,6 +58,7 @@ class FileState:
     slowest_s: float = 0.0
     finished: int = 0
     events: int = 0  # notifications about this file so far
+    publishes: int = 0  # of which publishDiagnostics
     # First line (0-based) whose proofs the last edit made HOL check again;
     # proofs above it, or everywhere for an edit inside one proof body, keep
     # their running checks (PROTOCOL.md §10.6).
@@ -138,6 +139,7 @@ class FileState:
 
     def _diagnostics(self, params: dict, now: float) -> None:
         self.diagnostics = list(params.get("diagnostics", []))
+        self.publishes += 1
 
     def _proof_states(self, params: dict | ProofStates, now: float) -> stepping.Steps[None]:
         raw = params.states if isinstance(params, ProofStates) else params.get("states", [])

@@ -151,13 +151,14 @@ class Session:
         """What status shows: the process's life, or, once running, what the file is doing."""
         return sessionstatus.state_name(self.server, self.file, self.data is not None)
 
-    def cache_key(self, *question: Hashable) -> tuple:
+    def cache_key(self, *question: Hashable, diagnostics: bool = True) -> tuple:
         """What a cached answer depends on: the server, and everything it has said.
 
         Anything the server says later (a failure moved to its step, an extra
-        pass) makes a new answer, so its count of notifications is in the key.
+        pass) makes a new answer, so its count of notifications is in the key
+        (without its diagnostics if `diagnostics` is False: see `goals.cache_key`).
         """
-        return (self.id, self._epoch, self.file.events, *question)
+        return (self.id, self._epoch, self.file.events - (0 if diagnostics else self.file.publishes), *question)
 
     def snapshot(self, now: float, restarts: int) -> m.SessionStatus:
         """This server as `status` shows it."""

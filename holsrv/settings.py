@@ -104,6 +104,9 @@ class Settings:
     # offered (PROTOCOL.md §4.4); tests offer only utf-16 to cover that path.
     position_encodings: tuple[str, ...] = ("utf-8", "utf-16")
     cache_entries: int = 4096
+    # Proofs of one text whose failing step's goal state is asked for in the
+    # background once its verdict settles, so the agent's next call is a hit; 0: none.
+    prefetch_per_pass: int = 3
     # Clients of the daemon socket: connections open at once (over it, the
     # oldest idle one is closed to make room); deadlines for a new
     # connection's hello, for the rest of a frame once its first byte came,
@@ -113,6 +116,10 @@ class Settings:
     # Idle connections one client process may keep: past it, its own oldest
     # idle one makes room, so one process cannot fill the daemon with them.
     max_idle_per_peer: int = 16
+    # A connection counts as idle for max_idle_per_peer only once it has waited
+    # this long for its next request: between a reply and the next request, or
+    # a welcome and the first, a busy client's connection is in use.
+    idle_grace_s: float = 2.0
     hello_timeout_s: float = 10.0
     frame_timeout_s: float = 10.0
     send_timeout_s: float = 10.0

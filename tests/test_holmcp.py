@@ -300,6 +300,25 @@ async def test_a_call_the_daemon_says_nothing_about_still_reports_progress_every
 
 
 @pytest.mark.asyncio
+async def test_a_heartbeat_is_reported_every_few_seconds_while_a_call_waits(monkeypatch):
+    from holmcp import progress
+
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.05)
+    sent: list[str] = []
+    beaten = asyncio.Event()
+
+    async def report(progress, total, message):
+        sent.append(message)
+        if len(sent) == 2:
+            beaten.set()
+
+    relay = ProgressRelay(report)
+    async with relay.heartbeat():
+        await asyncio.wait_for(beaten.wait(), 30)  # two beats, each once the one before was 0.05 s old
+    assert all(m.startswith("waiting for the daemon") for m in sent)
+
+
+@pytest.mark.asyncio
 async def test_settings_the_daemon_does_not_share_are_a_warning_in_text_and_structured_content(
     short_tmp, write_script, monkeypatch
 ):

@@ -125,7 +125,8 @@ _HOG = textwrap.dedent("""
 
 
 def test_one_processs_idle_connections_cannot_push_out_anothers(daemon_factory):
-    daemon = daemon_factory(max_connections=8, max_idle_per_peer=3)
+    # No grace: the hog's connections, never asked anything, are idle at once.
+    daemon = daemon_factory(max_connections=8, max_idle_per_peer=3, idle_grace_s=0)
     mine = [_open_hello(daemon) for _ in range(2)]
     try:
         with subprocess.Popen(
@@ -145,6 +146,44 @@ def test_one_processs_idle_connections_cannot_push_out_anothers(daemon_factory):
     finally:
         for sock in mine:
             sock.close()
+
+
+# Opens N connections, each with its hello, and asks `status` on each; then opens N more and asks on
+# all of them: prints what each of the last round got back.
+_MANY = _HOG.replace("print(\"opened\", flush=True)\nsys.stdin.read()  # hold them until the test is done", """
+def ask(socks):
+    got = []
+    for s in socks:
+        try:
+            s.sendall(framing.encode(m.Status()))
+            reply = framing.decode(framing.reply_decoder, framing.recv_body(s))
+            got.append(reply.code if isinstance(reply, m.ErrorReply) else type(reply).__name__)
+        except OSError as err:
+            got.append(type(err).__name__)
+    return got
+ask(socks)
+for _ in range(int(sys.argv[2])):
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(15)
+    s.connect(sys.argv[1])
+    s.sendall(framing.encode(m.Hello(m.PROTOCOL_VERSION, "many")))
+    framing.recv_body(s)
+    socks.append(s)
+print(" ".join(ask(socks)), flush=True)
+""")
+
+
+def test_a_process_busy_on_many_connections_at_once_has_each_answered(daemon_factory):
+    # Past its idle allowance, but each connection waited for its next request only a moment: none is idle.
+    daemon = daemon_factory(max_idle_per_peer=3, idle_grace_s=60)
+    with subprocess.Popen(
+        [sys.executable, "-c", _MANY, str(daemon.socket), "10", *sys.path], stdout=subprocess.PIPE, text=True,
+    ) as many:
+        try:
+            assert many.stdout is not None
+            assert many.stdout.readline().split() == ["StatusResult"] * 20
+        finally:
+            many.kill()
 
 
 @pytest.mark.asyncio

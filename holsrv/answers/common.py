@@ -19,6 +19,7 @@ from holsrv.answers.scope import Ancestries
 from holsrv.cache import AnswerCache
 from holsrv.errors import BadRequest, HolsrvError, Starting
 from holsrv.pool import Lease, Pool
+from holsrv.prefetch import Prefetches
 from holsrv.rpc import limits
 from holsrv.rpc import messages as m
 from holsrv.session import Session
@@ -37,6 +38,7 @@ class Context:
     settings: Settings
     scripts: files.Reader = field(default_factory=files.Reader)  # one stat when a file is unchanged
     ancestries: Ancestries = field(default_factory=Ancestries)  # what each server says the ancestors are
+    prefetches: Prefetches = field(default_factory=lambda: Prefetches(0))  # goal states asked ahead
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -210,15 +212,21 @@ async def stamp(ctx: Context, request: m.Request, reply: m.Reply) -> m.Reply:
         now = await read(ctx, request.file)  # one stat when the file is unchanged
     except HolsrvError as err:
         now = err
+    return stamped(ctx, request, reply, now)
+
+
+def stamped(ctx: Context, request: m.Request, reply: m.Reply, now: files.Script | HolsrvError) -> m.Reply:
+    """`stamp` with the file as it is `now` already read."""
     session = ctx.pool.sessions.get(now.path) if isinstance(now, files.Script) else None
     about = getattr(reply, "content_hash", "") or (now.hash if isinstance(now, files.Script) else "")
-    age = reply.freshness.age_s if reply.freshness is not None else 0.0
-    fresh = freshness(ctx, now, about, settled=_settled(reply, session), age_s=age,
+    before = getattr(reply, "freshness", None)
+    age = before.age_s if before is not None else 0.0
+    fresh = freshness(ctx, now, about, settled=answer_settled(reply, session), age_s=age,
                             expect_hash=getattr(request, "expect_hash", ""))
     return replace(reply, freshness=fresh)  # a copy: the reply may be the very object the cache holds
 
 
-def _settled(reply: m.Reply, session: Session | None) -> bool:
+def answer_settled(reply: m.Reply, session: Session | None) -> bool:
     """Whether asking again (with nothing changed) could say more."""
     match reply:
         case m.DiagnosticsResult():

@@ -7,6 +7,7 @@ import contextlib
 from pathlib import Path
 
 from holsrv import ancestors, files, looping, outstanding, stepping, verdict
+from holsrv.answers import goals
 from holsrv.answers.common import Context, Report, check_expect_hash, note, opened, read, replace, starting_message
 from holsrv.files import Script, content_hash
 from holsrv.lsp import hol
@@ -47,7 +48,12 @@ async def answer(ctx: Context, req: m.Diagnostics, client: str, report: Report |
         result = await _result(ctx, src, lease, stale, ctx.clock() - started)
         session.last_verdict = result.verdict
         if result.complete:
-            ctx.cache.put(session.cache_key("diagnostics", result.content_hash, tuple(stale)), result)
+            def keep() -> None:
+                ctx.cache.put(session.cache_key("diagnostics", result.content_hash, tuple(stale)), result)
+
+            keep()
+            if result.content_hash == src.hash:
+                goals.ask_ahead(ctx, session, src, result, keep)  # the goal states an agent asks for next
         return result
 
 

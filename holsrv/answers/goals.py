@@ -10,8 +10,11 @@ at the end of the proof.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from holsrv import script, textinfo
 from holsrv.answers.common import (
+    NO_SERVER,
     Context,
     blocked_message,
     note,
@@ -24,13 +27,14 @@ from holsrv.answers.common import (
 from holsrv.answers.goalagreement import QED_NOTE, agreeing
 from holsrv.answers.goalcolumns import Where, where_to_ask
 from holsrv.files import Script, content_hash
-from holsrv.lsp import hol, replies
+from holsrv.lsp import hol, quirks, replies
 from holsrv.pool import Lease
 from holsrv.positions import Text
 from holsrv.rpc import messages as m
 from holsrv.session import Session
 
 Reply = replies.GoalState | replies.Pending | None
+Gate = Callable[[], Awaitable[None]]
 
 _COMPILING = (
     "The file is still compiling, so there is no goal state yet. Ask again in a few seconds "
@@ -62,19 +66,48 @@ async def at_position(
     line, column = position
     session = lease.session
     text.to_lsp(line, column or 1, "utf-8")  # and again for the text synced, if it changed
-    base = m.GoalStateResult(
-        file=str(src.path), content_hash=src.hash, line=line, column=column, state="", message="",
-        server=note(lease), line_text=text.lines[line - 1] if column is None else "",
-    )
+    base = base_of(src, line, column, note(lease))
     if session.starting:
         return replace(base, state="starting", message=starting_message(session, ctx.clock()))
-    key = session.cache_key("goalState", src.hash, line, column)
+    key = cache_key(session, src.hash, line, column)
     cached = ctx.cache.get(key)
     if cached is not None:
         age = m.Freshness(cached.content_hash, age_s=ctx.cache.age(key))  # the rest: `stamp`
         return replace(cached, cached=True, server=note(lease), freshness=age)
-    where = where_to_ask(src.text, text.lines, line, column)
-    asked = await _walks(ctx, session, text, line, where, deadline)
+    return await answered(ctx, session, src, base, deadline)
+
+
+def cache_key(session: Session, content: str, line: int, column: int | None) -> tuple:
+    """Where a goal state of `content` at (line, column) is cached.  The diagnostics HOL publishes
+    once the compile is done (a failure moved to its step, a walk's own failure) change no goal
+    state, so they are not in it: asking at a failing step is then cached like anywhere else."""
+    return session.cache_key("goalState", content, line, column, diagnostics=False)
+
+
+def base_of(src: Script, line: int, column: int | None, server: m.ServerNote) -> m.GoalStateResult:
+    """The answer about `src` at (line, column) before HOL has said anything."""
+    text = textinfo.of(src.text).lines  # split once per text, not per call
+    return m.GoalStateResult(
+        file=str(src.path), content_hash=src.hash, line=line, column=column, state="", message="",
+        server=server, line_text=text.lines[line - 1] if column is None else "",
+    )
+
+
+async def answered(
+    ctx: Context, session: Session, src: Script, base: m.GoalStateResult, deadline: float, *, ahead: bool = False
+) -> m.GoalStateResult:
+    """HOL's answer at `base`'s position of `src` (synced to `session`), put in the cache if settled.
+    `ahead`: asked by no call (see `prefetch`); a call's own walks go first."""
+    key = cache_key(session, src.hash, base.line, base.column)
+    text = textinfo.of(src.text).lines
+    text.to_lsp(base.line, base.column or 1, "utf-8")  # and again for the text synced, if it changed
+    where = where_to_ask(src.text, text.lines, base.line, base.column)
+    if ahead:
+        asked = await _walks(ctx, session, text, base.line, where, deadline,
+                             gate=lambda: ctx.prefetches.turn(session, src.hash))
+    else:
+        async with ctx.prefetches.real(session):
+            asked = await _walks(ctx, session, text, base.line, where, deadline)
     result = _result(base, asked[0], asked[-1], text, session, where)
     if session.data != src.data:
         # Another call synced a newer text while this one waited.
@@ -89,14 +122,49 @@ async def at_position(
     return result
 
 
-async def _walks(ctx: Context, session: Session, text: Text, line: int, where: Where, deadline: float) -> list[Reply]:
-    """HOL's answers at `where`'s columns of `line`; a failed walk's error is noted as not the text's."""
+def ask_ahead(
+    ctx: Context, session: Session, src: Script, verdict: m.DiagnosticsResult, keep: Callable[[], None]
+) -> None:
+    """After a settled verdict on `src`: ask in the background for the goal states at the
+    failures it has located on their failing steps, as an agent asks next (see `prefetch`).
+    `keep` caches the verdict again: a failed walk's diagnostic is news to the cache's key,
+    but says nothing the verdict does not (it leaves walks out), so it still holds."""
+    failures = [(d.range.line, d.range.col) for d in verdict.diagnostics
+                if quirks.is_proof_failure(d.message) and not d.note]  # a note: not on its step yet
+    questions = ctx.prefetches.plan(session, src.hash, failures)
+    said = _said_but_walks(session)
+
+    async def ask(line: int, column: int | None) -> None:
+        if cache_key(session, src.hash, line, column) not in ctx.cache:  # a call asked already
+            base = base_of(src, line, column, NO_SERVER)
+            await answered(ctx, session, src, base, ctx.clock() + ctx.settings.request_timeout_s, ahead=True)
+            if _said_but_walks(session) == said:
+                keep()
+
+    ctx.prefetches.start(session, src.hash, questions, ask)
+
+
+def _said_but_walks(session: Session) -> tuple[int, list[dict]]:
+    """What the server has said of the file but its walks' own diagnostics: the count of its other
+    notifications, and its diagnostics less the walks' failures."""
+    walks = set(session.walk_errors)
+    file = session.file
+    return (file.events - file.publishes,
+            [d for d in file.diagnostics if str(d.get("message", "")).rstrip() not in walks])
+
+
+async def _walks(
+    ctx: Context, session: Session, text: Text, line: int, where: Where, deadline: float, gate: Gate | None = None
+) -> list[Reply]:
+    """HOL's answers at `where`'s columns of `line`; a failed walk's error is noted as not the text's.
+    `gate` is awaited before each walk (a prefetch's: see `prefetch`)."""
     # One walk per position; HOL runs them one at a time, so ask in turn.
     # Before first: the later walk then starts from the state HOL kept.
-    asked = [
-        await _ask(ctx, session, text.to_lsp(line, column, session.encoding), deadline)
-        for column in ([where.before] if where.before else []) + [where.after]
-    ]
+    asked = []
+    for column in ([where.before] if where.before else []) + [where.after]:
+        if gate is not None:
+            await gate()
+        asked.append(await _ask(ctx, session, text.to_lsp(line, column, session.encoding), deadline))
     for error in dict.fromkeys(r.error.rstrip() for r in asked if isinstance(r, replies.GoalState) and r.error):
         session.walk_errors.append(error)
     return asked

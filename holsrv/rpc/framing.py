@@ -81,8 +81,11 @@ def encode_steps(message: msgspec.Struct, per_step: int) -> Generator[None, None
     than `per_step` items (a diagnostics answer's 30,000 proofs, 1 MB and some
     3 ms to encode) is encoded `per_step` items a step.  NotUtf8 and
     FrameError as `encode`."""
-    values = {name: getattr(message, name) for name in message.__struct_fields__}
-    long = {name: value for name, value in values.items() if isinstance(value, list) and len(value) > per_step}
+    long = {}
+    for name in message.__struct_fields__:  # a loop, not a dict of every field: most replies have no long list
+        value = getattr(message, name)
+        if isinstance(value, list) and len(value) > per_step:
+            long[name] = value
     if not long:
         return [encode(message)]
     standins = {name: [_PLACEHOLDER % number] for number, name in enumerate(long)}
