@@ -505,7 +505,9 @@ def test_an_ancestor_rebuilt_after_the_server_started_marks_answers_until_a_rest
     assert not any(w.startswith(("REBUILT", "STALE")) for w in after.warnings)
 
 
-def test_a_goal_state_walk_past_a_failing_step_leaves_the_next_verdict_unchanged(daemon, write_script):
+def test_a_goal_state_walk_past_a_failing_step_leaves_the_next_verdict_unchanged(daemon_factory, write_script):
+    # Nothing asked ahead: a prefetch finishing after the walk below would cache the verdict again.
+    daemon = daemon_factory(prefetch_per_pass=0)
     text = GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", 'rpt strip_tac >> FAIL_TAC "nope"')
     path = write_script(text)
     before = daemon.call(m.Diagnostics(str(path), wait=20))
