@@ -19,6 +19,8 @@ import select
 import time
 from collections.abc import Awaitable, Callable
 
+import msgspec
+
 from holsrv import __version__, stepping
 from holsrv.answers.common import Report
 from holsrv.errors import DaemonStopping, FrameError, HolsrvError, ProtocolMismatch
@@ -51,6 +53,9 @@ _HELLO_EXPECTED = (
 
 # What answers a request: the dispatch table's `answer`.
 Answer = Callable[[m.Request, str, Report | None], Awaitable[m.Reply]]
+# What serves a connection an editor attached (`holctl lsp`) until it ends.
+Attach = Callable[["Connection", str, m.EditorAttach], Awaitable[None]]
+_attach_decoder = msgspec.msgpack.Decoder(m.EditorAttach)
 
 
 class Unresponsive(ConnectionError):
@@ -64,11 +69,12 @@ class Connection:
     """
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, settings: Settings,
-                 frames: framing.Budget, stopping: asyncio.Event) -> None:
+                 frames: framing.Budget, stopping: asyncio.Event, attach: Attach | None = None) -> None:
         self.reader = reader
         self.writer = writer
         self.settings = settings
-        self._frames = frames
+        self.frames = self._frames = frames
+        self._attach = attach
         self._stopping = stopping
         # monotonic time since which it waits for a frame; None while a request is answered
         self.idle_since: float | None = time.monotonic()
@@ -189,6 +195,11 @@ class Connection:
                 if body is None:
                     return
                 self.idle_since = None
+                if self._attach is not None and (attach := _editor_attach(body)) is not None:
+                    # From here on the connection is the editor's channel, both ways.
+                    ahead = None
+                    await self._attach(self, client, attach)
+                    return
                 # A yield, so one connection pipelining a burst of requests whose
                 # answers are ready (cached) cannot keep every other one waiting.
                 await asyncio.sleep(0)
@@ -256,6 +267,14 @@ class Connection:
             await self.send(progress)
 
         return report
+
+
+def _editor_attach(body: bytes) -> m.EditorAttach | None:
+    """The request in `body` if it is an `EditorAttach`."""
+    try:
+        return _attach_decoder.decode(body)
+    except msgspec.DecodeError:
+        return None
 
 
 def _mismatch(hello: m.Hello) -> str:

@@ -17,7 +17,7 @@ import socket
 import struct
 import time
 
-from holsrv.connection import RECEIVE_BUFFER, Answer, Connection, Unresponsive
+from holsrv.connection import RECEIVE_BUFFER, Answer, Attach, Connection, Unresponsive
 from holsrv.errors import FrameError, HolsrvError, PeerRefused, ServerBusy
 from holsrv.rpc import framing
 from holsrv.rpc import messages as m
@@ -32,9 +32,12 @@ class Connections:
     `answer` answers a request; `stopping` set: each ends after the reply it is working on.
     """
 
-    def __init__(self, settings: Settings, answer: Answer, stopping: asyncio.Event) -> None:
+    def __init__(
+        self, settings: Settings, answer: Answer, stopping: asyncio.Event, attach: Attach | None = None
+    ) -> None:
         self.settings = settings
         self._answer = answer
+        self._attach = attach  # serves an editor's channel (`holctl lsp`)
         self._stopping = stopping
         self._tasks: set[asyncio.Task] = set()  # every connection's, until it ends
         self._open: dict[asyncio.Task, Connection] = {}  # less those closed to make room
@@ -55,7 +58,8 @@ class Connections:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
-        conn = self._open[task] = Connection(reader, writer, self.settings, self._frames, self._stopping)
+        conn = self._open[task] = Connection(
+            reader, writer, self.settings, self._frames, self._stopping, self._attach)
         try:
             if await self._admitted(task, conn):
                 await conn.converse(self._answer)

@@ -16,9 +16,9 @@ import time
 from typing import assert_never
 
 from holsrv import __version__
-from holsrv.answers import common, control, diagnostics, goals, holmake, logs, lookups, search, trials
+from holsrv.answers import common, control, diagnostics, editors, goals, holmake, logs, lookups, search, trials
 from holsrv.answers.common import Context, Report
-from holsrv.errors import HolsrvError
+from holsrv.errors import BadRequest, HolsrvError
 from holsrv.rpc import limits
 from holsrv.rpc import messages as m
 
@@ -97,6 +97,8 @@ class Dispatch:
                 return await trials.goal_diff(ctx, request, client)
             case m.Logs():
                 return await logs.logs(ctx, request)
+            case m.EditorAttach():  # the connection serves it (it needs the stream): only an editor's first frame
+                raise BadRequest("editorAttach must be the first request of a connection: `holctl lsp` sends it")
             case _:
                 assert_never(request)
 
@@ -111,7 +113,7 @@ class Dispatch:
             uptime_s=round(time.monotonic() - self.started, 1),
             socket=str(self.settings.socket),
             max_servers=self.settings.max_servers,
-            sessions=self.pool.status_rows(now),
+            sessions=await editors.marked(self.answers, self.pool.status_rows(now)),
             cache_hits=self.cache.hits,
             cache_misses=self.cache.misses,
             settings=[m.SettingSource(name, value, source) for name, value, source in self.settings.effective()],
@@ -121,4 +123,5 @@ class Dispatch:
             max_heap_mb=self.settings.max_heap_mb,
             usual_footprint_mb=round(self.pool.admission.expected_mb(self.settings.max_heap_mb), 1),
             servers_fit=self.pool.admission.fit(self.pool.live(), self.settings.max_heap_mb),
+            editors=await editors.status(self.answers),
         )

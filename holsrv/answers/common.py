@@ -16,6 +16,7 @@ import msgspec
 
 from holsrv import files, stepping, textinfo
 from holsrv.cache import AnswerCache
+from holsrv.editorbuffers import EditorBuffers
 from holsrv.errors import BadRequest, HolsrvError, Starting
 from holsrv.pool import Lease, Pool
 from holsrv.rpc import messages as m
@@ -34,6 +35,7 @@ class Context:
     cache: AnswerCache
     settings: Settings
     scripts: files.Reader = field(default_factory=files.Reader)  # one stat when a file is unchanged
+    editors: EditorBuffers = field(default_factory=EditorBuffers)  # files an editor holds (`holctl lsp`)
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -51,7 +53,9 @@ async def opened(
     `check` refuses a request that does not fit the text on disk (a line past
     the end) before a server is started only to refuse it.  If the server is
     still starting when the wait runs out, raise `Starting`, unless
-    `tolerate_start`: then yield unsynced and let the caller say so.
+    `tolerate_start`: then yield unsynced and let the caller say so.  While an
+    editor holds the file, its buffer is the text synced and yielded: the
+    disk's is never sent over it.
     """
     script = await read(ctx, file)  # bad input fails here, before any HOL starts
     if check is not None:
@@ -65,6 +69,7 @@ async def opened(
             if await session.wait_started(ctx.settings.start_wait_s if wait is None else wait):
                 if lease.start != "warm":
                     script = await read(ctx, file)  # the start took a while: the newest text wins
+                script = ctx.editors.buffer_for(script)
                 # Shielded: a caller that hangs up mid-sync (its call is then
                 # cancelled) must not leave the server's text half-recorded.
                 await asyncio.shield(session.sync(script.data, script.text, script.hash))
@@ -178,6 +183,8 @@ def freshness(
     reasons: list[str] = []
     if isinstance(now, HolsrvError):
         reasons.append(f"file changed since: it can no longer be read ({now})")
+    elif unsaved := ctx.editors.unsaved_reason(now, about):
+        reasons += [unsaved, *ctx.pool.stale_reasons(now.path)]
     else:
         if expect_hash and not now.hash.startswith(expect_hash):
             reasons.append(

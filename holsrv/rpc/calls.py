@@ -19,6 +19,7 @@ from holsrv.rpc.messages import (
     Definition,
     Diagnostics,
     DocumentSymbol,
+    EditorAttach,
     ErrorReply,
     Eval,
     GoalDiff,
@@ -126,6 +127,8 @@ def reply_timeout(request: Request, welcome: Welcome) -> float:
             spent = lsp + start
         case Status() | Shutdown() | Logs():
             spent = 0.0  # answered at once, from the daemon's own state
+        case EditorAttach():
+            spent = start  # its first frame says the channel is open; what follows has no end
         case Search():
             # A lookup, then (for an empty answer) HOL parsing the pattern alone.
             waits = start + lookup if request.wait is None else 2 * limits.bounded(request.wait)

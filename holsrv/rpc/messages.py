@@ -237,6 +237,13 @@ class Logs(RequestBase, tag="logs"):
     lines: int = 200
 
 
+class EditorAttach(RequestBase, tag="editorAttach"):
+    """Turn this connection into one editor's channel (`holctl lsp`): from here on
+    its frames are `holsrv.rpc.editor`'s, both ways, until it closes."""
+
+    editor: str = ""  # the editor's name, as its LSP client gave it (for status)
+
+
 Request = Union[
     Diagnostics,
     GoalState,
@@ -257,6 +264,7 @@ Request = Union[
     Try,
     GoalDiff,
     Logs,
+    EditorAttach,
 ]
 
 # -- pieces of replies ------------------------------------------------------
@@ -414,6 +422,19 @@ class SessionStatus(Struct):
     replacing_since_s: float | None = None
     replacement_pid: int | None = None
     peak_mb: float | None = None  # the largest footprint sampled, MB
+    # The editor (`holctl lsp`) that has this file open, "" when none, and whether
+    # its buffer differs from the disk (agents' answers are then about the buffer).
+    editor: str = ""
+    editor_unsaved: bool = False
+
+
+class EditorClient(Struct):
+    """One editor attached through `holctl lsp`, as `status` lists it beside the agents."""
+
+    name: str
+    documents: list[str] = []  # the files it has open
+    unsaved: list[str] = []  # those whose buffer differs from the disk
+    dropped: int = 0  # progress notifications dropped because it read too slowly
 
 
 class Freshness(Struct, omit_defaults=False):
@@ -625,6 +646,7 @@ class StatusResult(ReplyBase, tag="status"):
     max_heap_mb: int = 0
     usual_footprint_mb: float = 0.0
     servers_fit: int = 0
+    editors: list[EditorClient] = []  # the editors attached through `holctl lsp`
 
 
 class Progress(ReplyBase, tag="progress"):

@@ -1,0 +1,220 @@
+"""`holctl lsp` driven by a real LSP client (pytest-lsp, pygls's), on a daemon whose servers are the fake HOL.
+
+The editor and the agents share one server per file: the editor's buffer
+is what the server checks while it is open, agents' answers say when that
+differs from the disk, and an editor that closes, saves or vanishes gives
+the disk back its place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient
+
+from holsrv.errors import HolsrvError
+from holsrv.files import content_hash
+from holsrv.rpc import messages as m
+from tests.conftest import FAILING_SCRIPT, GOOD_SCRIPT
+
+DEADLINE_S = 60.0  # generous: the machine is shared, and each wait ends as soon as its event comes
+UNSAVED = "an editor has unsaved changes to this file"
+
+
+async def editor(daemon, **capabilities) -> LanguageClient:
+    """`holctl lsp` on `daemon`'s socket, with a pygls client initialized against it."""
+    config = ClientServerConfig(
+        server_command=[sys.executable, "-m", "holctl", "--socket", str(daemon.socket), "--no-start", "lsp"],
+        server_env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+    )
+    client = await config.start()
+    await client.initialize_session(types.InitializeParams(
+        capabilities=types.ClientCapabilities(
+            window=types.WindowClientCapabilities(work_done_progress=True),
+            general=types.GeneralClientCapabilities(position_encodings=capabilities.get("encodings")),
+        ),
+        client_info=types.ClientInfo(name="pytest-lsp"),
+    ))
+    return client
+
+
+async def until(client: LanguageClient, method: str, holds: Callable[[], bool], what: str) -> None:
+    """Wait (bounded) for notifications of `method` until `holds()`."""
+    async with asyncio.timeout(DEADLINE_S):
+        while not holds():
+            try:
+                await asyncio.wait_for(client.wait_for_notification(method), 2.0)
+            except TimeoutError:
+                pass  # look again: a notification may have come between the check and the wait
+    assert holds(), what
+
+
+def errors(client: LanguageClient, uri: str) -> list[str]:
+    return [d.message for d in client.diagnostics.get(uri, []) if d.severity == types.DiagnosticSeverity.Error]
+
+
+def open_doc(client: LanguageClient, path: Path, text: str) -> str:
+    uri = path.as_uri()
+    client.text_document_did_open(types.DidOpenTextDocumentParams(
+        types.TextDocumentItem(uri=uri, language_id="holscript", version=1, text=text)))
+    return uri
+
+
+def edit(client: LanguageClient, uri: str, version: int, start: tuple[int, int], end: tuple[int, int], text: str):
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+        [types.TextDocumentContentChangePartial(
+            range=types.Range(types.Position(*start), types.Position(*end)), text=text)],
+    ))
+
+
+async def agent(daemon, request):
+    return await asyncio.to_thread(daemon.call, request)
+
+
+def digest(text: str) -> str:
+    return content_hash(text.encode())
+
+
+# The failing line of FAILING_SCRIPT's `wrong` proof, and GOOD_SCRIPT's second proof made to fail.
+BROKEN = GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", 'rpt strip_tac >> FAIL_TAC "nope"')
+TACTIC_LINE = GOOD_SCRIPT.splitlines().index("  rpt strip_tac >> simp[]")
+
+
+async def stop(client: LanguageClient) -> None:
+    await client.shutdown_session()
+    await client.stop()
+
+
+@pytest.mark.asyncio
+async def test_an_editor_gets_the_files_diagnostics_and_proof_states_from_the_daemons_server(daemon, write_script):
+    path = write_script(FAILING_SCRIPT)
+    client = await editor(daemon)
+    states: list = []
+    client.feature("$/proofStates")(lambda params: states.append(params))
+    try:
+        uri = open_doc(client, path, FAILING_SCRIPT)
+        await until(client, "textDocument/publishDiagnostics", lambda: any("nope" in e for e in errors(client, uri)),
+                    "the failing proof's diagnostic")
+        await until(client, "$/proofStates", lambda: bool(states), "a $/proofStates notification")
+        status = await agent(daemon, m.Status())
+        assert [s.file for s in status.sessions] == [str(path)]
+        assert status.sessions[0].editor == "pytest-lsp"
+        assert [(e.name, e.documents) for e in status.editors] == [("pytest-lsp", [str(path)])]
+    finally:
+        await stop(client)
+
+
+@pytest.mark.asyncio
+async def test_an_agent_asking_during_unsaved_edits_is_answered_about_the_buffer_and_told_so(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    client = await editor(daemon)
+    try:
+        uri = open_doc(client, path, GOOD_SCRIPT)
+        line = GOOD_SCRIPT.splitlines()[TACTIC_LINE]
+        edit(client, uri, 2, (TACTIC_LINE, line.index("simp[]")), (TACTIC_LINE, len(line)), 'FAIL_TAC "nope"')
+        await until(client, "textDocument/publishDiagnostics", lambda: any("nope" in e for e in errors(client, uri)),
+                    "the edited proof's failure, in the editor")
+        answer = await agent(daemon, m.Diagnostics(str(path), wait=30))
+        assert answer.content_hash == digest(BROKEN)
+        assert answer.verdict == "FAILED"
+        assert any(r.startswith(UNSAVED) and digest(GOOD_SCRIPT)[:12] in r for r in answer.freshness.reasons)
+        assert answer.freshness.may_be_stale
+        # The agent's call did not give the server the disk's text: the editor still sees its failure.
+        assert any("nope" in e for e in errors(client, uri))
+        status = await agent(daemon, m.Status())
+        assert len(status.sessions) == 1 and status.sessions[0].editor_unsaved
+        assert status.editors[0].unsaved == [str(path)]
+        with pytest.raises(HolsrvError) as refused:
+            await agent(daemon, m.Try(str(path), TACTIC_LINE + 1, ["simp[]"]))
+        assert refused.value.code == "editor_unsaved"
+    finally:
+        await stop(client)
+
+
+@pytest.mark.asyncio
+async def test_after_a_save_the_agent_and_the_editor_share_one_check(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    client = await editor(daemon)
+    try:
+        uri = open_doc(client, path, GOOD_SCRIPT)
+        client.text_document_did_change(types.DidChangeTextDocumentParams(
+            types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            [types.TextDocumentContentChangeWholeDocument(text=BROKEN)]))
+        path.write_text(BROKEN, encoding="utf-8")
+        client.text_document_did_save(types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(uri)))
+        await until(client, "textDocument/publishDiagnostics", lambda: any("nope" in e for e in errors(client, uri)),
+                    "the saved proof's failure")
+        answer = await agent(daemon, m.Diagnostics(str(path), wait=30))
+        assert answer.content_hash == digest(BROKEN)
+        assert not [r for r in answer.freshness.reasons if r.startswith(UNSAVED)]
+        status = await agent(daemon, m.Status())
+        assert len(status.sessions) == 1 and not status.sessions[0].editor_unsaved
+    finally:
+        await stop(client)
+
+
+@pytest.mark.asyncio
+async def test_closing_the_document_makes_the_disk_the_truth_again(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    client = await editor(daemon)
+    try:
+        uri = open_doc(client, path, BROKEN)
+        await until(client, "textDocument/publishDiagnostics", lambda: any("nope" in e for e in errors(client, uri)),
+                    "the buffer's failure")
+        client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
+        async with asyncio.timeout(DEADLINE_S):
+            while (await agent(daemon, m.Status())).editors[0].documents:
+                await asyncio.sleep(0.05)  # polling the daemon from outside: nothing to await
+        answer = await agent(daemon, m.Diagnostics(str(path), wait=30))
+        assert answer.content_hash == digest(GOOD_SCRIPT) and answer.verdict == "OK"
+        assert not answer.freshness.reasons
+        assert (await agent(daemon, m.Status())).sessions[0].editor == ""
+    finally:
+        await stop(client)
+
+
+@pytest.mark.asyncio
+async def test_the_goal_state_request_is_answered_by_the_server_as_with_hol_lsp(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    client = await editor(daemon)
+    try:
+        uri = open_doc(client, path, GOOD_SCRIPT)
+        await until(client, "textDocument/publishDiagnostics", lambda: uri in client.diagnostics, "diagnostics")
+        async with asyncio.timeout(DEADLINE_S):
+            while True:
+                state = await client.protocol.send_request_async("$/hol/goalState", {
+                    "textDocument": {"uri": uri}, "position": {"line": TACTIC_LINE, "character": 2}})
+                if getattr(state, "status", None) != "pending":
+                    break
+                await client.wait_for_notification("$/compileCompleted")
+        assert state.theorem == "conj_comm"
+        assert "q" in state.goals[0].goal
+    finally:
+        await stop(client)
+
+
+@pytest.mark.asyncio
+async def test_an_editor_that_vanishes_releases_its_documents(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    client = await editor(daemon)
+    uri = open_doc(client, path, BROKEN)
+    await until(client, "textDocument/publishDiagnostics", lambda: any("nope" in e for e in errors(client, uri)),
+                "the buffer's failure")
+    assert client._server is not None
+    os.kill(client._server.pid, signal.SIGKILL)  # the holctl lsp this test started
+    await client._server.wait()
+    await client.stop()
+    async with asyncio.timeout(DEADLINE_S):
+        while (await agent(daemon, m.Status())).editors:
+            await asyncio.sleep(0.05)  # polling the daemon from outside: nothing to await
+    answer = await agent(daemon, m.Diagnostics(str(path), wait=30))
+    assert answer.content_hash == digest(GOOD_SCRIPT) and answer.verdict == "OK"
+    assert not answer.freshness.reasons
