@@ -69,12 +69,11 @@ class Connection:
     """
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, settings: Settings,
-                 frames: framing.Budget, stopping: asyncio.Event, attach: Attach | None = None) -> None:
+                 frames: framing.Budget, stopping: asyncio.Event) -> None:
         self.reader = reader
         self.writer = writer
         self.settings = settings
         self.frames = self._frames = frames
-        self._attach = attach
         self._stopping = stopping
         # monotonic time since which it waits for a frame; None while a request is answered
         self.idle_since: float | None = time.monotonic()
@@ -84,11 +83,11 @@ class Connection:
         # client has the reply, and closing never lingers on unsent data.
         writer.transport.set_write_buffer_limits(high=0)
 
-    async def converse(self, answer: Answer) -> None:
-        """Take the hello, then answer the requests until the connection ends or breaks the framing."""
+    async def converse(self, answer: Answer, attach: Attach | None = None) -> None:
+        """Take the hello, then answer the requests (an editor's with `attach`) until the connection ends."""
         client = await self._hello()
         if client is not None:
-            await self._requests(client, answer)
+            await self._requests(client, answer, attach)
 
     def close(self) -> None:
         if self.writer.transport.get_write_buffer_size():
@@ -167,7 +166,7 @@ class Connection:
 
     # -- the requests ----------------------------------------------------------
 
-    async def _requests(self, client: str, answer: Answer) -> None:
+    async def _requests(self, client: str, answer: Answer, attach: Attach | None = None) -> None:
         """Answer the connection's requests one at a time, in order, until it ends or breaks the framing.
 
         The next frame is read while a request is answered (one frame ahead,
@@ -192,14 +191,9 @@ class Connection:
                     self.warn("dropped a connection from %s: %s", client, err)
                     await self.send(m.ErrorReply(err.code, f"{err}; the daemon closes this connection"))
                     return
-                if body is None:
+                if body is None or await _served_editor(attach, self, client, body):
                     return
                 self.idle_since = None
-                if self._attach is not None and (attach := _editor_attach(body)) is not None:
-                    # From here on the connection is the editor's channel, both ways.
-                    ahead = None
-                    await self._attach(self, client, attach)
-                    return
                 # A yield, so one connection pipelining a burst of requests whose
                 # answers are ready (cached) cannot keep every other one waiting.
                 await asyncio.sleep(0)
@@ -269,12 +263,18 @@ class Connection:
         return report
 
 
-def _editor_attach(body: bytes) -> m.EditorAttach | None:
-    """The request in `body` if it is an `EditorAttach`."""
+async def _served_editor(attach: Attach | None, conn: Connection, client: str, body: bytes) -> bool:
+    """If `body` is an `EditorAttach`, serve the editor's channel on `conn` (both ways, until it
+    ends) and say so: the connection is then over."""
+    if attach is None:
+        return False
     try:
-        return _attach_decoder.decode(body)
+        request = _attach_decoder.decode(body)
     except msgspec.DecodeError:
-        return None
+        return False
+    conn.idle_since = None  # busy for as long as the editor is attached: never closed to make room
+    await attach(conn, client, request)
+    return True
 
 
 def _mismatch(hello: m.Hello) -> str:

@@ -58,11 +58,10 @@ class Connections:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
-        conn = self._open[task] = Connection(
-            reader, writer, self.settings, self._frames, self._stopping, self._attach)
+        conn = self._open[task] = Connection(reader, writer, self.settings, self._frames, self._stopping)
         try:
             if await self._admitted(task, conn):
-                await conn.converse(self._answer)
+                await conn.converse(self._answer, self._attach)
         except Unresponsive as err:
             conn.warn("dropped a connection: %s", err)
         except (ConnectionError, asyncio.IncompleteReadError):

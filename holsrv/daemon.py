@@ -20,15 +20,16 @@ import signal
 import socket
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from holsrv import __version__
 from holsrv.answers.common import Context
 from holsrv.cache import AnswerCache
-from holsrv.connection import RECEIVE_BUFFER, Connection
+from holsrv.connection import RECEIVE_BUFFER
 from holsrv.connections import Connections
 from holsrv.dispatch import Dispatch
-from holsrv.editorchannel import EditorChannel
+from holsrv.editorchannel import serve
 from holsrv.errors import AlreadyRunning, DaemonStopping
 from holsrv.pool import Pool, wait_all
 from holsrv.rpc import messages as m
@@ -59,15 +60,12 @@ class Daemon:
         self.stopping = asyncio.Event()
         self.dispatch = Dispatch(self.answers, self.stopping, self.started)
         self._server: asyncio.AbstractServer | None = None
-        self.connections = Connections(settings, self.dispatch.answer, self.stopping, self._attach_editor)
+        self.connections = Connections(settings, self.dispatch.answer, self.stopping, partial(serve, self.answers))
         self._force = asyncio.Event()  # a second signal: stop at once
         self._lock_fd: int | None = None
         self._socket_id: tuple[int, int] | None = None  # (device, inode) of the socket we bound
         self._watch: asyncio.Task | None = None
         self._idle: asyncio.Task | None = None
-
-    async def _attach_editor(self, conn: Connection, client: str, request: m.EditorAttach) -> None:
-        await EditorChannel(conn, self.answers, request.editor or client).run()
 
     async def start(self) -> None:
         """Take the socket's lock (refusing to start beside a live daemon), bind it, start duties."""

@@ -31,6 +31,7 @@ from holsrv.fanout import PROGRESS, Outbox
 from holsrv.lsp import replies
 from holsrv.rpc import editor as e
 from holsrv.rpc import framing
+from holsrv.rpc import messages as m
 from holsrv.session import Session
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,11 @@ _json = msgspec.json.Encoder()
 INTERNAL_ERROR, REQUEST_CANCELLED = -32603, -32800
 # How long closing a document may take to give its server the disk's text back.
 RESTORE_S = 10.0
+
+
+async def serve(ctx: Context, conn: Connection, client: str, request: m.EditorAttach) -> None:
+    """Serve the editor that attached on `conn` until it goes (see `Connection.converse`)."""
+    await EditorChannel(conn, ctx, request.editor or client).run()
 
 
 class EditorChannel:

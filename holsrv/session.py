@@ -68,8 +68,7 @@ class Session:
         self.footprint: float | None = None  # MB, last sample
         self.peak: float | None = None  # MB, the largest sample
         self.last_verdict = ""  # of the last diagnostics answer, for status
-        self.messages = self._notified.messages  # HOL's window/showMessage texts, for answers
-        self.fanout = self._notified.fanout  # its notifications, to editors (`holctl lsp`)
+        self.messages, self.fanout = self._notified.messages, self._notified.fanout  # for answers; for editors
         # Errors of failed goal-state walks: HOL publishes each as a diagnostic
         # of the file until a clean walk or an edit (PROTOCOL.md §0, §11).
         self.walk_errors: deque[str] = deque(maxlen=64)

@@ -7,7 +7,7 @@ request goes as an `EditorCall` under an id of ours and comes back under
 the editor's; positions are converted between the editor's encoding and
 the server's.  HOL's configuration (`$/setConfig`) belongs to a server the
 agents share, so it is never forwarded: its settings are applied to the
-editor's view here (see `_set_config`).  When the daemon goes away the
+editor's view here (`view.View`).  When the daemon goes away the
 editor is told, and the documents are opened again on the next daemon.
 """
 
@@ -22,9 +22,11 @@ from typing import Any
 
 import msgspec
 
-from holctl.lsp import link, stdio
+from holctl.lsp import stdio
 from holctl.lsp.documents import Document, Documents
 from holctl.lsp.positions import convert
+from holctl.lsp.upstream import Upstream
+from holctl.lsp.view import View
 from holsrv.errors import HolsrvError
 from holsrv.rpc import editor as e
 from holsrv.rpc.messages import ErrorReply
@@ -47,9 +49,6 @@ RECORDED_INITIALIZE: dict[str, Any] = {
 }
 # JSON-RPC codes of the answers given here.
 INVALID_REQUEST, INTERNAL_ERROR, CONTENT_MODIFIED = -32600, -32603, -32801
-# Reconnecting after the daemon went: attempts, and the pause between them (growing to the cap).
-RECONNECT_TRIES = 30
-RECONNECT_PAUSE_S, RECONNECT_PAUSE_MAX_S = 0.2, 5.0
 # LSP's window/showMessage types.
 ERROR, WARNING, INFO = 1, 2, 3
 
@@ -65,21 +64,16 @@ class _Pending:
 class Bridge:
     def __init__(self, socket: Path, autostart: bool, editor_in: asyncio.StreamReader,
                  editor_out: asyncio.StreamWriter) -> None:
-        self.socket = socket
-        self.autostart = autostart
         self._in = editor_in
         self._out = editor_out
         self.docs = Documents()
         self.encoding = "utf-16"  # the editor's, once `initialize` negotiated it
-        self.link: link.Link | None = None
+        self.daemon = Upstream(socket, autostart, self._from_daemon, self._lost, self._back)
         self._pending: dict[int, _Pending] = {}
         self._ids = itertools.count(1)
-        self._listening: asyncio.Task | None = None
         self._tokens: set[Any] = set()  # progress tokens the editor was asked to create
         self._progress = False  # the editor takes window/workDoneProgress/create
-        self.check_proofs = True
-        self.elab_on = 1
-        self.editor = "editor"
+        self.view = View()  # what the editor's `$/setConfig` asked for
         self._server_encoding = "utf-8"  # of a server the daemon reported (a document's own wins)
 
     async def run(self) -> None:
@@ -90,11 +84,7 @@ class Bridge:
                     return
                 await self._from_editor(message)
         finally:
-            if self._listening is not None:
-                self._listening.cancel()
-                await asyncio.gather(self._listening, return_exceptions=True)
-            if self.link is not None:
-                self.link.close()
+            await self.daemon.close()
 
     # -- to the editor -----------------------------------------------------------
 
@@ -127,7 +117,8 @@ class Bridge:
             case "shutdown":
                 await self._send({"id": editor_id, "result": None})
             case "$/setConfig":
-                await self._set_config(params or {})
+                if unapplied := self.view.configure(params or {}):
+                    await self._send({"method": "window/logMessage", "params": {"type": 4, "message": unapplied}})
                 await self._send({"id": editor_id, "result": None})
             case _:
                 await self._forward(editor_id, method, params)
@@ -137,36 +128,19 @@ class Bridge:
         offered = (caps.get("general") or {}).get("positionEncodings") or []
         self.encoding = "utf-8" if "utf-8" in offered else "utf-16"
         self._progress = bool((caps.get("window") or {}).get("workDoneProgress"))
-        self.editor = str((params.get("clientInfo") or {}).get("name") or "editor")
+        self.daemon.editor = str((params.get("clientInfo") or {}).get("name") or "editor")
         result = RECORDED_INITIALIZE
         try:
-            await self._connect()
+            running = await self.daemon.connect()
         except HolsrvError as err:
             await self._show(ERROR, f"holctl lsp: no holsrv daemon: {err}")
         else:
-            assert self.link is not None
-            if self.link.attached.initialize:
-                result = msgspec.json.decode(self.link.attached.initialize)
+            if running:
+                result = msgspec.json.decode(running)
         capabilities = dict(result.get("capabilities") or {})
         self._server_encoding = str(capabilities.get("positionEncoding", "utf-8"))
         capabilities["positionEncoding"] = self.encoding
         return {"capabilities": capabilities, "serverInfo": result.get("serverInfo") or {"name": "HOL4"}}
-
-    async def _set_config(self, params: dict[str, Any]) -> None:
-        """HOL's settings, for the editor's view only: the server is the agents' too.
-
-        `checkProofs: false` hides the proof states from the editor (the
-        server goes on checking for the agents); `elabOn` 0 or 2 sends the
-        buffer to the server only when it is saved; `hoverWidth` is the
-        shared server's and is not changed.
-        """
-        if isinstance(params.get("checkProofs"), bool):
-            self.check_proofs = params["checkProofs"]
-        if params.get("elabOn") in (0, 1, 2):
-            self.elab_on = params["elabOn"]
-        if "hoverWidth" in params:
-            await self._send({"method": "window/logMessage", "params": {"type": 4, "message": (
-                f"ignoring hoverWidth {params['hoverWidth']}: the HOL server is shared with agents (holsrv)")}})
 
     async def _notification(self, method: str, params: dict[str, Any]) -> None:
         document = params.get("textDocument") or {}
@@ -179,33 +153,33 @@ class Bridge:
                 doc_ = self.docs.get(uri)
                 if doc_ is not None:
                     doc_.apply(params.get("contentChanges") or [], self.encoding)
-                    if self.elab_on == 1:
+                    if self.view.sends_changes:
                         await self._push(doc_, e.EditorChange(uri, doc_.text))
             case "textDocument/didSave":
                 doc_ = self.docs.get(uri)
                 if doc_ is not None:
                     if doc_.sent != doc_.text:
                         await self._push(doc_, e.EditorChange(uri, doc_.text))
-                    await self._daemon(e.EditorSave(uri))
+                    await self.daemon.send(e.EditorSave(uri))
             case "textDocument/didClose":
                 if self.docs.close(uri) is not None:
-                    await self._daemon(e.EditorClose(uri))
+                    await self.daemon.send(e.EditorClose(uri))
             case "$/cancelRequest":
                 ours = next((i for i, p in self._pending.items() if p.editor_id == params.get("id")), None)
                 if ours is not None:
-                    await self._daemon(e.EditorCancel(ours))
+                    await self.daemon.send(e.EditorCancel(ours))
             case "$/hol/retryCompile":
                 retry = e.EditorCall(next(self._ids), method, self._to_server(params, uri), uri, notify=True)
-                await self._daemon(retry)
+                await self.daemon.send(retry)
             case _:
                 pass  # initialized, and what HOL would drop too
 
     async def _push(self, doc: Document, frame: e.EditorOpen | e.EditorChange) -> None:
         doc.sent = frame.text
-        await self._daemon(frame)
+        await self.daemon.send(frame)
 
     async def _forward(self, editor_id: Any, method: str, params: Any) -> None:
-        if self.link is None:
+        if not self.daemon.connected:
             await self._error(editor_id, CONTENT_MODIFIED, "holctl lsp is not connected to the holsrv daemon; "
                                                            "ask again")
             return
@@ -213,7 +187,7 @@ class Bridge:
         uri = str((params.get("textDocument") or {}).get("uri") or params.get("uri") or "")
         ours = next(self._ids)
         self._pending[ours] = _Pending(editor_id, uri)
-        await self._daemon(e.EditorCall(ours, method, self._to_server(params, uri), uri))
+        await self.daemon.send(e.EditorCall(ours, method, self._to_server(params, uri), uri))
 
     def _to_server(self, params: Any, uri: str) -> bytes:
         """`params` as the server reads them: its URIs and its position encoding."""
@@ -225,26 +199,6 @@ class Bridge:
         return doc.encoding if doc is not None and doc.encoding else self._server_encoding
 
     # -- the daemon ------------------------------------------------------------------
-
-    async def _connect(self) -> None:
-        self.link = await link.connect(self.socket, self.editor, self.autostart)
-        self._listening = asyncio.create_task(self._listen(self.link), name="daemon")
-
-    async def _daemon(self, frame: e.EditorFrame) -> None:
-        """Send `frame` to the daemon; lost while none is connected (reconnecting re-opens the documents)."""
-        if self.link is not None:
-            try:
-                await self.link.send(frame)
-            except OSError:
-                pass  # the listener sees the connection end and reconnects
-
-    async def _listen(self, conn: link.Link) -> None:
-        while (frame := await conn.receive()) is not None:
-            await self._from_daemon(frame)
-        conn.close()
-        if self.link is conn:
-            self.link = None
-            await self._reconnect()
 
     async def _from_daemon(self, frame: e.EditorEvent | ErrorReply) -> None:
         match frame:
@@ -264,7 +218,7 @@ class Bridge:
                 pass
 
     async def _note(self, note: e.EditorNote) -> None:
-        if note.method == "$/proofStates" and not self.check_proofs:
+        if not self.view.shows(note.method):
             return
         params = msgspec.json.decode(note.params)
         params = _uris(convert(params, note.uri, self.docs.text, self._encoding_of(note.uri), self.encoding),
@@ -291,29 +245,22 @@ class Bridge:
                        self.docs.to_editor)
         await self._send({"id": pending.editor_id, "result": result})
 
-    async def _reconnect(self) -> None:
-        """The daemon went (it stopped or restarted): tell the editor, connect again, re-open the documents."""
+    async def _lost(self) -> None:
+        """The daemon went (it stopped or restarted): answer what waited on it, and tell the editor."""
         for pending in self._pending.values():
             await self._error(pending.editor_id, CONTENT_MODIFIED, "the holsrv daemon restarted; ask again")
         self._pending.clear()
         count = len(self.docs.by_uri)
         await self._show(WARNING, f"holsrv: the daemon went away (stopped or restarted); reconnecting and "
                                   f"re-opening {count} document{'s' * (count != 1)}")
-        pause = RECONNECT_PAUSE_S
-        for _ in range(RECONNECT_TRIES):
-            try:
-                self.link = await link.connect(self.socket, self.editor, self.autostart)
-            except (HolsrvError, OSError):
-                await asyncio.sleep(pause)  # a pause between attempts, not a synchronisation
-                pause = min(pause * 2, RECONNECT_PAUSE_MAX_S)
-                continue
-            self._tokens.clear()
-            for doc in self.docs.by_uri.values():
-                await self._push(doc, e.EditorOpen(doc.uri, doc.text))
-            await self._show(INFO, f"holsrv: reconnected; {count} document{'s' * (count != 1)} re-opened")
-            self._listening = asyncio.create_task(self._listen(self.link), name="daemon")
-            return
-        await self._show(ERROR, "holsrv: could not reconnect to the daemon; restart the editor's language server")
+
+    async def _back(self) -> None:
+        """Connected to a daemon again: open the editor's documents there, with their text now."""
+        self._tokens.clear()
+        for doc in self.docs.by_uri.values():
+            await self._push(doc, e.EditorOpen(doc.uri, doc.text))
+        count = len(self.docs.by_uri)
+        await self._show(INFO, f"holsrv: reconnected; {count} document{'s' * (count != 1)} re-opened")
 
 
 def _uris(value: Any, mapping: Any) -> Any:
