@@ -218,3 +218,53 @@ async def test_an_editor_that_vanishes_releases_its_documents(daemon, write_scri
     answer = await agent(daemon, m.Diagnostics(str(path), wait=30))
     assert answer.content_hash == digest(GOOD_SCRIPT) and answer.verdict == "OK"
     assert not answer.freshness.reasons
+
+
+# A failing step after characters that are 3 bytes in utf-8 and one unit in utf-16.
+WIDE = FAILING_SCRIPT.replace('  rpt strip_tac >> FAIL_TAC "nope"', '  (* ∀∀ *) rpt strip_tac >> FAIL_TAC "nope"')
+WIDE_LINE = WIDE.splitlines().index('  (* ∀∀ *) rpt strip_tac >> FAIL_TAC "nope"')
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("offered, column", [
+    (None, WIDE.splitlines()[WIDE_LINE].index("FAIL_TAC")),  # utf-16: one unit a character here
+    (["utf-8"], len(WIDE.splitlines()[WIDE_LINE].split("FAIL_TAC")[0].encode())),
+])
+async def test_diagnostic_columns_reach_the_editor_in_the_encoding_it_negotiated(
+        daemon, write_script, offered, column):
+    path = write_script(WIDE)
+    client = await editor(daemon, encodings=offered)
+    try:
+        uri = open_doc(client, path, WIDE)
+
+        def at_the_step() -> bool:
+            return any(d.range.start.line == WIDE_LINE for d in client.diagnostics.get(uri, []))
+
+        await until(client, "textDocument/publishDiagnostics", at_the_step, "the failure moved to its step")
+        [failure] = [d for d in client.diagnostics[uri] if d.range.start.line == WIDE_LINE]
+        assert failure.range.start.character == column
+    finally:
+        await stop(client)
+
+
+@pytest.mark.asyncio
+async def test_after_the_daemon_restarts_the_editor_is_told_and_its_documents_are_open_again(
+        daemon_factory, write_script):
+    first = daemon_factory()
+    path = write_script(FAILING_SCRIPT)
+    client = await editor(first)
+    try:
+        uri = open_doc(client, path, FAILING_SCRIPT)
+        await until(client, "textDocument/publishDiagnostics", lambda: any("nope" in e for e in errors(client, uri)),
+                    "the first daemon's diagnostics")
+        first.stop()
+        client.diagnostics.clear()
+        second = daemon_factory(socket=first.socket)
+        await until(client, "window/showMessage", lambda: any("reconnected" in m.message for m in client.messages),
+                    "word that holctl lsp reconnected")
+        assert any("went away" in m.message for m in client.messages)
+        await until(client, "textDocument/publishDiagnostics", lambda: any("nope" in e for e in errors(client, uri)),
+                    "the second daemon's diagnostics, for the document opened again")
+        assert [s.file for s in (await agent(second, m.Status())).sessions] == [str(path)]
+    finally:
+        await stop(client)
