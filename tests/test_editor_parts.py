@@ -13,13 +13,19 @@ from holsrv.fanout import Fanout, Outbox
 
 def test_a_full_outbox_drops_progress_first_and_counts_what_it_dropped():
     box: Outbox[str] = Outbox(3)
-    box.put("diagnostics 1")
-    box.put("progress 1", droppable=True)
-    box.put("proof states 1")
-    box.put("diagnostics 2")
-    box.put("proof states 2")
-    assert box.dropped == 2
-    assert list(f for f, _ in box._frames) == ["proof states 1", "diagnostics 2", "proof states 2"]
+    for frame, droppable in [("diagnostics 1", False), ("progress 1", True), ("proof states 1", False),
+                             ("diagnostics 2", False)]:
+        box.put(frame, droppable)
+    assert box.dropped == 1
+    assert [asyncio.run(box.get()) for _ in range(len(box))] == ["diagnostics 1", "proof states 1", "diagnostics 2"]
+
+
+def test_a_full_outbox_with_no_progress_drops_its_oldest_frame():
+    box: Outbox[str] = Outbox(2)
+    for frame in ("diagnostics 1", "proof states 1", "diagnostics 2"):
+        box.put(frame)
+    assert box.dropped == 1
+    assert [asyncio.run(box.get()) for _ in range(len(box))] == ["proof states 1", "diagnostics 2"]
 
 
 @pytest.mark.asyncio
