@@ -268,3 +268,16 @@ async def test_after_the_daemon_restarts_the_editor_is_told_and_its_documents_ar
         assert [s.file for s in (await agent(second, m.Status())).sessions] == [str(path)]
     finally:
         await stop(client)
+
+
+@pytest.mark.asyncio
+async def test_an_editor_of_another_user_is_refused_and_told_why(daemon, write_script):
+    daemon.daemon.connections.owner_uid = os.getuid() + 1  # as if the peer were another user
+    client = await editor(daemon)
+    try:
+        assert any("peer_refused" in shown.message for shown in client.messages), client.messages
+        open_doc(client, write_script(GOOD_SCRIPT), GOOD_SCRIPT)
+        daemon.daemon.connections.owner_uid = os.getuid()
+        assert (await agent(daemon, m.Status())).editors == []
+    finally:
+        await stop(client)

@@ -133,7 +133,7 @@ class Bridge:
         try:
             running = await self.daemon.connect()
         except HolsrvError as err:
-            await self._show(ERROR, f"holctl lsp: no holsrv daemon: {err}")
+            await self._show(ERROR, f"holctl lsp: {err.code}: {err}")
         else:
             if running:
                 result = msgspec.json.decode(running)

@@ -8,6 +8,7 @@ restart) the bridge opens a new one (`connect` again).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 
 import msgspec
@@ -63,9 +64,11 @@ async def _attach(socket: Path, editor: str) -> Link:
         reader, writer = await asyncio.open_unix_connection(str(socket), limit=framing.MAX_FRAME)
     try:
         async with asyncio.timeout(autostart.CONNECT_TIMEOUT_S * 3):
-            writer.write(framing.encode(calls.hello("holctl lsp")))
-            writer.write(framing.encode(EditorAttach(editor=editor)))
-            await writer.drain()
+            # In one write: a daemon that refuses us (another user) reads once, says why in a
+            # frame and closes; a second write landing after that would reset the connection.
+            writer.write(framing.encode(calls.hello("holctl lsp")) + framing.encode(EditorAttach(editor=editor)))
+            with contextlib.suppress(ConnectionError):
+                await writer.drain()
             welcome = await framing.read_body(reader)
             if welcome is None:
                 raise DaemonUnreachable("the daemon closed the connection during the handshake")
@@ -79,6 +82,9 @@ async def _attach(socket: Path, editor: str) -> Link:
         if not isinstance(first, e.EditorAttached):
             raise DaemonUnreachable(f"the daemon answered editorAttach with {type(first).__name__}")
         return Link(reader, writer, first)
+    except (OSError, FrameError) as err:
+        writer.close()
+        raise DaemonUnreachable(f"the daemon did not open the editor's channel: {err or 'timed out'}") from None
     except BaseException:
         writer.close()
         raise
