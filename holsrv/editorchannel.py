@@ -26,7 +26,7 @@ import msgspec
 from holsrv import files
 from holsrv.answers.common import Context, read
 from holsrv.connection import Connection
-from holsrv.errors import EditorUnsaved, FrameError, HolsrvError, LspError, Starting, TrialRunning
+from holsrv.errors import BadRequest, EditorUnsaved, FrameError, HolsrvError, LspError, Starting, TrialRunning
 from holsrv.fanout import PROGRESS, Outbox
 from holsrv.lsp import replies
 from holsrv.rpc import editor as e
@@ -145,6 +145,9 @@ class EditorChannel:
             try:
                 # Editors percent-encode their URIs; HOL takes a URI's path as it is (PROTOCOL.md §5.1).
                 path = files.resolve(urllib.parse.unquote(replies.path_of(uri)))
+                if path.suffix not in files.SCRIPT_SUFFIXES:
+                    raise BadRequest(f"{path.name} is not a HOL script: holctl lsp serves SML files "
+                                     f"({', '.join(files.SCRIPT_SUFFIXES)}), usually fooScript.sml")
             except HolsrvError as err:
                 self.push(e.EditorDocument(uri, code=err.code, message=str(err)))
                 return

@@ -59,7 +59,7 @@ async def opened(
     """
     script = await read(ctx, file)  # bad input fails here, before any HOL starts
     if check is not None:
-        check(script)
+        check(ctx.editors.buffer_for(script))  # a position in the text answered about
     async with ctx.pool.lease(script.path, client, script.hash) as lease:
         session = lease.session
         # A trial's text is never synced over, nor read as this call's answer.
