@@ -56,6 +56,7 @@ REQUESTS: dict[type, st.SearchStrategy] = {
     m.GoalDiff: st.builds(m.GoalDiff, files, lines, lines, st.none() | lines, st.none() | lines, seconds),
 }
 REQUESTS[m.Logs] = st.builds(m.Logs, files, lines)
+REQUESTS[m.EditorAttach] = st.builds(m.EditorAttach, texts)
 requests = st.one_of(*REQUESTS.values())
 
 
