@@ -281,3 +281,43 @@ async def test_an_editor_of_another_user_is_refused_and_told_why(daemon, write_s
         assert (await agent(daemon, m.Status())).editors == []
     finally:
         await stop(client)
+
+
+@pytest.mark.asyncio
+async def test_eval_from_the_editor_runs_in_the_files_server_as_with_hol_lsp(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    client = await editor(daemon)
+    try:
+        uri = open_doc(client, path, GOOD_SCRIPT)
+        async with asyncio.timeout(DEADLINE_S):
+            reports = await client.protocol.send_request_async(
+                "$/eval", {"uri": uri, "code": "PolyML.print (6 * 7);", "incr": 0})
+        assert [r["body"] for r in reports if r["kind"] == "toplevelOut"] == ["42\n"]
+        assert [s.file for s in (await agent(daemon, m.Status())).sessions] == [str(path)]
+    finally:
+        await stop(client)
+
+
+@pytest.mark.asyncio
+async def test_the_editors_set_config_changes_its_own_view_not_the_agents(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    client = await editor(daemon)
+    try:
+        async with asyncio.timeout(DEADLINE_S):
+            assert await client.protocol.send_request_async("$/setConfig", {"elabOn": 2, "checkProofs": False}) \
+                is None
+        uri = open_doc(client, path, GOOD_SCRIPT)
+        client.text_document_did_change(types.DidChangeTextDocumentParams(
+            types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            [types.TextDocumentContentChangeWholeDocument(text=BROKEN)]))
+        # Compile on save: the unsaved edit has not gone to the server, and the agents' proofs are still checked.
+        answer = await agent(daemon, m.Diagnostics(str(path), wait=30))
+        assert (answer.verdict, answer.content_hash, answer.tally.proved) == ("OK", digest(GOOD_SCRIPT), 2)
+        assert not answer.freshness.reasons
+        client.text_document_did_save(types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(uri)))
+        await until(client, "textDocument/publishDiagnostics", lambda: any("nope" in e for e in errors(client, uri)),
+                    "the buffer's failure, once saved (its text was sent at the save)")
+        answer = await agent(daemon, m.Diagnostics(str(path), wait=30))
+        assert answer.content_hash == digest(BROKEN)
+    finally:
+        await stop(client)
