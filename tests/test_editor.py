@@ -19,6 +19,7 @@ import pytest
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
+from holctl.render import render
 from holsrv.errors import HolsrvError
 from holsrv.files import content_hash
 from holsrv.rpc import messages as m
@@ -108,6 +109,8 @@ async def test_an_editor_gets_the_files_diagnostics_and_proof_states_from_the_da
         assert [s.file for s in status.sessions] == [str(path)]
         assert status.sessions[0].editor == "pytest-lsp"
         assert [(e.name, e.documents) for e in status.editors] == [("pytest-lsp", [str(path)])]
+        shown = render(status)
+        assert f"editor pytest-lsp (holctl lsp): {path}" in shown and "editor pytest-lsp" in shown.split("CLIENTS")[1]
     finally:
         await stop(client)
 
