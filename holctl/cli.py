@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from holctl.calls import EXIT_CODES, Target
-from holctl.commands import doctor, fleet, questions, service, watch
+from holctl.commands import doctor, editor, fleet, questions, service, watch
 from holsrv import __version__
 
 
@@ -44,7 +44,7 @@ def cli(ctx: click.Context, socket: Path | None, no_start: bool, progress: bool 
     ctx.obj = Target(socket, autostart=not no_start, progress=progress, expect_hash=expect_hash)
 
 
-for _family in (questions, fleet, service, doctor, watch):
+for _family in (questions, fleet, service, doctor, watch, editor):
     for _command in _family.COMMANDS:
         cli.add_command(_command)
 

@@ -19,6 +19,8 @@ import select
 import time
 from collections.abc import Awaitable, Callable
 
+import msgspec
+
 from holsrv import __version__, stepping
 from holsrv.answers.common import Report
 from holsrv.errors import DaemonStopping, FrameError, HolsrvError, ProtocolMismatch
@@ -53,6 +55,9 @@ _HELLO_EXPECTED = (
 Answer = Callable[[m.Request, str, Report | None], Awaitable[m.Reply]]
 # What answers a request with nothing awaited, if it can (a cached answer), else None.
 AtOnce = Callable[[m.Request, str], m.Reply | None]
+# What serves a connection an editor attached (`holctl lsp`) until it ends.
+Attach = Callable[["Connection", str, m.EditorAttach], Awaitable[None]]
+_attach_decoder = msgspec.msgpack.Decoder(m.EditorAttach)
 
 
 class Unresponsive(ConnectionError):
@@ -71,7 +76,7 @@ class Connection:
         self._at_once = at_once
         self.writer = writer
         self.settings = settings
-        self._frames = frames
+        self.frames = self._frames = frames
         self._stopping = stopping
         # monotonic time since which it waits for a frame; None while a request is answered
         self.idle_since: float | None = time.monotonic()
@@ -81,11 +86,11 @@ class Connection:
         # client has the reply, and closing never lingers on unsent data.
         writer.transport.set_write_buffer_limits(high=0)
 
-    async def converse(self, answer: Answer) -> None:
-        """Take the hello, then answer the requests until the connection ends or breaks the framing."""
+    async def converse(self, answer: Answer, attach: Attach | None = None) -> None:
+        """Take the hello, then answer the requests (an editor's with `attach`) until the connection ends."""
         client = await self._hello()
         if client is not None:
-            await self._requests(client, answer)
+            await self._requests(client, answer, attach)
 
     def close(self) -> None:
         if self.writer.transport.get_write_buffer_size():
@@ -160,7 +165,7 @@ class Connection:
 
     # -- the requests ----------------------------------------------------------
 
-    async def _requests(self, client: str, answer: Answer) -> None:
+    async def _requests(self, client: str, answer: Answer, attach: Attach | None = None) -> None:
         """Answer the connection's requests one at a time, in order, until it ends or breaks the framing.
 
         The next frame is read while a request is answered (one frame ahead,
@@ -184,7 +189,7 @@ class Connection:
                     self.warn("dropped a connection from %s: %s", client, err)
                     await self.send(m.ErrorReply(err.code, f"{err}; the daemon closes this connection"))
                     return
-                if body is None:
+                if body is None or await _served_editor(attach, self, client, body):
                     return
                 self.idle_since = None
                 # A yield, so one connection pipelining a burst of requests whose
@@ -259,6 +264,20 @@ class Connection:
             await self.send(progress)
 
         return report
+
+
+async def _served_editor(attach: Attach | None, conn: Connection, client: str, body: bytes) -> bool:
+    """If `body` is an `EditorAttach`, serve the editor's channel on `conn` (both ways, until it
+    ends) and say so: the connection is then over."""
+    if attach is None:
+        return False
+    try:
+        request = _attach_decoder.decode(body)
+    except msgspec.DecodeError:
+        return False
+    conn.idle_since = None  # busy for as long as the editor is attached: never closed to make room
+    await attach(conn, client, request)
+    return True
 
 
 def _mismatch(hello: m.Hello) -> str:

@@ -17,7 +17,7 @@ import socket
 import struct
 import time
 
-from holsrv.connection import RECEIVE_BUFFER, Answer, AtOnce, Connection, Unresponsive
+from holsrv.connection import RECEIVE_BUFFER, Answer, AtOnce, Attach, Connection, Unresponsive
 from holsrv.errors import FrameError, HolsrvError, PeerRefused, ServerBusy
 from holsrv.rpc import framing
 from holsrv.rpc import messages as m
@@ -33,11 +33,14 @@ class Connections:
     `stopping` set: each ends after the reply it is working on.
     """
 
-    def __init__(self, settings: Settings, answer: Answer, stopping: asyncio.Event,
-                 at_once: AtOnce | None = None) -> None:
+    def __init__(
+        self, settings: Settings, answer: Answer, stopping: asyncio.Event,
+        at_once: AtOnce | None = None, attach: Attach | None = None,
+    ) -> None:
         self.settings = settings
         self._answer = answer
         self._at_once = at_once
+        self._attach = attach  # serves an editor's channel (`holctl lsp`)
         self._stopping = stopping
         self._tasks: set[asyncio.Task] = set()  # every connection's, until it ends
         self._open: dict[asyncio.Task, Connection] = {}  # less those closed to make room
@@ -62,7 +65,7 @@ class Connections:
                                              self._at_once)
         try:
             if await self._admitted(task, conn):
-                await conn.converse(self._answer)
+                await conn.converse(self._answer, self._attach)
         except Unresponsive as err:
             conn.warn("dropped a connection: %s", err)
         except (ConnectionError, asyncio.IncompleteReadError):

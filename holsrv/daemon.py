@@ -20,6 +20,7 @@ import signal
 import socket
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from holsrv import __version__, files
@@ -28,6 +29,7 @@ from holsrv.cache import AnswerCache
 from holsrv.connection import RECEIVE_BUFFER
 from holsrv.connections import Connections
 from holsrv.dispatch import Dispatch
+from holsrv.editorchannel import serve
 from holsrv.errors import AlreadyRunning, DaemonStopping
 from holsrv.pool import Pool, wait_all
 from holsrv.prefetch import Prefetches
@@ -60,7 +62,9 @@ class Daemon:
         self.stopping = asyncio.Event()
         self.dispatch = Dispatch(self.answers, self.stopping, self.started)
         self._server: asyncio.AbstractServer | None = None
-        self.connections = Connections(settings, self.dispatch.answer, self.stopping, self.dispatch.at_once)
+        self.connections = Connections(
+            settings, self.dispatch.answer, self.stopping, self.dispatch.at_once, partial(serve, self.answers)
+        )
         self._force = asyncio.Event()  # a second signal: stop at once
         self._lock_fd: int | None = None
         self._socket_id: tuple[int, int] | None = None  # (device, inode) of the socket we bound

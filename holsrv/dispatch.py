@@ -24,6 +24,7 @@ from holsrv.answers import (
     common,
     control,
     diagnostics,
+    editors,
     goalbatch,
     goals,
     holmake,
@@ -34,7 +35,7 @@ from holsrv.answers import (
     uses,
 )
 from holsrv.answers.common import Context, Report
-from holsrv.errors import HolsrvError
+from holsrv.errors import BadRequest, HolsrvError
 from holsrv.jobs import Deferrable, Job, Jobs, Stop
 from holsrv.rpc import limits
 from holsrv.rpc import messages as m
@@ -61,6 +62,7 @@ class Dispatch:
         cancel_wait = self.settings.lookup_wait_s + self.settings.request_timeout_s
         self.jobs = Jobs(self.settings.max_jobs, self.settings.job_keep_s, cancel_wait, self.pool.clock)
         self.pool.scriptwatch.ahead.compute = lambda session, script: diagnostics.ahead(answers, session, script)
+        self.pool.scriptwatch.editor_holds = lambda path: not answers.editors.may_send_disk(path)
 
     async def answer(self, request: m.Request, client: str, report: Report | None = None) -> m.Reply:
         try:
@@ -140,6 +142,8 @@ class Dispatch:
                 return await self._job(request)
             case m.Uses():
                 return await uses.uses(ctx, request, client)
+            case m.EditorAttach():  # the connection serves it (it needs the stream): only an editor's first frame
+                raise BadRequest("editorAttach must be the first request of a connection: `holctl lsp` sends it")
             case _:
                 assert_never(request)
 
@@ -183,7 +187,7 @@ class Dispatch:
             uptime_s=round(time.monotonic() - self.started, 1),
             socket=str(self.settings.socket),
             max_servers=self.settings.max_servers,
-            sessions=self.pool.status_rows(now),
+            sessions=await editors.marked(self.answers, self.pool.status_rows(now)),
             cache_hits=self.cache.hits,
             cache_misses=self.cache.misses,
             settings=[m.SettingSource(name, value, source) for name, value, source in self.settings.effective()],
@@ -194,6 +198,7 @@ class Dispatch:
             usual_footprint_mb=round(self.pool.admission.expected_mb(self.settings.max_heap_mb), 1),
             servers_fit=self.pool.admission.fit(self.pool.live(), self.settings.max_heap_mb),
             jobs=self.jobs.rows(),
+            editors=await editors.status(self.answers),
         )
 
 

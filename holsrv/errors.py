@@ -172,6 +172,12 @@ class UnknownJob(BadRequest):
     code = "unknown_job"
 
 
+class EditorUnsaved(ServerBusy):
+    """An editor (`holctl lsp`) holds the file with unsaved changes, or holds it already."""
+
+    code = "editor_unsaved"
+
+
 def error_for_code(code: str, message: str, detail: str = "") -> HolsrvError:
     """Rebuild the error a daemon reported, so clients can catch it by class."""
     classes = {cls.code: cls for cls in _all_subclasses(HolsrvError)}

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from holsrv import stepping
+from holsrv.fanout import Fanout
 from holsrv.filestate import FileState
 from holsrv.lsp import replies
 
@@ -27,10 +28,12 @@ class Notifications:
         self._clock = clock
         self._wake = wake
         self._resync = resync  # resend the whole text, in a task of the caller's
+        self.fanout = Fanout()  # editors attached to this server's file (`holctl lsp`)
 
     def __call__(self, method: str, params: Any) -> Awaitable[None] | None:
         """Fold a notification in; a large proof batch is folded in slices (awaited
         by the reader before the next message)."""
+        self.fanout.publish(method, params)
         if _large(params):
             return self._fold(method, params)
         if method == "window/showMessage":

@@ -62,6 +62,8 @@ class ScriptWatch:
         self._reads: dict[str, files.Vouched] = {}  # the last read of each script, while not written since
         self._writes: dict[Path, int] = {}  # writes seen per script, to tell a write during a read
         self.ahead = Ahead()  # once a write is synced: its answer, computed in the background
+        # Whether an editor (`holctl lsp`) holds the file: its buffer, not the disk, is the server's text.
+        self.editor_holds: Callable[[Path], bool] = lambda path: False
         self.syncs = 0  # syncs made on a write (for tests and the benchmark)
 
     def watch(self, path: Path) -> None:
@@ -108,11 +110,12 @@ class ScriptWatch:
 
         Not before a call first opened the file (the open is the call's), not
         while the server starts or after it ended, and not while a trial holds
-        it (the trial's text is not overwritten; its end sends the disk's text).
-        This is the one place such a reason goes (an editor owning the text
-        would be another).
+        it (the trial's text is not overwritten; its end sends the disk's text),
+        not while an editor holds the file (its buffer is the server's text).
+        This is the one place such a reason goes.
         """
-        return session.alive and not session.starting and session.data is not None and not session.trials.trial
+        return (session.alive and not session.starting and session.data is not None and not session.trials.trial
+                and not self.editor_holds(session.path))
 
     def vouch(self, file: str) -> files.Vouched | None:
         """This watch's last read of the script `file` (its resolved path), if no write to it has been

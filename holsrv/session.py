@@ -69,7 +69,7 @@ class Session:
         self.peak: float | None = None  # MB, the largest sample
         self.last_verdict = ""  # of the last diagnostics answer, for status
         self.evals = sessionstatus.EvalUse()  # eval code run here: its changes to HOL's state are everyone's
-        self.messages = self._notified.messages  # HOL's window/showMessage texts, for answers
+        self.messages, self.fanout = self._notified.messages, self._notified.fanout  # for answers; for editors
         # Errors of failed goal-state walks: HOL publishes each as a diagnostic
         # of the file until a clean walk or an edit (PROTOCOL.md §0, §11).
         self.walk_errors: deque[str] = deque(maxlen=64)

@@ -59,6 +59,7 @@ REQUESTS: dict[type, st.SearchStrategy] = {
 REQUESTS[m.Logs] = st.builds(m.Logs, files, lines)
 REQUESTS[m.Uses] = st.builds(m.Uses, files, texts, optional_wait, texts)
 REQUESTS[m.Job] = st.builds(m.Job, texts, seconds, st.booleans())
+REQUESTS[m.EditorAttach] = st.builds(m.EditorAttach, texts)
 requests = st.one_of(*REQUESTS.values())
 
 

@@ -32,6 +32,12 @@ def _status(reply: StatusResult) -> list[str]:
     if versions:
         lines.append(f"HOL: {', '.join(versions)}")
     lines += _settings(reply.settings)
+    lines += [
+        f"editor {e.name} (holctl lsp): " + (", ".join(
+            p + (" (unsaved)" if p in e.unsaved else "") for p in e.documents) or "no files open")
+        + (f"; {e.dropped} notifications dropped, it read too slowly" if e.dropped else "")
+        for e in reply.editors
+    ]
     if not reply.sessions:
         return lines + ["no HOL servers running", *_jobs(reply.jobs)]
     lines += _table([_STATUS_COLUMNS, *(_session_row(s) for s in reply.sessions)])

@@ -17,6 +17,7 @@ import msgspec
 from holsrv import files, stepping, textinfo
 from holsrv.answers.scope import Ancestries
 from holsrv.cache import AnswerCache
+from holsrv.editorbuffers import EditorBuffers
 from holsrv.errors import BadRequest, HolsrvError, Starting
 from holsrv.pool import Lease, Pool
 from holsrv.prefetch import Prefetches
@@ -39,6 +40,7 @@ class Context:
     scripts: files.Reader = field(default_factory=files.Reader)  # one stat when a file is unchanged
     ancestries: Ancestries = field(default_factory=Ancestries)  # what each server says the ancestors are
     prefetches: Prefetches = field(default_factory=lambda: Prefetches(0))  # goal states asked ahead
+    editors: EditorBuffers = field(default_factory=EditorBuffers)  # files an editor holds (`holctl lsp`)
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -56,11 +58,13 @@ async def opened(
     `check` refuses a request that does not fit the text on disk (a line past
     the end) before a server is started only to refuse it.  If the server is
     still starting when the wait runs out, raise `Starting`, unless
-    `tolerate_start`: then yield unsynced and let the caller say so.
+    `tolerate_start`: then yield unsynced and let the caller say so.  While an
+    editor holds the file, its buffer is the text synced and yielded: the
+    disk's is never sent over it.
     """
     script = await read(ctx, file)  # bad input fails here, before any HOL starts
     if check is not None:
-        check(script)
+        check(ctx.editors.buffer_for(script))  # a position in the text answered about
     async with ctx.pool.lease(script.path, client, script.hash) as lease:
         session = lease.session
         # A trial's text is never synced over, nor read as this call's answer.
@@ -70,6 +74,7 @@ async def opened(
             if await session.wait_started(ctx.settings.start_wait_s if wait is None else wait):
                 if lease.start != "warm":
                     script = await read(ctx, file)  # the start took a while: the newest text wins
+                script = ctx.editors.buffer_for(script)
                 # Shielded: a caller that hangs up mid-sync (its call is then
                 # cancelled) must not leave the server's text half-recorded.
                 await asyncio.shield(session.sync(script.data, script.text, script.hash))
@@ -181,6 +186,8 @@ def freshness(
     reasons: list[str] = []
     if isinstance(now, HolsrvError):
         reasons.append(f"file changed since: it can no longer be read ({now})")
+    elif unsaved := ctx.editors.unsaved_reason(now, about):
+        reasons += [unsaved, *ctx.pool.stale_reasons(now.path)]
     else:
         if expect_hash and not now.hash.startswith(expect_hash):
             reasons.append(

@@ -102,12 +102,14 @@ def _check_request(ctx: Context, req: m.Try) -> None:
 async def _held(ctx: Context, file: str, client: str, wait: float) -> AsyncIterator[tuple[Script, Lease]]:
     """The file's server, started, held by this trial alone, with the disk text in it."""
     src = await read(ctx, file)
+    ctx.editors.refuse_trial(src)  # before a server starts only to refuse
     async with ctx.pool.lease(src.path, client, src.hash) as lease:
         session = lease.session
         if not await session.wait_started(wait):
             raise Starting(starting_message(session, ctx.clock()))
         async with session.trials.exclusive(ctx.settings.trial_wait_s, src.path.name):
             src = await read(ctx, file)  # the newest text, now that no one else syncs
+            ctx.editors.refuse_trial(src)
             await session.sync(src.data, src.text, src.hash)
             yield src, lease
 

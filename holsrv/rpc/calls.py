@@ -19,6 +19,7 @@ from holsrv.rpc.messages import (
     Definition,
     Diagnostics,
     DocumentSymbol,
+    EditorAttach,
     ErrorReply,
     Eval,
     GoalDiff,
@@ -136,6 +137,8 @@ def reply_timeout(request: Request, welcome: Welcome) -> float:
             spent = lsp + start
         case Status() | Shutdown() | Logs():
             spent = 0.0  # answered at once, from the daemon's own state
+        case EditorAttach():
+            spent = start  # its first frame says the channel is open; what follows has no end
         case Search():
             # A lookup, then (for an empty answer) HOL parsing the pattern alone; the
             # ancestry (10 s) and a conclusion and a hypothesis search (30 s each) besides.

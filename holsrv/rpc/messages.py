@@ -285,6 +285,13 @@ class Job(RequestBase, tag="job"):
     cancel: bool = False
 
 
+class EditorAttach(RequestBase, tag="editorAttach"):
+    """Turn this connection into one editor's channel (`holctl lsp`): from here on
+    its frames are `holsrv.rpc.editor`'s, both ways, until it closes."""
+
+    editor: str = ""  # the editor's name, as its LSP client gave it (for status)
+
+
 Request = Union[
     Diagnostics,
     GoalState,
@@ -307,6 +314,7 @@ Request = Union[
     Logs,
     Job,
     Uses,
+    EditorAttach,
 ]
 
 # -- pieces of replies ------------------------------------------------------
@@ -467,6 +475,19 @@ class SessionStatus(Struct):
     # eval calls run in this server since it started, and seconds since the last (None: none).
     evals: int = 0
     last_eval_s: float | None = None
+    # The editor (`holctl lsp`) that has this file open, "" when none, and whether
+    # its buffer differs from the disk (agents' answers are then about the buffer).
+    editor: str = ""
+    editor_unsaved: bool = False
+
+
+class EditorClient(Struct):
+    """One editor attached through `holctl lsp`, as `status` lists it beside the agents."""
+
+    name: str
+    documents: list[str] = []  # the files it has open
+    unsaved: list[str] = []  # those whose buffer differs from the disk
+    dropped: int = 0  # progress notifications dropped because it read too slowly
 
 
 class Freshness(Struct, omit_defaults=False):
@@ -714,6 +735,7 @@ class StatusResult(ReplyBase, tag="status"):
     usual_footprint_mb: float = 0.0
     servers_fit: int = 0
     jobs: list[JobRow] = []  # the jobs the daemon holds, running or finished, oldest first
+    editors: list[EditorClient] = []  # the editors attached through `holctl lsp`
 
 
 class Progress(ReplyBase, tag="progress"):

@@ -1,0 +1,273 @@
+"""One editor's LSP session, spoken as `hol lsp --lsp-check-proofs` speaks it, routed onto the daemon.
+
+The editor talks to us as to HOL: the same `initialize` result (a running
+server's, else the one PROTOCOL.md records), its own request ids, HOL's
+`$/…` methods.  Each document goes to the daemon as whole texts; each
+request goes as an `EditorCall` under an id of ours and comes back under
+the editor's; positions are converted between the editor's encoding and
+the server's.  HOL's configuration (`$/setConfig`) belongs to a server the
+agents share, so it is never forwarded: its settings are applied to the
+editor's view here (`view.View`).  When the daemon goes away the
+editor is told, and the documents are opened again on the next daemon.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from holctl.lsp import stdio
+from holctl.lsp.documents import Document, Documents
+from holctl.lsp.positions import convert
+from holctl.lsp.upstream import Upstream
+from holctl.lsp.view import View
+from holsrv.errors import HolsrvError
+from holsrv.rpc import editor as e
+from holsrv.rpc.messages import ErrorReply
+
+log = logging.getLogger(__name__)
+
+# `hol lsp`'s initialize result as PROTOCOL.md §4.3 records it: what the editor
+# is told when no server runs yet to say its own.
+RECORDED_INITIALIZE: dict[str, Any] = {
+    "capabilities": {
+        "textDocumentSync": 2,
+        "positionEncoding": "utf-8",
+        "hoverProvider": True,
+        "definitionProvider": True,
+        "documentSymbolProvider": True,
+        "workspaceSymbolProvider": True,
+        "completionProvider": {"triggerCharacters": ["."]},
+    },
+    "serverInfo": {"name": "HOL4"},
+}
+# JSON-RPC codes of the answers given here.
+INVALID_REQUEST, INTERNAL_ERROR, CONTENT_MODIFIED = -32600, -32603, -32801
+# LSP's window/showMessage types.
+ERROR, WARNING, INFO = 1, 2, 3
+
+
+@dataclass
+class _Pending:
+    """A request forwarded to the daemon: the editor's id and what converts its answer."""
+
+    editor_id: Any
+    uri: str
+
+
+class Bridge:
+    def __init__(self, socket: Path, autostart: bool, editor_in: asyncio.StreamReader,
+                 editor_out: asyncio.StreamWriter) -> None:
+        self._in = editor_in
+        self._out = editor_out
+        self.docs = Documents()
+        self.encoding = "utf-16"  # the editor's, once `initialize` negotiated it
+        self.daemon = Upstream(socket, autostart, self._from_daemon, self._lost, self._back)
+        self._pending: dict[int, _Pending] = {}
+        self._ids = itertools.count(1)
+        self._tokens: set[Any] = set()  # progress tokens the editor was asked to create
+        self._progress = False  # the editor takes window/workDoneProgress/create
+        self.view = View()  # what the editor's `$/setConfig` asked for
+        self._server_encoding = "utf-8"  # of a server the daemon reported (a document's own wins)
+
+    async def run(self) -> None:
+        """Serve the editor until it exits or closes its output."""
+        try:
+            while (message := await stdio.read_message(self._in)) is not None:
+                if message.get("method") == "exit":
+                    return
+                await self._from_editor(message)
+        finally:
+            await self.daemon.close()
+
+    # -- to the editor -----------------------------------------------------------
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        self._out.write(stdio.frame({"jsonrpc": "2.0", **message}))
+        await self._out.drain()
+
+    async def _show(self, kind: int, text: str) -> None:
+        await self._send({"method": "window/showMessage", "params": {"type": kind, "message": text}})
+
+    async def _error(self, editor_id: Any, code: int, text: str) -> None:
+        await self._send({"id": editor_id, "error": {"code": code, "message": text}})
+
+    # -- from the editor -----------------------------------------------------------
+
+    async def _from_editor(self, message: dict[str, Any]) -> None:
+        method = message.get("method")
+        if not isinstance(method, str):
+            return  # an answer to our window/workDoneProgress/create: nothing waits for it
+        params = message.get("params")
+        if "id" in message:
+            await self._request(message["id"], method, params)
+        else:
+            await self._notification(method, params if isinstance(params, dict) else {})
+
+    async def _request(self, editor_id: Any, method: str, params: Any) -> None:
+        match method:
+            case "initialize":
+                await self._send({"id": editor_id, "result": await self._initialize(params or {})})
+            case "shutdown":
+                await self._send({"id": editor_id, "result": None})
+            case "$/setConfig":
+                if unapplied := self.view.configure(params or {}):
+                    await self._send({"method": "window/logMessage", "params": {"type": 4, "message": unapplied}})
+                await self._send({"id": editor_id, "result": None})
+            case _:
+                await self._forward(editor_id, method, params)
+
+    async def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+        caps = params.get("capabilities") or {}
+        offered = (caps.get("general") or {}).get("positionEncodings") or []
+        self.encoding = "utf-8" if "utf-8" in offered else "utf-16"
+        self._progress = bool((caps.get("window") or {}).get("workDoneProgress"))
+        self.daemon.editor = str((params.get("clientInfo") or {}).get("name") or "editor")
+        result = RECORDED_INITIALIZE
+        try:
+            running = await self.daemon.connect()
+        except HolsrvError as err:
+            await self._show(ERROR, f"holctl lsp: {err.code}: {err}")
+        else:
+            if running:
+                result = msgspec.json.decode(running)
+        capabilities = dict(result.get("capabilities") or {})
+        self._server_encoding = str(capabilities.get("positionEncoding", "utf-8"))
+        capabilities["positionEncoding"] = self.encoding
+        return {"capabilities": capabilities, "serverInfo": result.get("serverInfo") or {"name": "HOL4"}}
+
+    async def _notification(self, method: str, params: dict[str, Any]) -> None:
+        document = params.get("textDocument") or {}
+        uri = str(document.get("uri", ""))
+        match method:
+            case "textDocument/didOpen":
+                doc = self.docs.open(uri, str(document.get("text", "")))
+                await self._push(doc, e.EditorOpen(uri, doc.text))
+            case "textDocument/didChange":
+                doc_ = self.docs.get(uri)
+                if doc_ is not None:
+                    doc_.apply(params.get("contentChanges") or [], self.encoding)
+                    if self.view.sends_changes:
+                        await self._push(doc_, e.EditorChange(uri, doc_.text))
+            case "textDocument/didSave":
+                doc_ = self.docs.get(uri)
+                if doc_ is not None:
+                    if doc_.sent != doc_.text:
+                        await self._push(doc_, e.EditorChange(uri, doc_.text))
+                    await self.daemon.send(e.EditorSave(uri))
+            case "textDocument/didClose":
+                if self.docs.close(uri) is not None:
+                    await self.daemon.send(e.EditorClose(uri))
+            case "$/cancelRequest":
+                ours = next((i for i, p in self._pending.items() if p.editor_id == params.get("id")), None)
+                if ours is not None:
+                    await self.daemon.send(e.EditorCancel(ours))
+            case "$/hol/retryCompile":
+                retry = e.EditorCall(next(self._ids), method, self._to_server(params, uri), uri, notify=True)
+                await self.daemon.send(retry)
+            case _:
+                pass  # initialized, and what HOL would drop too
+
+    async def _push(self, doc: Document, frame: e.EditorOpen | e.EditorChange) -> None:
+        doc.sent = frame.text
+        await self.daemon.send(frame)
+
+    async def _forward(self, editor_id: Any, method: str, params: Any) -> None:
+        if not self.daemon.connected:
+            await self._error(editor_id, CONTENT_MODIFIED, "holctl lsp is not connected to the holsrv daemon; "
+                                                           "ask again")
+            return
+        params = params if isinstance(params, dict) else {}
+        uri = str((params.get("textDocument") or {}).get("uri") or params.get("uri") or "")
+        ours = next(self._ids)
+        self._pending[ours] = _Pending(editor_id, uri)
+        await self.daemon.send(e.EditorCall(ours, method, self._to_server(params, uri), uri))
+
+    def _to_server(self, params: Any, uri: str) -> bytes:
+        """`params` as the server reads them: its URIs and its position encoding."""
+        converted = convert(params, uri, self.docs.text, self.encoding, self._encoding_of(uri))
+        return msgspec.json.encode(_uris(converted, self.docs.to_server))
+
+    def _encoding_of(self, uri: str) -> str:
+        doc = self.docs.get(uri) or self.docs.by_server_uri(uri)
+        return doc.encoding if doc is not None and doc.encoding else self._server_encoding
+
+    # -- the daemon ------------------------------------------------------------------
+
+    async def _from_daemon(self, frame: e.EditorEvent | ErrorReply) -> None:
+        match frame:
+            case e.EditorNote():
+                await self._note(frame)
+            case e.EditorAnswer():
+                await self._answer(frame)
+            case e.EditorDocument():
+                doc = self.docs.get(frame.uri)
+                if frame.code:
+                    await self._show(ERROR, f"holsrv: {frame.uri.rsplit('/', 1)[-1]}: {frame.code}: {frame.message}")
+                elif doc is not None:
+                    doc.server_uri, doc.encoding = frame.server_uri or frame.uri, frame.encoding
+            case ErrorReply():
+                await self._show(ERROR, f"holsrv: {frame.code}: {frame.message}")
+            case _:
+                pass
+
+    async def _note(self, note: e.EditorNote) -> None:
+        if not self.view.shows(note.method):
+            return
+        params = msgspec.json.decode(note.params)
+        params = _uris(convert(params, note.uri, self.docs.text, self._encoding_of(note.uri), self.encoding),
+                       self.docs.to_editor)
+        if note.method == "$/progress":
+            if not self._progress:
+                return  # the editor takes no progress it did not ask for
+            token = (params or {}).get("token")
+            if token not in self._tokens:
+                self._tokens.add(token)
+                await self._send({"id": f"holctl-{next(self._ids)}", "method": "window/workDoneProgress/create",
+                                  "params": {"token": token}})
+        await self._send({"method": note.method, "params": params})
+
+    async def _answer(self, answer: e.EditorAnswer) -> None:
+        pending = self._pending.pop(answer.id, None)
+        if pending is None:
+            return
+        if answer.error_code:
+            await self._error(pending.editor_id, answer.error_code, answer.error_message)
+            return
+        result = msgspec.json.decode(answer.result)
+        result = _uris(convert(result, pending.uri, self.docs.text, self._encoding_of(pending.uri), self.encoding),
+                       self.docs.to_editor)
+        await self._send({"id": pending.editor_id, "result": result})
+
+    async def _lost(self) -> None:
+        """The daemon went (it stopped or restarted): answer what waited on it, and tell the editor."""
+        for pending in self._pending.values():
+            await self._error(pending.editor_id, CONTENT_MODIFIED, "the holsrv daemon restarted; ask again")
+        self._pending.clear()
+        count = len(self.docs.by_uri)
+        await self._show(WARNING, f"holsrv: the daemon went away (stopped or restarted); reconnecting and "
+                                  f"re-opening {count} document{'s' * (count != 1)}")
+
+    async def _back(self) -> None:
+        """Connected to a daemon again: open the editor's documents there, with their text now."""
+        self._tokens.clear()
+        for doc in self.docs.by_uri.values():
+            await self._push(doc, e.EditorOpen(doc.uri, doc.text))
+        count = len(self.docs.by_uri)
+        await self._show(INFO, f"holsrv: reconnected; {count} document{'s' * (count != 1)} re-opened")
+
+
+def _uris(value: Any, mapping: Any) -> Any:
+    """`value` with every `uri`/`targetUri` string mapped (the server's and the editor's names of a file)."""
+    if isinstance(value, list):
+        return [_uris(x, mapping) for x in value]
+    if isinstance(value, dict):
+        return {k: mapping(v) if k in ("uri", "targetUri") and isinstance(v, str) else _uris(v, mapping)
+                for k, v in value.items()}
+    return value

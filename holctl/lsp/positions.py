@@ -1,0 +1,77 @@
+"""Columns between the editor's position encoding and the server's (utf-8 bytes or utf-16 units).
+
+Every `{"line", "character"}` in a message is converted on the line of the
+text it is about: the document named by the nearest enclosing `uri` (or
+`targetUri`), else the message's own document.  A position in a file the
+editor does not have open is left as it is (exact for lines of ASCII).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+# The text of an open document by its URI (None when it is not open).
+Texts = Callable[[str], str | None]
+
+
+def column(line: str, character: int, source: str, target: str) -> int:
+    """`character` on `line`, counted in `source`'s units, in `target`'s."""
+    if source == target:
+        return character
+    chars = _chars(line, character, source)
+    return _units(line[:chars], target)
+
+
+def _chars(line: str, count: int, encoding: str) -> int:
+    """How many characters of `line` `count` units of `encoding` cover (clamped to the line)."""
+    if encoding == "utf-32":
+        return min(count, len(line))
+    used = 0
+    for i, ch in enumerate(line):
+        used += _width(ch, encoding)
+        if used > count:
+            return i
+    return len(line)
+
+
+def _units(prefix: str, encoding: str) -> int:
+    return sum(_width(ch, encoding) for ch in prefix)
+
+
+def _width(ch: str, encoding: str) -> int:
+    point = ord(ch)
+    if encoding == "utf-8":
+        return 1 if point < 0x80 else 2 if point < 0x800 else 3 if point < 0x10000 else 4
+    if encoding == "utf-16":
+        return 2 if point >= 0x10000 else 1
+    return 1
+
+
+def convert(value: Any, uri: str, texts: Texts, source: str, target: str) -> Any:
+    """`value` (a message's params or result) with its positions in `target`'s units."""
+    if source == target:
+        return value
+    lines: dict[str, list[str] | None] = {}
+
+    def line_of(doc: str, number: int) -> str | None:
+        if doc not in lines:
+            text = texts(doc)
+            lines[doc] = text.split("\n") if text is not None else None
+        found = lines[doc]
+        return found[number] if found is not None and 0 <= number < len(found) else None
+
+    def walk(item: Any, doc: str) -> Any:
+        if isinstance(item, list):
+            return [walk(x, doc) for x in item]
+        if not isinstance(item, dict):
+            return item
+        doc = next((item[k] for k in ("uri", "targetUri") if isinstance(item.get(k), str)), doc)
+        line, character = item.get("line"), item.get("character")
+        if isinstance(line, int) and isinstance(character, int) and not isinstance(character, bool):
+            text = line_of(doc, line)
+            if text is not None:
+                item = {**item, "character": column(text, character, source, target)}
+        return {k: walk(v, doc) if isinstance(v, dict | list) else v for k, v in item.items()}
+
+    return walk(value, uri)

@@ -1,0 +1,306 @@
+"""One editor's channel (`holctl lsp`): its documents on the daemon's servers, its requests, HOL's notes back.
+
+After `EditorAttach` a connection carries `holsrv.rpc.editor` frames both
+ways until it closes.  Each document the editor opens holds a lease on its
+file's server for as long as it is open (as `hol lsp` would live for it),
+and its buffer is what that server checks (`EditorBuffers`); only the
+newest text is synced, so a burst of keystrokes costs one sync.  Requests
+run concurrently, each after the document's text is in its server.  The
+server's notifications go to the editor through a bounded `Outbox`.  An
+editor that goes away releases everything it held, and each of its files
+gets the disk's text back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from holsrv import files
+from holsrv.answers.common import Context, read
+from holsrv.connection import Connection
+from holsrv.errors import BadRequest, EditorUnsaved, FrameError, HolsrvError, LspError, Starting, TrialRunning
+from holsrv.fanout import PROGRESS, Outbox
+from holsrv.lsp import replies
+from holsrv.rpc import editor as e
+from holsrv.rpc import framing
+from holsrv.rpc import messages as m
+from holsrv.session import Session
+
+log = logging.getLogger(__name__)
+
+_inbound = msgspec.msgpack.Decoder(e.EditorInbound)
+_json = msgspec.json.Encoder()
+# JSON-RPC's codes for what the channel itself answers.
+INTERNAL_ERROR, REQUEST_CANCELLED = -32603, -32800
+# How long closing a document may take to give its server the disk's text back.
+RESTORE_S = 10.0
+
+
+async def serve(ctx: Context, conn: Connection, client: str, request: m.EditorAttach) -> None:
+    """Serve the editor that attached on `conn` until it goes (see `Connection.converse`)."""
+    await EditorChannel(conn, ctx, request.editor or client).run()
+
+
+class EditorChannel:
+    """One attached editor: its documents by the editor's URI, its calls by the editor's id."""
+
+    def __init__(self, conn: Connection, ctx: Context, name: str) -> None:
+        self.conn = conn
+        self.ctx = ctx
+        self.name = name
+        self.client = f"editor {name}"  # as status lists it among a server's clients
+        self.outbox: Outbox[e.EditorEvent] = Outbox(e.OUTBOX_FRAMES)
+        self.docs: dict[str, _Document] = {}
+        self._calls: dict[int, asyncio.Task] = {}
+
+    async def run(self) -> None:
+        """Serve the editor until it closes the connection (or breaks the framing)."""
+        self.ctx.editors.attach(self, self.name, lambda: self.outbox.dropped)
+        writer = asyncio.create_task(self._write(), name=f"editor-out-{self.name}")
+        log.info("editor %s attached", self.name)
+        try:
+            self.outbox.put(e.EditorAttached(initialize=self._initialize(), daemon_pid=os.getpid()))
+            await self._read(writer)
+        finally:
+            for task in self._calls.values():
+                task.cancel()
+            docs, self.docs = list(self.docs.values()), {}
+            for doc in docs:
+                doc.close()
+            await asyncio.gather(*(doc.task for doc in docs), return_exceptions=True)
+            writer.cancel()
+            await asyncio.gather(writer, *self._calls.values(), return_exceptions=True)
+            self.ctx.editors.detach(self)
+            log.info("editor %s detached: its %d documents released", self.name, len(docs))
+
+    def push(self, frame: e.EditorEvent, droppable: bool = False) -> None:
+        self.outbox.put(frame, droppable)
+
+    def _initialize(self) -> bytes:
+        """The `initialize` result a running server got, for the editor's own (b"" if none runs)."""
+        for session in self.ctx.pool.live():
+            if session.lsp is not None and session.lsp.capabilities:
+                return _json.encode({"capabilities": session.lsp.capabilities, "serverInfo": session.lsp.server_info})
+        return b""
+
+    async def _write(self) -> None:
+        while True:
+            await self.conn.send(await self.outbox.get())  # type: ignore[arg-type]
+
+    async def _read(self, writer: asyncio.Task) -> None:
+        while True:
+            reading = asyncio.ensure_future(
+                framing.read_body(self.conn.reader, self.conn.settings.frame_timeout_s, self.conn.frames))
+            await asyncio.wait({reading, writer}, return_when=asyncio.FIRST_COMPLETED)
+            if not reading.done():  # the editor stopped taking frames (`Unresponsive`)
+                reading.cancel()
+                writer.result()
+                return
+            try:
+                body = reading.result()
+            except FrameError as err:
+                self.conn.warn("dropped editor %s: %s", self.name, err)
+                return
+            if body is None:
+                return
+            try:
+                frame = framing.decode(_inbound, body)
+            except FrameError as err:
+                self.conn.warn("editor %s sent a frame the daemon cannot read: %s", self.name, err)
+                continue
+            self._take(frame)
+
+    def _take(self, frame: e.EditorFrame) -> None:
+        match frame:
+            case e.EditorOpen(uri, text) | e.EditorChange(uri, text):
+                self._text(uri, text)
+            case e.EditorSave():
+                pass  # the disk now has what the buffer has: answers see they agree
+            case e.EditorClose(uri):
+                doc = self.docs.pop(uri, None)
+                if doc is not None:
+                    doc.close()
+            case e.EditorCall():
+                task = asyncio.create_task(self._call(frame), name=f"editor-call-{frame.id}")
+                self._calls[frame.id] = task
+                task.add_done_callback(lambda _: self._calls.pop(frame.id, None))
+            case e.EditorCancel(call_id):
+                running = self._calls.get(call_id)
+                if running is not None:
+                    running.cancel()
+            case _:
+                log.warning("editor %s sent an unknown frame %r", self.name, frame)
+
+    def _text(self, uri: str, text: str) -> None:
+        doc = self.docs.get(uri)
+        if doc is None:
+            try:
+                # Editors percent-encode their URIs; HOL takes a URI's path as it is (PROTOCOL.md §5.1).
+                path = files.resolve(urllib.parse.unquote(replies.path_of(uri)))
+                if path.suffix not in files.SCRIPT_SUFFIXES:
+                    raise BadRequest(f"{path.name} is not a HOL script: holctl lsp serves SML files "
+                                     f"({', '.join(files.SCRIPT_SUFFIXES)}), usually fooScript.sml")
+            except HolsrvError as err:
+                self.push(e.EditorDocument(uri, code=err.code, message=str(err)))
+                return
+            doc = self.docs[uri] = _Document(self, uri, path)
+        doc.edited(text)
+
+    async def _call(self, call: e.EditorCall) -> None:
+        try:
+            doc = self.docs.get(call.uri) if call.uri else next(iter(self.docs.values()), None)
+            if doc is None:
+                raise HolsrvError(f"{call.uri or 'no document'} is not open in this editor")
+            if call.notify:
+                await doc.notify(call.method, msgspec.json.decode(call.params))
+                return
+            result = await doc.request(call.method, msgspec.json.decode(call.params))
+            self.push(e.EditorAnswer(call.id, _json.encode(result)))
+        except asyncio.CancelledError:
+            self.push(e.EditorAnswer(call.id, error_code=REQUEST_CANCELLED, error_message="cancelled"))
+            raise
+        except LspError as err:
+            self.push(e.EditorAnswer(call.id, error_code=err.rpc_code or INTERNAL_ERROR, error_message=str(err)))
+        except (HolsrvError, msgspec.DecodeError) as err:
+            self.push(e.EditorAnswer(call.id, error_code=INTERNAL_ERROR, error_message=str(err)))
+        except TimeoutError:
+            self.push(e.EditorAnswer(call.id, error_code=INTERNAL_ERROR, error_message=(
+                f"{call.uri} has no HOL server yet (see the message the editor was shown); ask again")))
+
+
+class _Document:
+    """One open document: the newest text of its buffer, synced to its file's server by one task."""
+
+    def __init__(self, channel: EditorChannel, uri: str, path: Path) -> None:
+        self.channel = channel
+        self.ctx = channel.ctx
+        self.uri = uri
+        self.path = path
+        self.buffer: files.Script | None = None
+        self.session: Session | None = None  # set while its text is in the server
+        self._closed = False
+        self._wake = asyncio.Event()  # a new text, or closing
+        self._synced = asyncio.Event()  # `session` has the newest text
+        self.task = asyncio.create_task(self._run(), name=f"editor-doc-{path.name}")
+
+    def edited(self, text: str) -> None:
+        data = text.encode("utf-8", errors="surrogatepass")
+        self.buffer = files.Script(self.path, data, text, files.content_hash(data))
+        try:
+            # At once, before the sync: an agent's call from now on is about this text.
+            self.ctx.editors.hold(self.channel, self, self.channel.name, self.buffer)
+        except EditorUnsaved as err:
+            self.channel.push(e.EditorDocument(self.uri, code=err.code, message=str(err)))
+            self.close()
+            return
+        self._synced.clear()
+        self._wake.set()
+
+    def close(self) -> None:
+        self._closed = True
+        self._wake.set()
+
+    async def request(self, method: str, params: object) -> object:
+        """Ask the document's server, once it has the buffer's newest text."""
+        settings = self.ctx.settings
+        async with asyncio.timeout(settings.start_timeout_s):
+            await self._synced.wait()
+        session = self.session
+        assert session is not None
+        async with session.trials.use(settings.trial_wait_s, self.path.name):
+            return await session.request(method, params, settings.request_timeout_s)  # type: ignore[arg-type]
+
+    async def notify(self, method: str, params: object) -> None:
+        """Tell the document's server, once it has the buffer's newest text."""
+        async with asyncio.timeout(self.ctx.settings.start_timeout_s):
+            await self._synced.wait()
+        assert self.session is not None
+        await self.session.notify(method, params)  # type: ignore[arg-type]
+
+    async def _run(self) -> None:
+        try:
+            while not self._closed:
+                try:
+                    async with self.ctx.pool.lease(self.path, self.channel.client) as lease:
+                        await self._serve(lease.session)
+                except HolsrvError as err:
+                    self.session = None
+                    if self._closed:
+                        break
+                    log.info("editor %s: %s has no server: %s", self.channel.name, self.path.name, err)
+                    self.channel.push(e.EditorDocument(self.uri, code=err.code, message=str(err)))
+                    self._wake.clear()
+                    await self._wait_edit()  # the next edit tries again
+        finally:
+            self.session = None
+            if self.ctx.editors.release(self, self.path):
+                await self._give_back_disk()
+
+    async def _serve(self, session: Session) -> None:
+        """Keep `session` on the buffer's newest text until the document closes or the server goes."""
+        if not await session.wait_started(self.ctx.settings.start_timeout_s):
+            raise Starting(f"the HOL server for {self.path.name} did not start within the start timeout")
+        unsubscribe = session.fanout.subscribe(lambda method, params: self._note(session, method, params))
+        # Before the sync: HOL's notes about the text name the file as the server does.
+        self.channel.push(e.EditorDocument(self.uri, session.encoding, server_uri=session.uri))
+        try:
+            while not self._closed:
+                self._wake.clear()
+                buffer = self.buffer
+                if buffer is not None and session.data != buffer.data:
+                    await self._sync(session, buffer)
+                self.session = session
+                if self.buffer is buffer:
+                    self._synced.set()
+                    await self._wait_edit(session)
+        finally:
+            unsubscribe()
+
+    async def _sync(self, session: Session, buffer: files.Script) -> None:
+        """Give `session` the buffer's text, after any trial on it (each of whose waits is bounded)."""
+        while True:
+            with contextlib.suppress(TrialRunning):
+                async with session.trials.use(self.ctx.settings.try_timeout_s, self.path.name):
+                    await asyncio.shield(session.sync(buffer.data, buffer.text, buffer.hash))
+                    return
+
+    async def _wait_edit(self, session: Session | None = None) -> None:
+        """Until the next edit or the close; raises if `session`'s server goes meanwhile."""
+        while not self._wake.is_set():
+            waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(self._wake.wait())]
+            if session is not None:
+                waits.append(asyncio.ensure_future(session.wait_change(self.ctx.settings.request_timeout_s)))
+            try:
+                await asyncio.wait(waits, timeout=self.ctx.settings.request_timeout_s,
+                                   return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for wait in waits:
+                    wait.cancel()
+                await asyncio.gather(*waits, return_exceptions=True)
+            if session is not None:
+                session.check_alive()
+
+    def _note(self, session: Session, method: str, params: object) -> None:
+        if session.trials.trial:
+            return  # a trial's candidates are not the editor's text
+        self.channel.push(e.EditorNote(method, _json.encode(params), self.uri), droppable=method in PROGRESS)
+
+    async def _give_back_disk(self) -> None:
+        """The editor let go: the disk is the truth again, so the server gets the disk's text."""
+        session = self.ctx.pool.sessions.get(self.path)
+        if session is None or not session.alive or session.data is None:
+            return
+        with contextlib.suppress(HolsrvError, TimeoutError, OSError):
+            async with asyncio.timeout(RESTORE_S):
+                disk = await read(self.ctx, str(self.path))
+                if self.ctx.editors.may_send_disk(self.path) and session.data != disk.data:
+                    async with session.trials.use(RESTORE_S, self.path.name):
+                        await asyncio.shield(session.sync(disk.data, disk.text, disk.hash))

@@ -1,0 +1,326 @@
+"""`holctl lsp` driven by a real LSP client (pytest-lsp, pygls's), on a daemon whose servers are the fake HOL.
+
+The editor and the agents share one server per file: the editor's buffer
+is what the server checks while it is open, agents' answers say when that
+differs from the disk, and an editor that closes, saves or vanishes gives
+the disk back its place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient
+
+from holctl.render import render
+from holsrv.errors import HolsrvError
+from holsrv.files import content_hash
+from holsrv.rpc import messages as m
+from tests.conftest import FAILING_SCRIPT, GOOD_SCRIPT
+
+DEADLINE_S = 60.0  # generous: the machine is shared, and each wait ends as soon as its event comes
+UNSAVED = "an editor has unsaved changes to this file"
+
+
+async def editor(daemon, **capabilities) -> LanguageClient:
+    """`holctl lsp` on `daemon`'s socket, with a pygls client initialized against it."""
+    config = ClientServerConfig(
+        server_command=[sys.executable, "-m", "holctl", "--socket", str(daemon.socket), "--no-start", "lsp"],
+        server_env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+    )
+    client = await config.start()
+    await client.initialize_session(types.InitializeParams(
+        capabilities=types.ClientCapabilities(
+            window=types.WindowClientCapabilities(work_done_progress=True),
+            general=types.GeneralClientCapabilities(position_encodings=capabilities.get("encodings")),
+        ),
+        client_info=types.ClientInfo(name="pytest-lsp"),
+    ))
+    return client
+
+
+async def until(client: LanguageClient, method: str, holds: Callable[[], bool], what: str) -> None:
+    """Wait (bounded) for notifications of `method` until `holds()`."""
+    async with asyncio.timeout(DEADLINE_S):
+        while not holds():
+            try:
+                await asyncio.wait_for(client.wait_for_notification(method), 2.0)
+            except TimeoutError:
+                pass  # look again: a notification may have come between the check and the wait
+    assert holds(), what
+
+
+def errors(client: LanguageClient, uri: str) -> list[str]:
+    return [d.message for d in client.diagnostics.get(uri, []) if d.severity == types.DiagnosticSeverity.Error]
+
+
+def open_doc(client: LanguageClient, path: Path, text: str) -> str:
+    uri = path.as_uri()
+    client.text_document_did_open(types.DidOpenTextDocumentParams(
+        types.TextDocumentItem(uri=uri, language_id="holscript", version=1, text=text)))
+    return uri
+
+
+def edit(client: LanguageClient, uri: str, version: int, start: tuple[int, int], end: tuple[int, int], text: str):
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+        [types.TextDocumentContentChangePartial(
+            range=types.Range(types.Position(*start), types.Position(*end)), text=text)],
+    ))
+
+
+async def agent(daemon, request):
+    return await asyncio.to_thread(daemon.call, request)
+
+
+def digest(text: str) -> str:
+    return content_hash(text.encode())
+
+
+# The failing line of FAILING_SCRIPT's `wrong` proof, and GOOD_SCRIPT's second proof made to fail.
+BROKEN = GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", 'rpt strip_tac >> FAIL_TAC "nope"')
+TACTIC_LINE = GOOD_SCRIPT.splitlines().index("  rpt strip_tac >> simp[]")
+
+
+async def stop(client: LanguageClient) -> None:
+    await client.shutdown_session()
+    await client.stop()
+
+
+@pytest.mark.asyncio
+async def test_an_editor_gets_the_files_diagnostics_and_proof_states_from_the_daemons_server(daemon, write_script):
+    path = write_script(FAILING_SCRIPT)
+    client = await editor(daemon)
+    states: list = []
+    client.feature("$/proofStates")(lambda params: states.append(params))
+    try:
+        uri = open_doc(client, path, FAILING_SCRIPT)
+        await until(client, "textDocument/publishDiagnostics", lambda: any("nope" in e for e in errors(client, uri)),
+                    "the failing proof's diagnostic")
+        await until(client, "$/proofStates", lambda: bool(states), "a $/proofStates notification")
+        status = await agent(daemon, m.Status())
+        assert [s.file for s in status.sessions] == [str(path)]
+        assert status.sessions[0].editor == "pytest-lsp"
+        assert [(e.name, e.documents) for e in status.editors] == [("pytest-lsp", [str(path)])]
+        shown = render(status)
+        assert f"editor pytest-lsp (holctl lsp): {path}" in shown and "editor pytest-lsp" in shown.split("CLIENTS")[1]
+    finally:
+        await stop(client)
+
+
+@pytest.mark.asyncio
+async def test_an_agent_asking_during_unsaved_edits_is_answered_about_the_buffer_and_told_so(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    client = await editor(daemon)
+    try:
+        uri = open_doc(client, path, GOOD_SCRIPT)
+        line = GOOD_SCRIPT.splitlines()[TACTIC_LINE]
+        edit(client, uri, 2, (TACTIC_LINE, line.index("simp[]")), (TACTIC_LINE, len(line)), 'FAIL_TAC "nope"')
+        await until(client, "textDocument/publishDiagnostics", lambda: any("nope" in e for e in errors(client, uri)),
+                    "the edited proof's failure, in the editor")
+        answer = await agent(daemon, m.Diagnostics(str(path), wait=30))
+        assert answer.content_hash == digest(BROKEN)
+        assert answer.verdict == "FAILED"
+        assert any(r.startswith(UNSAVED) and digest(GOOD_SCRIPT)[:12] in r for r in answer.freshness.reasons)
+        assert answer.freshness.may_be_stale
+        # The agent's call did not give the server the disk's text: the editor still sees its failure.
+        assert any("nope" in e for e in errors(client, uri))
+        status = await agent(daemon, m.Status())
+        assert len(status.sessions) == 1 and status.sessions[0].editor_unsaved
+        assert status.editors[0].unsaved == [str(path)]
+        with pytest.raises(HolsrvError) as refused:
+            await agent(daemon, m.Try(str(path), TACTIC_LINE + 1, ["simp[]"]))
+        assert refused.value.code == "editor_unsaved"
+    finally:
+        await stop(client)
+
+
+@pytest.mark.asyncio
+async def test_after_a_save_the_agent_and_the_editor_share_one_check(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    client = await editor(daemon)
+    try:
+        uri = open_doc(client, path, GOOD_SCRIPT)
+        client.text_document_did_change(types.DidChangeTextDocumentParams(
+            types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            [types.TextDocumentContentChangeWholeDocument(text=BROKEN)]))
+        path.write_text(BROKEN, encoding="utf-8")
+        client.text_document_did_save(types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(uri)))
+        await until(client, "textDocument/publishDiagnostics", lambda: any("nope" in e for e in errors(client, uri)),
+                    "the saved proof's failure")
+        answer = await agent(daemon, m.Diagnostics(str(path), wait=30))
+        assert answer.content_hash == digest(BROKEN)
+        assert not [r for r in answer.freshness.reasons if r.startswith(UNSAVED)]
+        status = await agent(daemon, m.Status())
+        assert len(status.sessions) == 1 and not status.sessions[0].editor_unsaved
+    finally:
+        await stop(client)
+
+
+@pytest.mark.asyncio
+async def test_closing_the_document_makes_the_disk_the_truth_again(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    client = await editor(daemon)
+    try:
+        uri = open_doc(client, path, BROKEN)
+        await until(client, "textDocument/publishDiagnostics", lambda: any("nope" in e for e in errors(client, uri)),
+                    "the buffer's failure")
+        client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
+        async with asyncio.timeout(DEADLINE_S):
+            while (await agent(daemon, m.Status())).editors[0].documents:
+                await asyncio.sleep(0.05)  # polling the daemon from outside: nothing to await
+        answer = await agent(daemon, m.Diagnostics(str(path), wait=30))
+        assert answer.content_hash == digest(GOOD_SCRIPT) and answer.verdict == "OK"
+        assert not answer.freshness.reasons
+        assert (await agent(daemon, m.Status())).sessions[0].editor == ""
+    finally:
+        await stop(client)
+
+
+@pytest.mark.asyncio
+async def test_the_goal_state_request_is_answered_by_the_server_as_with_hol_lsp(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    client = await editor(daemon)
+    try:
+        uri = open_doc(client, path, GOOD_SCRIPT)
+        await until(client, "textDocument/publishDiagnostics", lambda: uri in client.diagnostics, "diagnostics")
+        async with asyncio.timeout(DEADLINE_S):
+            while True:
+                state = await client.protocol.send_request_async("$/hol/goalState", {
+                    "textDocument": {"uri": uri}, "position": {"line": TACTIC_LINE, "character": 2}})
+                if getattr(state, "status", None) != "pending":
+                    break
+                await client.wait_for_notification("$/compileCompleted")
+        assert state.theorem == "conj_comm"
+        assert "q" in state.goals[0].goal
+    finally:
+        await stop(client)
+
+
+@pytest.mark.asyncio
+async def test_an_editor_that_vanishes_releases_its_documents(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    client = await editor(daemon)
+    uri = open_doc(client, path, BROKEN)
+    await until(client, "textDocument/publishDiagnostics", lambda: any("nope" in e for e in errors(client, uri)),
+                "the buffer's failure")
+    assert client._server is not None
+    os.kill(client._server.pid, signal.SIGKILL)  # the holctl lsp this test started
+    await client._server.wait()
+    await client.stop()
+    async with asyncio.timeout(DEADLINE_S):
+        while (await agent(daemon, m.Status())).editors:
+            await asyncio.sleep(0.05)  # polling the daemon from outside: nothing to await
+    answer = await agent(daemon, m.Diagnostics(str(path), wait=30))
+    assert answer.content_hash == digest(GOOD_SCRIPT) and answer.verdict == "OK"
+    assert not answer.freshness.reasons
+
+
+# A failing step after characters that are 3 bytes in utf-8 and one unit in utf-16.
+WIDE = FAILING_SCRIPT.replace('  rpt strip_tac >> FAIL_TAC "nope"', '  (* ∀∀ *) rpt strip_tac >> FAIL_TAC "nope"')
+WIDE_LINE = WIDE.splitlines().index('  (* ∀∀ *) rpt strip_tac >> FAIL_TAC "nope"')
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("offered, column", [
+    (None, WIDE.splitlines()[WIDE_LINE].index("FAIL_TAC")),  # utf-16: one unit a character here
+    (["utf-8"], len(WIDE.splitlines()[WIDE_LINE].split("FAIL_TAC")[0].encode())),
+])
+async def test_diagnostic_columns_reach_the_editor_in_the_encoding_it_negotiated(
+        daemon, write_script, offered, column):
+    path = write_script(WIDE)
+    client = await editor(daemon, encodings=offered)
+    try:
+        uri = open_doc(client, path, WIDE)
+
+        def at_the_step() -> bool:
+            return any(d.range.start.line == WIDE_LINE for d in client.diagnostics.get(uri, []))
+
+        await until(client, "textDocument/publishDiagnostics", at_the_step, "the failure moved to its step")
+        [failure] = [d for d in client.diagnostics[uri] if d.range.start.line == WIDE_LINE]
+        assert failure.range.start.character == column
+    finally:
+        await stop(client)
+
+
+@pytest.mark.asyncio
+async def test_after_the_daemon_restarts_the_editor_is_told_and_its_documents_are_open_again(
+        daemon_factory, write_script):
+    first = daemon_factory()
+    path = write_script(FAILING_SCRIPT)
+    client = await editor(first)
+    try:
+        uri = open_doc(client, path, FAILING_SCRIPT)
+        await until(client, "textDocument/publishDiagnostics", lambda: any("nope" in e for e in errors(client, uri)),
+                    "the first daemon's diagnostics")
+        first.stop()
+        client.diagnostics.clear()
+        second = daemon_factory(socket=first.socket)
+        await until(client, "window/showMessage", lambda: any("reconnected" in m.message for m in client.messages),
+                    "word that holctl lsp reconnected")
+        assert any("went away" in m.message for m in client.messages)
+        await until(client, "textDocument/publishDiagnostics", lambda: any("nope" in e for e in errors(client, uri)),
+                    "the second daemon's diagnostics, for the document opened again")
+        assert [s.file for s in (await agent(second, m.Status())).sessions] == [str(path)]
+    finally:
+        await stop(client)
+
+
+@pytest.mark.asyncio
+async def test_an_editor_of_another_user_is_refused_and_told_why(daemon, write_script):
+    daemon.daemon.connections.owner_uid = os.getuid() + 1  # as if the peer were another user
+    client = await editor(daemon)
+    try:
+        assert any("peer_refused" in shown.message for shown in client.messages), client.messages
+        open_doc(client, write_script(GOOD_SCRIPT), GOOD_SCRIPT)
+        daemon.daemon.connections.owner_uid = os.getuid()
+        assert (await agent(daemon, m.Status())).editors == []
+    finally:
+        await stop(client)
+
+
+@pytest.mark.asyncio
+async def test_eval_from_the_editor_runs_in_the_files_server_as_with_hol_lsp(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    client = await editor(daemon)
+    try:
+        uri = open_doc(client, path, GOOD_SCRIPT)
+        async with asyncio.timeout(DEADLINE_S):
+            reports = await client.protocol.send_request_async(
+                "$/eval", {"uri": uri, "code": "PolyML.print (6 * 7);", "incr": 0})
+        assert [r["body"] for r in reports if r["kind"] == "toplevelOut"] == ["42\n"]
+        assert [s.file for s in (await agent(daemon, m.Status())).sessions] == [str(path)]
+    finally:
+        await stop(client)
+
+
+@pytest.mark.asyncio
+async def test_the_editors_set_config_changes_its_own_view_not_the_agents(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    client = await editor(daemon)
+    try:
+        async with asyncio.timeout(DEADLINE_S):
+            assert await client.protocol.send_request_async("$/setConfig", {"elabOn": 2, "checkProofs": False}) \
+                is None
+        uri = open_doc(client, path, GOOD_SCRIPT)
+        client.text_document_did_change(types.DidChangeTextDocumentParams(
+            types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            [types.TextDocumentContentChangeWholeDocument(text=BROKEN)]))
+        # Compile on save: the unsaved edit has not gone to the server, and the agents' proofs are still checked.
+        answer = await agent(daemon, m.Diagnostics(str(path), wait=30))
+        assert (answer.verdict, answer.content_hash, answer.tally.proved) == ("OK", digest(GOOD_SCRIPT), 2)
+        assert not answer.freshness.reasons
+        client.text_document_did_save(types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(uri)))
+        await until(client, "textDocument/publishDiagnostics", lambda: any("nope" in e for e in errors(client, uri)),
+                    "the buffer's failure, once saved (its text was sent at the save)")
+        answer = await agent(daemon, m.Diagnostics(str(path), wait=30))
+        assert answer.content_hash == digest(BROKEN)
+    finally:
+        await stop(client)
