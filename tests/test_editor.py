@@ -143,6 +143,27 @@ async def test_an_agent_asking_during_unsaved_edits_is_answered_about_the_buffer
 
 
 @pytest.mark.asyncio
+async def test_a_write_to_the_disk_while_the_buffer_is_unsaved_does_not_reach_the_server(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    client = await editor(daemon)
+    try:
+        uri = open_doc(client, path, GOOD_SCRIPT)
+        line = GOOD_SCRIPT.splitlines()[TACTIC_LINE]
+        edit(client, uri, 2, (TACTIC_LINE, line.index("simp[]")), (TACTIC_LINE, len(line)), 'FAIL_TAC "nope"')
+        await until(client, "textDocument/publishDiagnostics", lambda: any("nope" in e for e in errors(client, uri)),
+                    "the edited proof's failure, in the editor")
+        # Another program writes the file: the script watch sees it, and must leave the editor's text alone.
+        path.write_text(GOOD_SCRIPT + "\n(* written behind the editor's back *)\n")
+        answer = await agent(daemon, m.Diagnostics(str(path), wait=30, changed_since=digest(GOOD_SCRIPT)))
+        assert answer.content_hash == digest(BROKEN)  # about the buffer, as before the write
+        assert daemon.daemon.pool.scriptwatch.syncs == 0
+        [session] = daemon.daemon.pool.sessions.values()
+        assert session.data == BROKEN.encode()
+    finally:
+        await stop(client)
+
+
+@pytest.mark.asyncio
 async def test_after_a_save_the_agent_and_the_editor_share_one_check(daemon, write_script):
     path = write_script(GOOD_SCRIPT)
     client = await editor(daemon)
