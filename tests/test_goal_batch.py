@@ -86,8 +86,9 @@ def test_a_batch_costs_the_one_freshness_check_a_single_position_does(daemon, wr
 
 
 def test_a_batch_reuses_the_answers_single_calls_cached_and_asks_hol_only_for_the_rest(
-    daemon, write_script, monkeypatch, tmp_path
+    daemon_factory, write_script, monkeypatch, tmp_path
 ):
+    daemon = daemon_factory(prefetch_per_pass=0)  # `unfinished` fails: nothing asked ahead at its step
     log = tmp_path / "wire.jsonl"
     monkeypatch.setenv("FAKE_HOL_LOG", str(log))
     path = write_script(SCRIPT)
@@ -120,8 +121,9 @@ def test_a_single_position_request_as_an_old_client_sends_it_answers_as_before(d
 
 
 def test_a_batch_while_the_file_compiles_waits_for_it_once_and_says_compiling_at_every_position(
-    daemon, write_script, monkeypatch, tmp_path
+    daemon_factory, write_script, monkeypatch, tmp_path
 ):
+    daemon = daemon_factory(prefetch_per_pass=0)  # the wire log counts this call's walks alone
     log = tmp_path / "wire.jsonl"
     monkeypatch.setenv("FAKE_HOL_LOG", str(log))
     monkeypatch.setenv("FAKE_HOL_DECL_MS", "10000")
