@@ -394,6 +394,25 @@ async def test_an_editors_open_document_shows_in_status_as_the_editor_not_as_a_w
         await stop(client)
 
 
+@pytest.mark.asyncio
+async def test_an_editors_open_document_keeps_its_server_from_being_stopped_to_make_room(daemon_factory, write_script):
+    daemon = daemon_factory(max_servers=1)
+    path = write_script(GOOD_SCRIPT)
+    client = await editor(daemon)
+    try:
+        uri = open_doc(client, path, GOOD_SCRIPT)
+        await until(client, "textDocument/publishDiagnostics", lambda: uri in client.diagnostics, "diagnostics")
+        async with asyncio.timeout(DEADLINE_S):
+            while (await agent(daemon, m.Status())).sessions[0].state != "settled":
+                await asyncio.sleep(0.05)  # polling the daemon from outside: nothing to await
+        with pytest.raises(HolsrvError) as refused:
+            await agent(daemon, m.Diagnostics(str(write_script(GOOD_SCRIPT, "otherScript.sml")), wait=30))
+        assert refused.value.code == "servers_busy" and "(open in an editor)" in str(refused.value)
+        assert [s.file for s in (await agent(daemon, m.Status())).sessions] == [str(path)]
+    finally:
+        await stop(client)
+
+
 # A script with a built ancestor, to be rebuilt under the editor (as tests/test_replacement.py does).
 WITH_ANCESTOR = """\
 Theory demo
