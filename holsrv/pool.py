@@ -95,12 +95,11 @@ class Pool:
     # -- leases ----------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def lease(self, path: Path, client: str, content: str = "", moved: Moved | None = None
+    async def lease(self, path: Path, client: str, content: str = "", moved: Moved | None = None,
                     ) -> AsyncIterator[Lease]:
         """The running session for `path` (started if needed), marked busy meanwhile.
 
-        `content` is the hash of the text the caller is about to send.  With
-        `moved`, a hold rather than a call (see `holds`): told the new server at a replacement's switch.
+        `content` is the hash of the text the caller is about to send; with `moved`, a hold, not a call (`holds`).
         """
         lock = self._locks.setdefault(path, asyncio.Lock())
         async with lock:
