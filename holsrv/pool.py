@@ -2,8 +2,8 @@
 and idle eviction, restart after death with backoff (`history`).
 
 A server is *busy* while a call waits on it, an editor holds it (`holds`),
-or a proof of its file is still checking (a probably-looping proof does not count).  Busy servers are never
-stopped to make room or for idleness.
+or a proof of its file is still checking (a probably-looping proof does not
+count).  Busy servers are never stopped to make room or for idleness.
 
 The pool is the top of its house and owns the rest: which servers may start
 and which make room (`admission`), making and starting them (`launch`),
