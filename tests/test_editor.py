@@ -445,6 +445,9 @@ async def test_a_rebuilt_ancestor_replaces_the_server_of_a_file_open_in_an_edito
         old_pid = row.pid
         wire = tmp_path / "successor.jsonl"
         monkeypatch.setenv("FAKE_HOL_LOG", str(wire))  # the successor's wire only: it reads it when it spawns
+        # Nor does the successor move its failure to the step while the test runs: all it says of the
+        # buffer, it says while catching up, before the editor follows it (which must not miss it).
+        monkeypatch.setenv("FAKE_HOL_RELOCATE_MS", "600000")
         gate.unlink()
         os.utime(built, (2000, 2000))  # what Holmake leaves: no call, the build watch notices
         async with asyncio.timeout(DEADLINE_S):
