@@ -253,7 +253,8 @@ def why_busy(session: Session) -> str:
         return f"{session.waiting} call(s) waiting on it"
     if session.phase == "compiling":
         return "compiling"
-    return "checking " + ", ".join(e.name for e in session.file.checking())
+    checking = session.file.checking()
+    return "checking " + ", ".join(e.name for e in checking) if checking else "open in an editor"
 
 
 def quiet(session: Session) -> bool:

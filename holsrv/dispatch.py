@@ -62,7 +62,6 @@ class Dispatch:
         cancel_wait = self.settings.lookup_wait_s + self.settings.request_timeout_s
         self.jobs = Jobs(self.settings.max_jobs, self.settings.job_keep_s, cancel_wait, self.pool.clock)
         self.pool.scriptwatch.ahead.compute = lambda session, script: diagnostics.ahead(answers, session, script)
-        self.pool.scriptwatch.editor_holds = lambda path: not answers.editors.may_send_disk(path)
 
     async def answer(self, request: m.Request, client: str, report: Report | None = None) -> m.Reply:
         try:

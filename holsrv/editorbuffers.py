@@ -2,8 +2,9 @@
 
 While an editor (`holctl lsp`) has a file open, its buffer is the text the
 file's server checks: the editor's edits are synced, and nothing sends the
-disk's text over it (`may_send_disk`, the one predicate every disk-text
-sync asks).  Agents still read the disk: when buffer and disk agree they
+disk's text over it (a call's sync takes `buffer_for`; the pool's syncs with
+no call, a server's first open, a successor's catch-up, a write, ask `text`
+through `textsource.TextSource`).  Agents still read the disk: when buffer and disk agree they
 share the one check; when they differ an answer is about the buffer and
 says so (`unsaved_reason`).  When the editor closes the file or goes away,
 the disk is the truth again.  Pure bookkeeping: no HOL, no sockets.
@@ -67,6 +68,11 @@ class EditorBuffers:
 
     def holder(self, path: Path) -> Buffer | None:
         return self._held.get(path)
+
+    def text(self, path: Path) -> Script | None:
+        """The buffer an editor holds of `path`, if one does (what the pool syncs: `textsource`)."""
+        held = self._held.get(path)
+        return held.script if held is not None else None
 
     def may_send_disk(self, path: Path) -> bool:
         """May the disk's text of `path` be sent to its server now?  Not while an editor

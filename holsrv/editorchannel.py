@@ -1,9 +1,12 @@
 """One editor's channel (`holctl lsp`): its documents on the daemon's servers, its requests, HOL's notes back.
 
 After `EditorAttach` a connection carries `holsrv.rpc.editor` frames both
-ways until it closes.  Each document the editor opens holds a lease on its
-file's server for as long as it is open (as `hol lsp` would live for it),
-and its buffer is what that server checks (`EditorBuffers`); only the
+ways until it closes.  Each document the editor opens holds its file's
+server for as long as it is open (as `hol lsp` would live for it): a hold,
+not a call waiting (`holds`), which follows a planned replacement (an
+ancestor rebuilt) to the new server at its switch, the new server's
+diagnostics sent at once.  Its buffer is what the server checks
+(`EditorBuffers`); only the
 newest text is synced, so a burst of keystrokes costs one sync.  Requests
 run concurrently, each after the document's text is in its server.  The
 server's notifications go to the editor through a bounded `Outbox`.  An
@@ -189,6 +192,8 @@ class _Document:
         self._closed = False
         self._wake = asyncio.Event()  # a new text, or closing
         self._synced = asyncio.Event()  # `session` has the newest text
+        self._moved = False  # a replacement switched the file to a new server: take it
+        self._noticed: bytes | None = None  # the text whose compile was last reported to the pool
         self.task = asyncio.create_task(self._run(), name=f"editor-doc-{path.name}")
 
     def edited(self, text: str) -> None:
@@ -213,10 +218,11 @@ class _Document:
         settings = self.ctx.settings
         async with asyncio.timeout(settings.start_timeout_s):
             await self._synced.wait()
-        session = self.session
-        assert session is not None
-        async with session.trials.use(settings.trial_wait_s, self.path.name):
-            return await session.request(method, params, settings.request_timeout_s)  # type: ignore[arg-type]
+        # A call, counted as one while it runs: a replacement's switch stops the old server only after it.
+        async with self.ctx.pool.lease(self.path, self.channel.client) as lease:
+            session = lease.session  # the document's, or the one that has just replaced it (with the buffer)
+            async with session.trials.use(settings.trial_wait_s, self.path.name):
+                return await session.request(method, params, settings.request_timeout_s)  # type: ignore[arg-type]
 
     async def notify(self, method: str, params: object) -> None:
         """Tell the document's server, once it has the buffer's newest text."""
@@ -229,12 +235,14 @@ class _Document:
         try:
             while not self._closed:
                 try:
-                    async with self.ctx.pool.lease(self.path, self.channel.client) as lease:
+                    async with self.ctx.pool.lease(self.path, self.channel.client, moved=self._switched) as lease:
                         await self._serve(lease.session)
                 except HolsrvError as err:
                     self.session = None
                     if self._closed:
                         break
+                    if self._moved:
+                        continue  # the old server was stopped under a sync: the new one is there
                     log.info("editor %s: %s has no server: %s", self.channel.name, self.path.name, err)
                     self.channel.push(e.EditorDocument(self.uri, code=err.code, message=str(err)))
                     self._wake.clear()
@@ -244,19 +252,33 @@ class _Document:
             if self.ctx.editors.release(self, self.path):
                 await self._give_back_disk()
 
+    def _switched(self, new: Session) -> None:
+        """A replacement made `new` the file's server (at once, in its switch): let the old one go."""
+        self._moved = True
+        self.session = None
+        self._synced.clear()  # a request waits for the new server
+        self._wake.set()
+
     async def _serve(self, session: Session) -> None:
-        """Keep `session` on the buffer's newest text until the document closes or the server goes."""
+        """Keep `session` on the buffer's newest text until the document closes, the server goes,
+        or a replacement switches the file to a new one."""
+        followed, self._moved, self._noticed = self._moved, False, None
         if not await session.wait_started(self.ctx.settings.start_timeout_s):
             raise Starting(f"the HOL server for {self.path.name} did not start within the start timeout")
         unsubscribe = session.fanout.subscribe(lambda method, params: self._note(session, method, params))
         # Before the sync: HOL's notes about the text name the file as the server does.
         self.channel.push(e.EditorDocument(self.uri, session.encoding, server_uri=session.uri))
+        if followed:  # it caught up on the buffer already: its word on it, in place of the old server's
+            self._note(session, "textDocument/publishDiagnostics",
+                       {"uri": session.uri, "diagnostics": list(session.file.diagnostics)})
         try:
-            while not self._closed:
+            while not self._closed and not self._moved:
                 self._wake.clear()
                 buffer = self.buffer
                 if buffer is not None and session.data != buffer.data:
                     await self._sync(session, buffer)
+                if self._moved:
+                    return
                 self.session = session
                 if self.buffer is buffer:
                     self._synced.set()
@@ -270,6 +292,7 @@ class _Document:
             with contextlib.suppress(TrialRunning):
                 async with session.trials.use(self.ctx.settings.try_timeout_s, self.path.name):
                     await asyncio.shield(session.sync(buffer.data, buffer.text, buffer.hash))
+                    await self.ctx.pool.synced(session, buffer)  # as a call's: a successor under way gets it too
                     return
 
     async def _wait_edit(self, session: Session | None = None) -> None:
@@ -285,8 +308,13 @@ class _Document:
                 for wait in waits:
                     wait.cancel()
                 await asyncio.gather(*waits, return_exceptions=True)
-            if session is not None:
+            if session is not None and not self._moved:
                 session.check_alive()
+                if session.phase == "completed" and self._noticed != session.data and self.buffer is not None:
+                    # Once per text, as a call's answer does: what the server loaded, so a rebuilt
+                    # ancestor is noticed (and the server replaced) with no agent asking.
+                    self._noticed = session.data
+                    await self.ctx.pool.synced(session, self.buffer)
 
     def _note(self, session: Session, method: str, params: object) -> None:
         if session.trials.trial:

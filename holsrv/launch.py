@@ -1,6 +1,7 @@
 """Launching a HOL server: making its session, and starting it in a task of
 its own once the servers stopped to make room for it have gone, then
-opening its file at once.
+opening its file at once (with the editor's buffer if an editor holds it:
+`textsource`).
 """
 
 from __future__ import annotations
@@ -10,11 +11,11 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from holsrv import files, stepping
 from holsrv.errors import HolsrvError
 from holsrv.session import Session
 from holsrv.settings import Settings
 from holsrv.stopping import Stops
+from holsrv.textsource import TextSource
 
 log = logging.getLogger(__name__)
 
@@ -30,12 +31,14 @@ class Launcher:
         *,
         on_exit: Callable[[Session], None],
         started: Callable[[], None],
+        texts: TextSource,
     ) -> None:
         self.settings = settings
         self.clock = clock
         self._stops = stops  # evictions to wait for: their memory is free only once they have exited
         self._on_exit = on_exit  # the moment a server's process exits, for whatever reason
         self._started = started  # a start ended, well or not (the pool rewrites its record)
+        self._texts = texts  # the text a server opens: an editor's buffer, else the disk's
 
     def session(self, path: Path, heap_mb: int, hol: str) -> Session:
         """A new session for `path`, not yet started."""
@@ -59,7 +62,7 @@ class Launcher:
         # Open the file at once, so it compiles even if the caller that started
         # this server gave up waiting; the next call finds it further along.
         try:
-            script = await stepping.sliced(files.read_steps(str(session.path)))
+            script = await self._texts.read(session.path)
             await session.sync(script.data, script.text, script.hash)
         except (HolsrvError, OSError) as err:
             # The start itself succeeded; the next call syncs (or reports) the file.

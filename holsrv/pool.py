@@ -1,9 +1,9 @@
 """Sessions by script and their leases: at most `max_servers` of them, LRU
 and idle eviction, restart after death with backoff (`history`).
 
-A server is *busy* while a call waits on it or a proof of its file is still
-checking (a probably-looping proof does not count).  Busy servers are never
-stopped to make room or for idleness.
+A server is *busy* while a call waits on it, an editor holds it (`holds`),
+or a proof of its file is still checking (a probably-looping proof does not
+count).  Busy servers are never stopped to make room or for idleness.
 
 The pool is the top of its house and owns the rest: which servers may start
 and which make room (`admission`), making and starting them (`launch`),
@@ -11,7 +11,8 @@ stopping them (`stopping`), the record of them for the next daemon and the
 leftovers of the last (`reaping`), successors for servers whose ancestors
 were rebuilt (`replacement`, `successor`), retried compiles (`unblocking`),
 builds noticed with no call (`buildwatch`), scripts synced when written
-(`scriptwatch`) and why answers may be stale
+(`scriptwatch`), the text a sync with no call sends (`textsource`), the
+holds that are not calls (`holds`) and why answers may be stale
 (`staleness`).  Those below see the pool only as `servers.Servers`.
 """
 
@@ -33,6 +34,7 @@ from holsrv.buildwatch import BuildWatch
 from holsrv.duties import Duties
 from holsrv.errors import DaemonStopping
 from holsrv.history import History, restart_note
+from holsrv.holds import Holds, Moved
 from holsrv.launch import Launcher
 from holsrv.replacement import Replacer
 from holsrv.rpc import messages as m
@@ -43,6 +45,7 @@ from holsrv.settings import Settings
 from holsrv.staleness import Staleness
 from holsrv.stopping import Stops
 from holsrv.stopping import wait_all as wait_all  # where the daemon has always found it
+from holsrv.textsource import TextSource
 from holsrv.unblocking import Unblocker
 
 log = logging.getLogger(__name__)
@@ -71,7 +74,10 @@ class Pool:
         self._room_lock = asyncio.Lock()
         self.duties = Duties()  # the idle reaper and the memory sampler
         self.stops = Stops(settings, self.stop_session)  # evictions in progress
-        self.launcher = Launcher(settings, clock, self.stops, on_exit=self._exited, started=self._write_record)
+        self.texts = TextSource()  # an editor's buffer, else the disk: what a sync with no call sends
+        self.holds = Holds()  # editors' open documents: not calls, and followed across a replacement
+        self.launcher = Launcher(settings, clock, self.stops, on_exit=self._exited, started=self._write_record,
+                                 texts=self.texts)
         self._record = reaping.ServerRecord(paths.servers_record(settings.socket))
         self.closing = False  # the daemon is shutting down: no new servers
         self.builds = builds.Builds(settings.holmake_timeout_s, settings.holmake_tail_lines, clock)
@@ -82,28 +88,30 @@ class Pool:
         # Scripts synced when written, with no call (while their server lives).
         self.scriptwatch = ScriptWatch(self.sessions.get, self.synced, settings.sync_debounce_s,
                                        settings.trial_wait_s)
+        self.scriptwatch.editor_holds = self.texts.holds
         self.admission = Admission(settings, busy=self.busy, current=self.sessions.get, shedder=self.replacer)
         self.staleness = Staleness(self.replacer, self.unblocker, self.builds, clock, self.sessions.get)
 
     # -- leases ----------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def lease(self, path: Path, client: str, content: str = "") -> AsyncIterator[Lease]:
+    async def lease(self, path: Path, client: str, content: str = "", moved: Moved | None = None,
+                    ) -> AsyncIterator[Lease]:
         """The running session for `path` (started if needed), marked busy meanwhile.
 
-        `content` is the hash of the text the caller is about to send.
+        `content` is the hash of the text the caller is about to send; with `moved`, a hold, not a call (`holds`).
         """
         lock = self._locks.setdefault(path, asyncio.Lock())
         async with lock:
             lease = await self._running(path, content)
-            lease.session.waiting += 1
+            let_go = self.holds.take(lease.session, moved)
         session = lease.session
         session.clients.add(client)
         self.sessions.move_to_end(path)
         try:
             yield lease
         finally:
-            session.waiting -= 1
+            let_go()
             session.last_used = self.clock()
             self.replacer.released(session)
 
@@ -150,7 +158,7 @@ class Pool:
     # -- limits ------------------------------------------------------------------
 
     def busy(self, session: Session) -> bool:
-        if session.waiting > 0 or session.starting:
+        if session.waiting > 0 or session.starting or self.holds.held(session):
             return True
         now = self.clock()
         file = session.file

@@ -94,7 +94,7 @@ class Replacer:
         a successor under way the same text."""
         rep = self.running.get(session.path)
         if rep is not None and rep.old is session:
-            await forward(rep, script)
+            await forward(rep, script, self.pool.texts)
             return
         if self.pool.current(session.path) is session:  # not a successor, nor a replaced one
             self.consider(session)
@@ -200,7 +200,7 @@ class Replacer:
             async with asyncio.timeout(timeout):
                 assert rep.new.start_task is not None
                 await asyncio.shield(rep.new.start_task)  # raises if the start failed
-                await catch_up(rep, timeout)
+                await catch_up(rep, timeout, self.pool.texts)
         except TimeoutError:
             await self._give_up(rep, f"it had not caught up after {timeout:.0f}s (HOLSRV_REPLACE_TIMEOUT_S)")
         except (HolsrvError, OSError, CannotTakeOver) as err:
@@ -248,6 +248,7 @@ class Replacer:
         rep.new.last_used = rep.old.last_used
         self.retiring[rep.old] = rep.retired_reason()
         self.pool.install(path, rep.new)  # once the old one is retiring: both are in the record
+        self.pool.holds.switched(rep.old, rep.new)  # an editor's document follows: it does not keep the old one
         log.info("replaced %s: pid %s → %s (%s), after %.1fs", path, rep.old.pid, rep.new.pid,
                  rep.cause(), self.pool.clock() - rep.since)
         self.released(rep.old)

@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Protocol
 
 from holsrv.builds import Builds
+from holsrv.holds import Holds
 from holsrv.session import Session
 from holsrv.settings import Settings
+from holsrv.textsource import TextSource
 
 
 class Servers(Protocol):
@@ -27,6 +29,8 @@ class Servers(Protocol):
     builds: Builds  # the daemon's own Holmake runs
     clock: Callable[[], float]
     closing: bool  # the daemon is shutting down: no new servers
+    texts: TextSource  # the text a sync with no call sends: an editor's buffer, else the disk's
+    holds: Holds  # editors' open documents, told the new server at a switch
 
     def current(self, path: Path) -> Session | None:
         """The file's server in the map (alive or not), if any."""

@@ -1,6 +1,7 @@
 """A successor being brought up beside a server it is to replace (see
 `replacement`): what it is for, how its status reads, and catching it up
-with the text on disk and the proofs the old server had checked.
+with the file's text (the disk's, or the buffer of an editor that holds it:
+`textsource`) and the proofs the old server had checked.
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from holsrv import files, stepping, textinfo
+from holsrv import files, textinfo
 from holsrv.errors import HolsrvError
 from holsrv.rpc import messages as m
 from holsrv.session import Session
+from holsrv.textsource import TextSource
 
 log = logging.getLogger(__name__)
 
@@ -91,12 +93,12 @@ def caught_up(old: Session, new: Session) -> bool:
     return all(name in new.file.proofs and new.file.proofs[name].status != "checking" for name in wanted)
 
 
-async def catch_up(rep: Replacement, timeout: float) -> None:
-    """Until `rep.new` has caught up on the text that is on disk now."""
+async def catch_up(rep: Replacement, timeout: float, texts: TextSource) -> None:
+    """Until `rep.new` has caught up on the file's text now (an editor's buffer, else the disk's)."""
     new = rep.new
     while True:
         # The newest text wins: edits made while it started or compiled.
-        script = await stepping.sliced(files.read_steps(str(new.path)))
+        script = await texts.read(new.path)
         await textinfo.prepare(script.text)
         await new.sync(script.data, script.text, script.hash)
         if not await new.wait_until(lambda: caught_up(rep.old, new), timeout):
@@ -108,12 +110,14 @@ async def catch_up(rep: Replacement, timeout: float) -> None:
                 f"it could not load its ancestors ({blocked.get('message', 'blocked')}); "
                 "is Holmake still running?"
             )
-        if (await stepping.sliced(files.read_steps(str(new.path)))).data == new.data:
+        if (await texts.read(new.path)).data == new.data:
             return
 
 
-async def forward(rep: Replacement, script: files.Script) -> None:
-    """Give the successor the text a call just gave the old server (once it has opened the file)."""
+async def forward(rep: Replacement, script: files.Script, texts: TextSource) -> None:
+    """Give the successor the text a call just gave the old server (once it has opened the file);
+    never the disk's over an editor's buffer."""
+    script = texts.over(script)
     if rep.new.alive and rep.new.data is not None and rep.new.data != script.data:
         try:
             await rep.new.sync(script.data, script.text, script.hash)

@@ -9,6 +9,7 @@ the disk back its place.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
@@ -23,7 +24,7 @@ from holctl.render import render
 from holsrv.errors import HolsrvError
 from holsrv.files import content_hash
 from holsrv.rpc import messages as m
-from tests.conftest import FAILING_SCRIPT, GOOD_SCRIPT
+from tests.conftest import FAILING_SCRIPT, GOOD_SCRIPT, pid_alive
 
 DEADLINE_S = 60.0  # generous: the machine is shared, and each wait ends as soon as its event comes
 UNSAVED = "an editor has unsaved changes to this file"
@@ -343,5 +344,132 @@ async def test_the_editors_set_config_changes_its_own_view_not_the_agents(daemon
                     "the buffer's failure, once saved (its text was sent at the save)")
         answer = await agent(daemon, m.Diagnostics(str(path), wait=30))
         assert answer.content_hash == digest(BROKEN)
+    finally:
+        await stop(client)
+
+
+def sent_texts(wire: Path) -> list[str]:
+    """The texts the fake HOL was sent (each didOpen's and didChange's), in order, from its wire log."""
+    texts = []
+    for line in wire.read_text().splitlines() if wire.exists() else []:
+        entry = json.loads(line)
+        msg = entry["msg"]
+        if entry["dir"] != "C->S":
+            continue
+        if msg.get("method") == "textDocument/didOpen":
+            texts.append(msg["params"]["textDocument"]["text"])
+        elif msg.get("method") == "textDocument/didChange":
+            texts.append(msg["params"]["contentChanges"][0]["text"])
+    return texts
+
+
+@pytest.mark.asyncio
+async def test_a_server_started_for_a_file_an_editor_holds_dirty_never_checks_the_disks_text(
+        daemon, write_script, tmp_path, monkeypatch):
+    wire = tmp_path / "wire.jsonl"
+    monkeypatch.setenv("FAKE_HOL_LOG", str(wire))  # read by the server the editor's open starts
+    path = write_script(GOOD_SCRIPT)
+    client = await editor(daemon)
+    try:
+        uri = open_doc(client, path, BROKEN)  # unsaved: the disk has GOOD_SCRIPT
+        await until(client, "textDocument/publishDiagnostics", lambda: any("nope" in e for e in errors(client, uri)),
+                    "the buffer's failure")
+        sent = sent_texts(wire)
+        assert sent and set(sent) == {BROKEN}, "the server was sent the disk's text"
+    finally:
+        await stop(client)
+
+
+@pytest.mark.asyncio
+async def test_an_editors_open_document_shows_in_status_as_the_editor_not_as_a_waiting_call(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    client = await editor(daemon)
+    try:
+        uri = open_doc(client, path, GOOD_SCRIPT)
+        await until(client, "textDocument/publishDiagnostics", lambda: uri in client.diagnostics, "diagnostics")
+        [row] = (await agent(daemon, m.Status())).sessions
+        assert (row.editor, row.waiting_calls) == ("pytest-lsp", 0)
+        assert "editor pytest-lsp" in row.clients
+    finally:
+        await stop(client)
+
+
+@pytest.mark.asyncio
+async def test_an_editors_open_document_keeps_its_server_from_being_stopped_to_make_room(daemon_factory, write_script):
+    daemon = daemon_factory(max_servers=1)
+    path = write_script(GOOD_SCRIPT)
+    client = await editor(daemon)
+    try:
+        uri = open_doc(client, path, GOOD_SCRIPT)
+        await until(client, "textDocument/publishDiagnostics", lambda: uri in client.diagnostics, "diagnostics")
+        async with asyncio.timeout(DEADLINE_S):
+            while (await agent(daemon, m.Status())).sessions[0].state != "settled":
+                await asyncio.sleep(0.05)  # polling the daemon from outside: nothing to await
+        with pytest.raises(HolsrvError) as refused:
+            await agent(daemon, m.Diagnostics(str(write_script(GOOD_SCRIPT, "otherScript.sml")), wait=30))
+        assert refused.value.code == "servers_busy" and "(open in an editor)" in str(refused.value)
+        assert [s.file for s in (await agent(daemon, m.Status())).sessions] == [str(path)]
+    finally:
+        await stop(client)
+
+
+# A script with a built ancestor, to be rebuilt under the editor (as tests/test_replacement.py does).
+WITH_ANCESTOR = """\
+Theory demo
+Ancestors mylib
+
+Theorem add0:
+  !n:num. n + 0 = n
+Proof
+  gen_tac >> simp[]
+QED
+"""
+
+
+@pytest.mark.asyncio
+async def test_a_rebuilt_ancestor_replaces_the_server_of_a_file_open_in_an_editor_and_the_editor_follows(
+        daemon, write_script, tmp_path, monkeypatch):
+    gate, built = tmp_path / "gate", tmp_path / "mylibTheory.uo"
+    gate.touch()
+    monkeypatch.setenv("FAKE_HOL_START_GATE", str(gate))  # a successor's start waits while it is missing
+    built.write_text("built")
+    os.utime(built, (1000, 1000))
+    path = write_script(WITH_ANCESTOR)
+    unsaved = WITH_ANCESTOR.replace("gen_tac >> simp[]", 'FAIL_TAC "nope"')
+    client = await editor(daemon)
+    try:
+        uri = open_doc(client, path, unsaved)
+        await until(client, "textDocument/publishDiagnostics", lambda: any("nope" in e for e in errors(client, uri)),
+                    "the buffer's failure, from the first server")
+        [row] = (await agent(daemon, m.Status())).sessions
+        old_pid = row.pid
+        wire = tmp_path / "successor.jsonl"
+        monkeypatch.setenv("FAKE_HOL_LOG", str(wire))  # the successor's wire only: it reads it when it spawns
+        # Nor does the successor move its failure to the step while the test runs: all it says of the
+        # buffer, it says while catching up, before the editor follows it (which must not miss it).
+        monkeypatch.setenv("FAKE_HOL_RELOCATE_MS", "600000")
+        gate.unlink()
+        os.utime(built, (2000, 2000))  # what Holmake leaves: no call, the build watch notices
+        async with asyncio.timeout(DEADLINE_S):
+            while (await agent(daemon, m.Status())).sessions[0].replacement_pid is None:
+                await asyncio.sleep(0.05)  # polling the daemon from outside: nothing to await
+        client.diagnostics.clear()  # from here on, only the new server has anything to say
+        gate.touch()
+        await until(client, "textDocument/publishDiagnostics", lambda: any("nope" in e for e in errors(client, uri)),
+                    "the new server's diagnostics of the buffer")
+        async with asyncio.timeout(DEADLINE_S):
+            while pid_alive(old_pid):  # the editor's document does not keep the replaced server
+                await asyncio.sleep(0.05)
+        [row] = (await agent(daemon, m.Status())).sessions
+        assert row.pid != old_pid and row.editor == "pytest-lsp" and row.waiting_calls == 0
+        assert set(sent_texts(wire)) == {unsaved}, "the successor was sent the disk's text"
+        # The editor's next edit goes to the new server, and its word comes back.
+        fixed = unsaved.replace('FAIL_TAC "nope"', 'FAIL_TAC "again"')
+        client.text_document_did_change(types.DidChangeTextDocumentParams(
+            types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            [types.TextDocumentContentChangeWholeDocument(text=fixed)]))
+        await until(client, "textDocument/publishDiagnostics", lambda: any("again" in e for e in errors(client, uri)),
+                    "the edited buffer's failure, from the new server")
+        assert fixed in sent_texts(wire)
     finally:
         await stop(client)

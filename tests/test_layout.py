@@ -131,6 +131,7 @@ def test_the_per_kind_renderers_share_only_the_common_pieces():
 # The pool's house, bottom first: a module may import those of lower layers only,
 # and its neighbours see the pool only through `servers.Servers`.
 POOL_LAYERS = [
+    {"textsource", "holds"},
     {"servers", "history", "stopping", "duties", "reaping", "admission", "buildwatch", "successor"},
     {"launch", "replacement", "unblocking"},
     {"staleness"},

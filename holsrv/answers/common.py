@@ -42,6 +42,10 @@ class Context:
     prefetches: Prefetches = field(default_factory=lambda: Prefetches(0))  # goal states asked ahead
     editors: EditorBuffers = field(default_factory=EditorBuffers)  # files an editor holds (`holctl lsp`)
 
+    def __post_init__(self) -> None:
+        # Where the editors' object is made: the pool's syncs with no call send its buffers (`textsource`).
+        self.pool.texts.held = self.editors.text
+
     @property
     def clock(self) -> Callable[[], float]:
         return self.pool.clock
