@@ -66,6 +66,12 @@ class FileState:
     # Compile attempts HOL has been seen to start (PROTOCOL.md §9.3): a pass
     # beginning, a block, or the batch of proofs an edit invalidated.
     attempts: int = 0
+    # The version the last `$/compileCompleted` named (None: it named none),
+    # whether it carried the census (`declared`), and when diagnostics were
+    # last published: what `census` judges a pass over by.
+    completed_version: int | None = None
+    census_given: bool = False
+    published_at: float = 0.0
 
     def sent(self, version: int, text: str, now: float, span: tuple[int, int, int] | None = None) -> None:
         """We sent `text` as `version` (didOpen or a full didChange); `span`: the
@@ -119,6 +125,7 @@ class FileState:
             self.phase = "completed"
             self.blocked = None
         declared = params.get("declared")
+        self.completed_version, self.census_given = params.get("version"), declared is not None
         if declared is not None:  # the census: 30,000 names for the largest scripts
             keep = set(declared)
             yield
@@ -140,6 +147,7 @@ class FileState:
     def _diagnostics(self, params: dict, now: float) -> None:
         self.diagnostics = list(params.get("diagnostics", []))
         self.publishes += 1
+        self.published_at = now
 
     def _proof_states(self, params: dict | ProofStates, now: float) -> stepping.Steps[None]:
         raw = params.states if isinstance(params, ProofStates) else params.get("states", [])
