@@ -105,3 +105,24 @@ def test_a_script_whose_edited_theorem_is_in_a_local_block_settles(daemon_factor
     result = daemon.call(m.Diagnostics(str(path), wait=20))
     assert (result.verdict, result.complete) == ("OK", True), result.headline
     assert {p.name: p.status for p in result.proofs} == {"add0": "proved", "conj_comm": "proved"}
+
+
+# A quotation left open in add0's statement: HOL's parser recovers and still
+# checks proofs, the daemon's scanner sees no proof block past the open quote.
+UNCENSUSED = GOOD_SCRIPT.replace("!n:num. n + 0 = n", "‘!n:num. n + 0 = n")
+
+
+
+def test_a_text_the_scanner_cannot_census_is_not_settled_by_the_census(daemon_factory, write_script):
+    daemon = _census_only(daemon_factory)
+    path = write_script(UNCENSUSED)
+    result = daemon.call(m.Diagnostics(str(path), wait=3))
+    assert result.verdict == "INCOMPLETE", result.headline
+    assert [p.status for p in result.proofs] == ["proved"]  # HOL's word is in, the census cannot vouch for it
+
+
+def test_a_text_the_scanner_cannot_census_settles_after_the_quiet_period(daemon_factory, write_script):
+    daemon = daemon_factory(quiet_s=ENDLESS_QUIET_S, quiet_clean_s=0.3)
+    path = write_script(UNCENSUSED)
+    result = daemon.call(m.Diagnostics(str(path), wait=20))
+    assert result.complete, result.headline
