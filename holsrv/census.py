@@ -34,6 +34,14 @@ class Census(enum.Enum):
 
 def judge(file: FileState) -> Census:
     """Whether the pass over the current text has given every proof of its census a final word."""
+    if file.judged is not None and file.judged[0] == file.revision:
+        return file.judged[1]
+    verdict = _judge(file)
+    file.judged = (file.revision, verdict)
+    return verdict
+
+
+def _judge(file: FileState) -> Census:
     if file.phase != "completed" or file.completed_version != file.version or not file.census_given:
         return Census.UNTRUSTED
     pooled = textinfo.of(file.text).pooled  # once per text

@@ -72,6 +72,12 @@ class FileState:
     completed_version: int | None = None
     census_given: bool = False
     published_at: float = 0.0
+    # Bumped by every change to what the file state says (a text sent, each
+    # notification before and after it is folded in, each transition), so
+    # that `census.judge`, O(proofs), runs once per change and not per look
+    # (a settle loop looks at every notification): its (revision, answer).
+    revision: int = 0
+    judged: tuple[int, Any] | None = None
 
     def sent(self, version: int, text: str, now: float, span: tuple[int, int, int] | None = None) -> None:
         """We sent `text` as `version` (didOpen or a full didChange); `span`: the
@@ -80,6 +86,7 @@ class FileState:
         self.version, self.text = version, text
         self.phase = "compiling"
         self.last_edit = self.last_event = now
+        self.revision += 1
 
     def apply(self, method: str, params: dict | ProofStates, now: float) -> bool:
         """Fold one server notification in; True if it concerned this file.
@@ -96,11 +103,13 @@ class FileState:
         handler = _HANDLERS.get(method)
         if handler is None:
             return False
+        self.revision += 1
         steps = handler(self, params, now)
         if steps is not None:  # a handler of thousands of entries, in steps
             yield from steps
         self.last_event = now
         self.events += 1
+        self.revision += 1
         return True
 
     # -- handlers, one per notification ---------------------------------
@@ -118,6 +127,7 @@ class FileState:
     def retried(self, now: float) -> None:
         """We asked HOL to retry a blocked compile."""
         self.phase = "compiling"
+        self.revision += 1
         self.last_event = now
 
     def _completed(self, params: dict, now: float) -> stepping.Steps[None]:
@@ -164,6 +174,7 @@ class FileState:
             yield
 
     def _transition(self, state: ProofState, now: float) -> None:
+        self.revision += 1
         name, status, line0 = state.name, state.status, state.pos.line
         entry = self.proofs.get(name)
         if entry is None:
