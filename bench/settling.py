@@ -136,7 +136,11 @@ def hol_settled(wire: Path, path: Path, text: str, theorem: str) -> float:
     pass's `$/compileCompleted`, the verdict and, for a failure, the move of its diagnostic off
     the theorem's name (PROTOCOL.md §10.5), whichever came last; NaN if the wire lacks one."""
     uri = path.resolve().as_uri()
-    name_line = next(n for n, row in enumerate(text.split("\n")) if re.match(rf"Theorem {theorem}\b", row))
+    rows = text.split("\n")
+    name_line = next(n for n, row in enumerate(rows) if re.match(rf"Theorem {theorem}\b", row))
+    # The theorem's own lines: another proof's failure below it is not its move.
+    end_line = next((n for n in range(name_line + 1, len(rows)) if re.match(r"(Theorem|Triviality) ", rows[n])),
+                    len(rows))
     sent = completed = verdict = moved = None
     failed = False
     for record in _records(wire):
@@ -156,7 +160,7 @@ def hol_settled(wire: Path, path: Path, text: str, theorem: str) -> float:
                     verdict, failed = t, state["status"] == "failed"
         elif method == "textDocument/publishDiagnostics" and failed and moved is None and any(
                 d.get("message", "").startswith("proof failed")
-                and d.get("range", {}).get("start", {}).get("line", name_line) > name_line
+                and name_line < d.get("range", {}).get("start", {}).get("line", name_line) < end_line
                 for d in params.get("diagnostics", [])):
             moved = t
     ends = [completed, verdict] + ([moved] if failed else [])

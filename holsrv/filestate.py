@@ -66,6 +66,18 @@ class FileState:
     # Compile attempts HOL has been seen to start (PROTOCOL.md §9.3): a pass
     # beginning, a block, or the batch of proofs an edit invalidated.
     attempts: int = 0
+    # The version the last `$/compileCompleted` named (None: it named none),
+    # whether it carried the census (`declared`), and when diagnostics were
+    # last published: what `census` judges a pass over by.
+    completed_version: int | None = None
+    census_given: bool = False
+    published_at: float = 0.0
+    # Bumped by every change to what the file state says (a text sent, each
+    # notification before and after it is folded in, each transition), so
+    # that `census.judge`, O(proofs), runs once per change and not per look
+    # (a settle loop looks at every notification): its (revision, answer).
+    revision: int = 0
+    judged: tuple[int, Any] | None = None
 
     def sent(self, version: int, text: str, now: float, span: tuple[int, int, int] | None = None) -> None:
         """We sent `text` as `version` (didOpen or a full didChange); `span`: the
@@ -74,6 +86,7 @@ class FileState:
         self.version, self.text = version, text
         self.phase = "compiling"
         self.last_edit = self.last_event = now
+        self.revision += 1
 
     def apply(self, method: str, params: dict | ProofStates, now: float) -> bool:
         """Fold one server notification in; True if it concerned this file.
@@ -90,11 +103,13 @@ class FileState:
         handler = _HANDLERS.get(method)
         if handler is None:
             return False
+        self.revision += 1
         steps = handler(self, params, now)
         if steps is not None:  # a handler of thousands of entries, in steps
             yield from steps
         self.last_event = now
         self.events += 1
+        self.revision += 1
         return True
 
     # -- handlers, one per notification ---------------------------------
@@ -112,6 +127,7 @@ class FileState:
     def retried(self, now: float) -> None:
         """We asked HOL to retry a blocked compile."""
         self.phase = "compiling"
+        self.revision += 1
         self.last_event = now
 
     def _completed(self, params: dict, now: float) -> stepping.Steps[None]:
@@ -119,6 +135,7 @@ class FileState:
             self.phase = "completed"
             self.blocked = None
         declared = params.get("declared")
+        self.completed_version, self.census_given = params.get("version"), declared is not None
         if declared is not None:  # the census: 30,000 names for the largest scripts
             keep = set(declared)
             yield
@@ -140,6 +157,7 @@ class FileState:
     def _diagnostics(self, params: dict, now: float) -> None:
         self.diagnostics = list(params.get("diagnostics", []))
         self.publishes += 1
+        self.published_at = now
 
     def _proof_states(self, params: dict | ProofStates, now: float) -> stepping.Steps[None]:
         raw = params.states if isinstance(params, ProofStates) else params.get("states", [])
@@ -156,6 +174,7 @@ class FileState:
             yield
 
     def _transition(self, state: ProofState, now: float) -> None:
+        self.revision += 1
         name, status, line0 = state.name, state.status, state.pos.line
         entry = self.proofs.get(name)
         if entry is None:

@@ -3,7 +3,10 @@ outstanding, and the slow, looping and large-server warnings an answer carries."
 
 from __future__ import annotations
 
-from holsrv import looping, stepping
+from typing import assert_never
+
+from holsrv import census, looping, stepping, textinfo
+from holsrv.census import Census
 from holsrv.filestate import FileState, ProofEntry
 from holsrv.lsp import quirks
 from holsrv.rpc.words import duration, plural, size
@@ -27,32 +30,64 @@ def large(footprint_mb: float | None, settings: Settings) -> list[str]:
 def quiet_for(file: FileState, settings: Settings) -> float:
     """How long the server must have been quiet for the file to count as settled.
 
-    After a failure HOL moves its diagnostic to the failing step once the pool
-    is idle, and a suspended or diverged proof brings an extra pass: both come
-    a moment after the verdict.  Only news of this pass waits for them: a
-    failure whose diagnostic has already moved, or that was reported before
-    the last edit (HOL will not move it again), holds nothing up.
+    No time at all once HOL's own signals say the pass is over: the compile of this
+    version completed, every proof of the census has its final word for
+    this pass (`census`), and no news of it is still to come.  After a
+    failure HOL moves its diagnostic to the failing step once the pool is
+    idle, and a suspended or diverged proof brings an extra pass: both come
+    a moment after the verdict, so news of this pass waits up to `quiet_s`
+    for them, as does a proof the census still lacks a word on.  A failure
+    whose diagnostic has already moved, or that was reported before the last
+    edit (HOL will not move it again), holds nothing up.  Where the census
+    cannot be trusted, a short quiet period (`quiet_clean_s`) stands in.
     """
-    return settings.quiet_s if awaiting_hol(file) else min(settings.quiet_s, settings.quiet_clean_s)
+    awaiting = awaiting_hol(file)
+    if file.phase == "completed":
+        match census.judge(file):
+            case Census.OVER:
+                return settings.quiet_s if awaiting else 0.0
+            case Census.PENDING:
+                return settings.quiet_s
+            case Census.UNTRUSTED:
+                pass
+            case never:
+                assert_never(never)
+    return settings.quiet_s if awaiting else min(settings.quiet_s, settings.quiet_clean_s)
 
 
 def awaiting_hol(file: FileState) -> bool:
     """A verdict of this pass that HOL still follows up: a new failure whose
-    diagnostic is still on its theorem's name, or a new suspended or diverged
-    proof (an extra pass comes)."""
+    diagnostic is not yet published since, or is still on its theorem's name,
+    or a new suspended or diverged proof (an extra pass comes)."""
     news = [e for e in file.proofs.values()
             if e.status in ("failed", "diverged", "suspended") and e.changed_at >= file.last_edit]
     if any(e.status != "failed" for e in news):
         return True
     if not news:
         return False
-    on_names = {_start_line(d) for d in file.diagnostics if quirks.is_proof_failure(str(d.get("message", "")))}
-    return any(e.line0 in on_names for e in news)
+    failures = [line for line in map(_start_line, _proof_failures(file)) if line is not None]
+    spans = textinfo.of(file.text).block_lines  # 1-based lines, once per text
+    return any(not _moved(e, failures, spans.get(e.name), file.published_at) for e in news)
+
+
+def _proof_failures(file: FileState) -> list[dict]:
+    return [d for d in file.diagnostics if quirks.is_proof_failure(str(d.get("message", "")))]
 
 
 def _start_line(diag: dict) -> int | None:
     start = diag.get("range", {}).get("start", {})
     return start.get("line") if isinstance(start, dict) else None
+
+
+def _moved(entry: ProofEntry, failures: list[int], span: tuple[int, int, int] | None, published_at: float) -> bool:
+    """HOL has moved `entry`'s failure off its theorem's name (0-based `failures` lines)."""
+    if entry.line0 in failures:
+        return False
+    if span is None:  # not a proof of the text: moved if not on its name
+        return True
+    # The diagnostic HOL publishes with the verdict sits on the name, so only
+    # a publish since the verdict, with it inside the proof's lines, says it moved.
+    return published_at >= entry.changed_at and any(entry.line0 < line < span[2] for line in failures)
 
 
 def complete_but_slow(file: FileState, now: float, settings: Settings) -> bool:

@@ -68,9 +68,10 @@ class Settings:
     # least recently used first, before any call fails for room.
     memory_pressure_pct: int = 90
     idle_timeout_s: float = 1800.0
-    # A file counts as settled once the server has been quiet this long after
-    # a failure (HOL moves a failure's diagnostic to its step a moment after
-    # the verdict), or quiet_clean_s when no proof failed or was suspended.
+    # A file counts as settled once every proof of its census has a verdict
+    # (`census`); at most this long after a new failure still on its name (HOL
+    # moves it to its step a moment after the verdict); quiet_clean_s of quiet
+    # where the census cannot be trusted.
     quiet_s: float = 1.0
     quiet_clean_s: float = 0.2
     # How long a lookup, a retry or a restart waits for the compile to reach

@@ -60,6 +60,9 @@ class TextInfo:
     # the pool names of its theorems), 1-based, in order.  HOL proves those
     # theorems while compiling; its pool never has an entry for them.
     locals: tuple[tuple[int, int, tuple[str, ...]], ...]
+    # The pool names HOL's proof pool has an entry for: every block's but those
+    # inside a `local … end` (the census a settled pass is judged by).
+    pooled: frozenset[str]
     _spans: list[tuple[int, int, int]]  # `block_lines` of each named block, in order
     _firsts: list[int]  # their first lines, for bisection
     _starts: list[int]  # each block's first character, for bisection
@@ -99,11 +102,15 @@ class TextInfo:
         self.block_lines = dict(zip(self.names, spans, strict=True))
         self._spans = spans
         held: dict[tuple[int, int], list[str]] = {}
+        pooled: list[str] = []
         for names, blocks in zip(chunks(self.names), chunks(self.blocks), strict=True):
             for name, block in zip(names, blocks, strict=True):
                 if block.local is not None:
                     held.setdefault(block.local, []).append(name)
+                else:
+                    pooled.append(name)
             yield
+        self.pooled = frozenset(pooled)
         self.locals = tuple((line(a), line(max(a, b - 1)), tuple(n)) for (a, b), n in held.items())
         self._firsts = [first for first, _, _ in spans]
         yield

@@ -70,8 +70,9 @@ class Writer:
                 self._raw(b"Content-Length: xyz\r\n\r\n")
                 return
             body = encode(msg)
-            self._raw(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            # Logged before it is written: a client that has read it finds it in the log.
             self.log("S->C", msg)
+            self._raw(b"Content-Length: %d\r\n\r\n" % len(body) + body)
 
     def broken_frame(self):
         with self.lock:
