@@ -87,7 +87,7 @@ class Staleness:
     @staticmethod
     def _still(clean: _Clean, path: Path, session: Session) -> bool:
         return (clean.text is session.file.text and clean.data is session.data
-                and clean.loaded == session.ancestors.generation and clean.path == path
+                and clean.loaded == session.ancestors.generation and (clean.path is path or clean.path == path)
                 and ancestors.shared.serial(clean.parent) == clean.serial)
 
     def _reasons(self, path: Path, session: Session | None) -> list[str]:
