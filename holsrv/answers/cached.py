@@ -91,7 +91,8 @@ def _given(ctx: Context, script: files.Script, session: Session, key: tuple, cli
     session.clients.add(client)
     ctx.pool.sessions.move_to_end(script.path)
     session.last_used = ctx.clock()
-    # As `stamp` would: the file is `script`, just stat'ed.
+    # As `stamp` would: the file is `script`, just stat'ed, and its server has no staleness
+    # reason (`_serving` just asked, and nothing has been awaited since).
     fresh = freshness(ctx, script, cached.content_hash, settled=answer_settled(cached, session),
-                      age_s=ctx.cache.age(key), expect_hash=expect_hash)
+                      age_s=ctx.cache.age(key), expect_hash=expect_hash, stale=[])
     return replace(cached, cached=True, server=m.ServerNote(pid=session.pid or 0, start=_WARM), freshness=fresh)
