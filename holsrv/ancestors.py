@@ -20,6 +20,7 @@ re-read at most once per second.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import threading
@@ -72,12 +73,14 @@ class Watch:
 
     def __init__(self) -> None:
         self._loaded: dict[str, float] = {}
+        self.generation = 0  # moves on whenever `rebuilt` may answer otherwise for the same times
 
     def loaded(self, times: dict[str, float]) -> None:
         """The server has loaded its ancestors (a pass got past preload) as they are now."""
         for name, built in times.items():
-            if built > 0:
-                self._loaded.setdefault(name, built)
+            if built > 0 and name not in self._loaded:
+                self._loaded[name] = built
+                self.generation += 1
 
     def rebuilt(self, times: dict[str, float]) -> list[str]:
         """Ancestors built again since the server loaded them."""
@@ -126,6 +129,7 @@ class _Known:
     places: frozenset[Path]  # where a change to them would show (see `_places`)
     watched: bool  # every one of those places has a watch
     checked: float
+    serial: int  # new with each learning: the times below hold while it is the same
     times: dict[str, float] = field(default_factory=dict)
     built: dict[str, list[Path]] | None = None  # `_listing(dirs)`, once a time is asked for
 
@@ -147,6 +151,7 @@ class BuildTimes:
         self._watcher: Watcher | None = None  # set up on first use, not at import
         self._lock = threading.Lock()  # shared by the daemons of one process (tests run several)
         self.computed = 0  # times read from the file system, for tests
+        self._serials = itertools.count(1)
 
     @property
     def watching(self) -> bool:
@@ -163,6 +168,18 @@ class BuildTimes:
         with self._lock:
             known = self._known.get(str(script_dir))
             return known.places if known is not None else frozenset()
+
+    def serial(self, script_dir: Path) -> int | None:
+        """A number that stays the same exactly as long as `times` for `script_dir` gives the
+        times it gave (for the names it was asked), so what was made of them may be kept; None
+        when the next `times` reads them again (never asked, a change seen, the re-check due).
+        One poll of the watch: cheap enough for every call."""
+        with self._lock:
+            self._forget_changed()
+            known = self._known.get(str(script_dir))
+            if known is None or self._clock() - known.checked >= (WATCHED_RECHECK_S if known.watched else RECHECK_S):
+                return None
+            return known.serial
 
     def close(self) -> None:
         """Drop the watches (the shared instance keeps them for the process's life)."""
@@ -193,7 +210,7 @@ class BuildTimes:
         dirs = include_dirs(script_dir)
         places = _places(dirs)
         watched = self._watcher is not None and all(self._watcher.watch(place) for place in places)
-        known = self._known[str(script_dir)] = _Known(dirs, frozenset(places), watched, now)
+        known = self._known[str(script_dir)] = _Known(dirs, frozenset(places), watched, now, next(self._serials))
         while len(self._known) > self._max_dirs:
             self._known.popitem(last=False)
         return known

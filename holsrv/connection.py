@@ -191,10 +191,13 @@ class Connection:
                     return
                 if body is None or await _served_editor(attach, self, client, body):
                     return
+                attach = None  # only a connection's first request may attach an editor
                 self.idle_since = None
-                # A yield, so one connection pipelining a burst of requests whose
-                # answers are ready (cached) cannot keep every other one waiting.
-                await asyncio.sleep(0)
+                if _more_buffered(self.reader):
+                    # A yield, so one connection pipelining a burst of requests whose answers
+                    # are ready (cached) cannot keep every other one waiting.  A caller that
+                    # waits for each reply let the loop run others while its request came.
+                    await asyncio.sleep(0)
                 ahead = None
                 reply = _answered_at_once(self._at_once, body, client)
                 if reply is not None:
@@ -278,6 +281,12 @@ async def _served_editor(attach: Attach | None, conn: Connection, client: str, b
     conn.idle_since = None  # busy for as long as the editor is attached: never closed to make room
     await attach(conn, client, request)
     return True
+
+
+def _more_buffered(reader: asyncio.StreamReader) -> bool:
+    """Whether the next frame has begun to arrive already (the caller pipelines).  The stream's
+    buffer is not public: where it cannot be seen, say yes (a yield too many costs a loop turn)."""
+    return bool(getattr(reader, "_buffer", True))
 
 
 def _mismatch(hello: m.Hello) -> str:

@@ -198,6 +198,8 @@ class Dispatch:
             servers_fit=self.pool.admission.fit(self.pool.live(), self.settings.max_heap_mb),
             jobs=self.jobs.rows(),
             editors=await editors.status(self.answers),
+            prefetch_asked=self.answers.prefetches.asked,
+            prefetch_hits=self.answers.prefetches.hits,
         )
 
 

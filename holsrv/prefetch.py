@@ -12,6 +12,10 @@ so a real call waits behind at most the one walk already sent, which HOL
 runs from the state it kept after each tactic.  Dropped when the text
 changes: before each walk the server must still have the text the verdict
 was about, no trial may hold it, and it must be running.
+
+Counted for status: the walks asked ahead (`asked`), and the answers asked
+ahead that a call was then given (`hits`, each answer once: a hit says the
+walk was worth it, not how often the agent asked).
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 
 from holsrv.errors import HolsrvError
 from holsrv.session import Session
@@ -30,6 +35,8 @@ log = logging.getLogger(__name__)
 Question = tuple[int, int | None]
 # Asks one question of the server about the text and caches the answer.
 Ask = Callable[[int, int | None], Awaitable[object]]
+# The cache keys of answers asked ahead that no call has been given yet, at most: a few per pass.
+MAX_KEPT = 256
 
 
 class Dropped(Exception):
@@ -37,7 +44,8 @@ class Dropped(Exception):
 
 
 class Prefetches:
-    """Prefetches in progress, by server; how many walks were asked ahead (`asked`)."""
+    """Prefetches in progress, by server; how many walks were asked ahead (`asked`) and how
+    many of their answers a call was given (`hits`)."""
 
     def __init__(self, per_pass: int, wait_s: float = 60.0) -> None:
         self.per_pass = per_pass
@@ -47,6 +55,8 @@ class Prefetches:
         self._clear: dict[int, asyncio.Event] = {}  # server id -> set while none is
         self._tasks: set[asyncio.Task] = set()
         self.asked = 0
+        self.hits = 0
+        self._kept: OrderedDict[Hashable, bool] = OrderedDict()  # cache keys of answers asked ahead, unused
 
     @property
     def running(self) -> int:
@@ -69,6 +79,17 @@ class Prefetches:
         task = asyncio.create_task(self._run(session, content, questions, ask), name=f"prefetch-{session.pid}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def kept(self, key: Hashable) -> None:
+        """An answer asked ahead was cached under `key`."""
+        self._kept[key] = True
+        while len(self._kept) > MAX_KEPT:  # answers of old texts, long gone from the cache
+            self._kept.popitem(last=False)
+
+    def used(self, key: Hashable) -> None:
+        """A call was given the cached answer under `key`: a hit, the first time, if it was asked ahead."""
+        if self._kept and self._kept.pop(key, False):
+            self.hits += 1
 
     @contextlib.asynccontextmanager
     async def real(self, session: Session) -> AsyncIterator[None]:

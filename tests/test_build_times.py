@@ -94,3 +94,18 @@ def test_a_rebuild_after_the_server_loaded_it_is_reported_through_the_cache(tmp_
     assert watch.rebuilt(watched.times(NAMES, tmp_path)) == []
     os.utime(uo, (2000, 2000))
     assert watch.rebuilt(watched.times(NAMES, tmp_path)) == ["mylibTheory"]
+
+
+def test_the_serial_of_a_directorys_times_holds_until_a_build_is_seen_or_the_recheck_is_due(tmp_path, watched):
+    uo = built(tmp_path / ".hol" / "objs" / "mylibTheory.uo", 1000)
+    assert watched.serial(tmp_path) is None  # never asked: the next `times` reads them
+    watched.times(NAMES, tmp_path)
+    serial = watched.serial(tmp_path)
+    assert serial is not None and watched.serial(tmp_path) == serial
+    os.utime(uo, (2000, 2000))  # Holmake rebuilt it; the clock has not moved
+    assert watched.serial(tmp_path) is None
+    watched.times(NAMES, tmp_path)
+    again = watched.serial(tmp_path)
+    assert again is not None and again != serial
+    watched._clock.now += ancestors.WATCHED_RECHECK_S  # the safety net's re-read is due
+    assert watched.serial(tmp_path) is None

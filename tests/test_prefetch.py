@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 
 import msgspec
+from test_cached_answers import _at_once, files_read_long_ago
 
+from holctl.render import render
 from holsrv.rpc import messages as m
 
 from conftest import FAILING_SCRIPT, wait_until
@@ -129,3 +131,28 @@ def test_a_real_call_is_not_kept_behind_the_walks_asked_ahead(daemon_factory, wr
     sent = goal_requests(log)
     first = sent.index(fine)
     assert first <= 1 and sent[first:first + 2] == [fine, fine], sent
+
+
+def test_status_counts_the_walks_asked_ahead_and_the_calls_their_answers_served(
+    daemon_factory, write_script, monkeypatch, tmp_path
+):
+    monkeypatch.setenv("FAKE_HOL_LOG", str(tmp_path / "wire.jsonl"))
+    path = write_script(FAILING_SCRIPT)
+    daemon = daemon_factory()
+    [failure] = located(daemon.call(m.Diagnostics(str(path), wait=20)))
+    prefetches = daemon.daemon.answers.prefetches
+    wait_until(lambda: prefetches.asked == 3 and prefetches.running == 0, timeout=30,
+               what="the goal states asked ahead")
+    status = daemon.call(m.Status())
+    assert (status.prefetch_asked, status.prefetch_hits) == (3, 0)
+    files_read_long_ago(daemon)
+    line, column = failure.range.line, failure.range.col
+    # One answered the ordinary way, one at once (the fast path), twice.
+    assert daemon.run(daemon.daemon.dispatch.answer(m.GoalState(str(path), line), "test")).cached
+    for _ in range(2):
+        assert daemon.run(_at_once(daemon, m.GoalState(str(path), line, column))).cached
+    assert not daemon.call(m.GoalState(str(path), line + 1)).cached  # asked of HOL now: no hit
+    status = daemon.call(m.Status())
+    # Each answer asked ahead counts once, however often it is asked for again.
+    assert (status.prefetch_asked, status.prefetch_hits) == (3, 2)
+    assert "prefetch: 3 goal-state walks asked ahead, 2 hits" in render(status)

@@ -20,6 +20,7 @@ def _status(reply: StatusResult) -> list[str]:
         f"socket: {reply.socket}",
         f"servers: {sum(s.state not in _GONE for s in reply.sessions)} running of {reply.max_servers}  "
         f"cache: {reply.cache_hits} hits, {reply.cache_misses} misses",
+        f"prefetch: {reply.prefetch_asked} goal-state walks asked ahead, {reply.prefetch_hits} hits",
     ]
     if reply.memory_budget_mb:
         lines.append(f"memory: {reply.memory_used_mb:.0f} of {reply.memory_budget_mb} MB budget used"

@@ -179,19 +179,19 @@ def check_expect_hash(expect_hash: str, name: str = "expect_hash") -> None:
 
 def freshness(
     ctx: Context, now: files.Script | HolsrvError, about: str, *, settled: bool, age_s: float = 0.0,
-    expect_hash: str = "",
+    expect_hash: str = "", stale: list[str] | None = None,
 ) -> m.Freshness:
     """How fresh an answer about content `about` of a file, which is `now` on disk, is.
 
-    The staleness reasons come from the pool (`Pool.stale_reasons`), plus the
-    file itself: changed on disk since the text answered about, or not the
-    text the caller expected.
+    The staleness reasons come from the pool (`Pool.stale_reasons`, or `stale`
+    if the caller has just asked it), plus the file itself: changed on disk
+    since the text answered about, or not the text the caller expected.
     """
     reasons: list[str] = []
     if isinstance(now, HolsrvError):
         reasons.append(f"file changed since: it can no longer be read ({now})")
     elif unsaved := ctx.editors.unsaved_reason(now, about):
-        reasons += [unsaved, *ctx.pool.stale_reasons(now.path)]
+        reasons += [unsaved, *(ctx.pool.stale_reasons(now.path) if stale is None else stale)]
     else:
         if expect_hash and not now.hash.startswith(expect_hash):
             reasons.append(
@@ -203,7 +203,7 @@ def freshness(
                 f"file changed since: this answer is about content {about[:12]}, the file now has "
                 f"{now.hash[:12]}; ask again for the new text"
             )
-        reasons += ctx.pool.stale_reasons(now.path)
+        reasons += ctx.pool.stale_reasons(now.path) if stale is None else stale
     return m.Freshness(
         content_hash=about, settled=settled, age_s=round(age_s, 2), may_be_stale=bool(reasons),
         reasons=reasons, expected_hash=expect_hash,

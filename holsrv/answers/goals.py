@@ -72,6 +72,7 @@ async def at_position(
     key = cache_key(session, src.hash, line, column)
     cached = ctx.cache.get(key)
     if cached is not None:
+        ctx.prefetches.used(key)
         age = m.Freshness(cached.content_hash, age_s=ctx.cache.age(key))  # the rest: `stamp`
         return replace(cached, cached=True, server=note(lease), freshness=age)
     return await answered(ctx, session, src, base, deadline)
@@ -119,6 +120,8 @@ async def answered(
     # A walk that ran out of time may succeed on a less busy machine.
     if all(hol.is_settled(r) for r in asked) and session.phase == "completed":
         ctx.cache.put(key, result)
+        if ahead:
+            ctx.prefetches.kept(key)
     return result
 
 

@@ -736,6 +736,9 @@ class StatusResult(ReplyBase, tag="status"):
     servers_fit: int = 0
     jobs: list[JobRow] = []  # the jobs the daemon holds, running or finished, oldest first
     editors: list[EditorClient] = []  # the editors attached through `holctl lsp`
+    # Goal-state walks asked of HOL ahead of any call, and the answers so asked that a call was then given (each once).
+    prefetch_asked: int = 0
+    prefetch_hits: int = 0
 
 
 class Progress(ReplyBase, tag="progress"):
