@@ -9,6 +9,7 @@ import msgspec
 from test_cached_answers import _at_once, files_read_long_ago
 
 from holctl.render import render
+from holsrv.answers import goals
 from holsrv.rpc import messages as m
 
 from conftest import FAILING_SCRIPT, wait_until
@@ -46,6 +47,15 @@ def answer_of(reply: m.GoalStateResult) -> m.GoalStateResult:
     return msgspec.structs.replace(reply, server=m.ServerNote(pid=0, start=""), cached=False, freshness=None)
 
 
+async def _both_cached(daemon, path, at: tuple[int, int]) -> bool:
+    """Whether the whole line's and the column's goal states at `at` are in the daemon's cache."""
+    session = daemon.daemon.pool.sessions.get(path.resolve())
+    if session is None or session.content_hash is None:
+        return False
+    return all(goals.cache_key(session, session.content_hash, line, column) in daemon.daemon.answers.cache
+               for line, column in ((at[0], None), at))
+
+
 def test_a_failing_proofs_goal_state_is_in_the_cache_once_its_verdict_settles(
     daemon_factory, write_script, monkeypatch, tmp_path
 ):
@@ -64,6 +74,8 @@ def test_a_failing_proofs_goal_state_is_in_the_cache_once_its_verdict_settles(
     assert located(daemon.call(m.Diagnostics(str(path), wait=20))) == [failure]
     # The line is walked before its first tactic and after its last; the column once.
     wait_until(lambda: len(goal_requests(log)) == 3, timeout=30, what="the goal states asked ahead")
+    # On the wire is not yet answered: wait (bounded) until both answers are in the cache.
+    wait_until(lambda: daemon.run(_both_cached(daemon, path, at)), timeout=30, what="the answers asked ahead, cached")
     got = [daemon.call(m.GoalState(str(path), at[0])), daemon.call(m.GoalState(str(path), *at))]
     assert all(g.cached for g in got)
     assert goal_requests(log) == [at[0]] * 3  # HOL was asked nothing more
