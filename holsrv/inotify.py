@@ -102,51 +102,56 @@ class Watcher:
     def written(self) -> set[Path] | None:
         """Files written (closed after a write, renamed or created) in the watched directories
         since the last call; None after an overflow (any of them may have been)."""
+        events = self._drain()
+        if events is None:
+            return None
         written: set[Path] = set()
-        if not self._pending.poll(0):
-            return written
-        while True:
-            try:
-                chunk = os.read(self._fd, 64 * 1024)
-            except BlockingIOError:
-                return written
-            for wd, mask, name in _events(chunk):
-                if mask & _IN_Q_OVERFLOW:
-                    return None
-                directory = self._dirs.get(wd)
-                if directory is None:
-                    continue
-                if mask & _IN_IGNORED:  # the kernel dropped the watch (directory gone)
-                    del self._dirs[wd]
-                    with contextlib.suppress(KeyError):
-                        del self._watched[directory]
-                elif name and mask & _WRITTEN:
-                    written.add(directory / name)
+        for directory, mask, name in events:
+            if mask & _IN_IGNORED:  # the kernel dropped the watch (directory gone)
+                self._forget(directory)
+            elif name and mask & _WRITTEN:
+                written.add(directory / name)
+        return written
 
     def changed(self) -> set[Path] | None:
         """Directories where something relevant happened since the last call; None after an overflow."""
+        events = self._drain()
+        if events is None:
+            return None
         changed: set[Path] = set()
+        for directory, mask, name in events:
+            if mask & _SELF:
+                changed.add(directory)
+                if mask & _IN_IGNORED:  # the kernel dropped the watch (directory gone)
+                    self._forget(directory)
+            elif name in _RELEVANT_NAMES or name.endswith(BUILD_SUFFIXES):
+                changed.add(directory)
+        return changed
+
+    def _drain(self) -> list[tuple[Path, int, str]] | None:
+        """Every event pending, as (watched directory, mask, name); None after an overflow.
+        Events of a watch already forgotten are left out."""
+        events: list[tuple[Path, int, str]] = []
         if not self._pending.poll(0):
-            return changed
+            return events
         while True:
             try:
                 chunk = os.read(self._fd, 64 * 1024)
             except BlockingIOError:
-                return changed
+                return events
             for wd, mask, name in _events(chunk):
                 if mask & _IN_Q_OVERFLOW:
                     return None
                 directory = self._dirs.get(wd)
-                if directory is None:
-                    continue
-                if mask & _SELF:
-                    changed.add(directory)
-                    if mask & _IN_IGNORED:  # the kernel dropped the watch (directory gone)
-                        del self._dirs[wd]
-                        with contextlib.suppress(KeyError):
-                            del self._watched[directory]
-                elif name in _RELEVANT_NAMES or name.endswith(BUILD_SUFFIXES):
-                    changed.add(directory)
+                if directory is not None:
+                    events.append((directory, mask, name))
+
+    def _forget(self, directory: Path) -> None:
+        """The kernel dropped `directory`'s watch: forget it."""
+        for wd in [wd for wd, d in self._dirs.items() if d == directory]:
+            del self._dirs[wd]
+        with contextlib.suppress(KeyError):
+            del self._watched[directory]
 
 
 def _events(chunk: bytes) -> Iterable[tuple[int, int, str]]:
