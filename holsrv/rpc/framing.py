@@ -167,6 +167,11 @@ async def read_body(
         first = await reader.readexactly(1)
     except asyncio.IncompleteReadError:
         return None
+    buffered = _buffered_length(reader, first)
+    if buffered is not None:
+        # All there: `readexactly` returns without waiting (and resumes a paused transport).
+        await reader.readexactly(_HEADER.size - 1)
+        return await reader.readexactly(buffered)
     try:
         async with asyncio.timeout(rest_timeout):
             header = first + await _exactly(reader, _HEADER.size - 1, "header")
@@ -187,6 +192,19 @@ async def read_body(
             f"the rest of a frame did not come within {rest_timeout:g}s of its first byte; "
             "a client must send each frame whole"
         ) from None
+
+
+def _buffered_length(reader: asyncio.StreamReader, first: bytes) -> int | None:
+    """The body length of the frame begun by `first` if the rest of it, header and a small
+    body, is already in `reader`'s buffer, so reading it cannot stall and needs no deadline
+    (the usual case for a request); None otherwise, or where the buffer cannot be seen."""
+    buffered = getattr(reader, "_buffer", None)  # asyncio's StreamReader keeps a bytearray
+    if not isinstance(buffered, bytearray) or len(buffered) < _HEADER.size - 1:
+        return None
+    length = body_length(first + bytes(buffered[:_HEADER.size - 1]))
+    if length > SMALL_FRAME or len(buffered) < _HEADER.size - 1 + length:
+        return None
+    return length
 
 
 async def _exactly(reader: asyncio.StreamReader, n: int, part: str) -> bytes:
