@@ -1,8 +1,9 @@
 """The editor's side of the wire: LSP base-protocol messages on stdin and stdout.
 
 `Content-Length: N\r\n\r\n` and N bytes of JSON, as every editor writes
-them; other headers are ignored, and the header block and the body are
-bounded so a garbled stream cannot make us allocate without end.
+them; the header block is read as HOL's is (`holsrv.lsp.framing.read_header`:
+other headers ignored, the block and the body bounded, so a garbled stream
+cannot make us allocate without end).
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from typing import Any
 
 import msgspec
 
-MAX_HEADER_BYTES = 8192
-MAX_BODY_BYTES = 64 * 1024 * 1024
+from holsrv.errors import FrameError
+from holsrv.lsp import framing
+from holsrv.lsp.framing import MAX_HEADER_BYTES
 
 
 class BrokenStream(Exception):
@@ -33,29 +35,12 @@ async def streams() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
 
 async def read_message(reader: asyncio.StreamReader) -> dict[str, Any] | None:
     """One message, or None at a clean end of the stream."""
-    length, seen = None, 0
-    while True:
-        try:
-            line = await reader.readuntil(b"\r\n")
-        except asyncio.IncompleteReadError as err:
-            if err.partial or seen:
-                raise BrokenStream("the editor closed its output inside a header") from None
-            return None
-        except asyncio.LimitOverrunError:
-            raise BrokenStream("the editor sent an over-long header line") from None
-        seen += len(line)
-        if seen > MAX_HEADER_BYTES:
-            raise BrokenStream("the editor sent an over-long header block")
-        if line == b"\r\n":
-            break
-        name, _, value = line.decode("ascii", errors="replace").partition(":")
-        if name.strip().lower() == "content-length":
-            try:
-                length = int(value.strip())
-            except ValueError:
-                raise BrokenStream(f"bad Content-Length {value.strip()!r}") from None
-    if length is None or not 0 <= length <= MAX_BODY_BYTES:
-        raise BrokenStream(f"a message without a usable Content-Length ({length})")
+    try:
+        length = await framing.read_header(reader, "the editor")  # the header block as HOL's is read
+    except FrameError as err:
+        raise BrokenStream(str(err)) from None
+    if length is None:
+        return None
     try:
         body = await reader.readexactly(length)
     except asyncio.IncompleteReadError:

@@ -64,7 +64,7 @@ def _set_aside(value, large: list[str]):
 
 async def read_message(reader: asyncio.StreamReader, typed: Mapping[str, type] | None = None) -> dict | None:
     """One JSON message, or None at a clean end of stream."""
-    length = await _read_header(reader)
+    length = await read_header(reader)
     if length is None:
         return None
     try:
@@ -116,7 +116,9 @@ def _decoded(body: bytes, typed: Mapping[str, type]) -> dict:
     return message
 
 
-async def _read_header(reader: asyncio.StreamReader) -> int | None:
+async def read_header(reader: asyncio.StreamReader, peer: str = "HOL server") -> int | None:
+    """The body length a message's header block announces, or None at a clean end of stream;
+    `FrameError` (naming `peer`, who writes the stream) for a header that cannot be read."""
     length = None
     seen = 0
     while True:
@@ -124,22 +126,22 @@ async def _read_header(reader: asyncio.StreamReader) -> int | None:
             line = await reader.readuntil(b"\r\n")
         except asyncio.IncompleteReadError as err:
             if err.partial or seen:
-                raise FrameError("HOL server closed its output inside a header") from None
+                raise FrameError(f"{peer} closed its output inside a header") from None
             return None
         except asyncio.LimitOverrunError:
-            raise FrameError("HOL server sent an over-long header line") from None
+            raise FrameError(f"{peer} sent an over-long header line") from None
         seen += len(line)
         if seen > MAX_HEADER_BYTES:
-            raise FrameError("HOL server sent an over-long header block")
+            raise FrameError(f"{peer} sent an over-long header block")
         if line == b"\r\n":
             if length is None:
-                raise FrameError("HOL server sent a message without Content-Length")
+                raise FrameError(f"{peer} sent a message without Content-Length")
             return length
         name, _, value = line.decode("ascii", errors="replace").partition(":")
         if name.strip().lower() == "content-length":
             try:
                 length = int(value.strip())
             except ValueError:
-                raise FrameError(f"HOL server sent a bad Content-Length: {value.strip()!r}") from None
+                raise FrameError(f"{peer} sent a bad Content-Length: {value.strip()!r}") from None
             if not 0 <= length <= MAX_BODY_BYTES:
-                raise FrameError(f"HOL server announced a {length}-byte message")
+                raise FrameError(f"{peer} announced a {length}-byte message")
