@@ -48,7 +48,7 @@ RECORDED_INITIALIZE: dict[str, Any] = {
     "serverInfo": {"name": "HOL4"},
 }
 # JSON-RPC codes of the answers given here.
-INVALID_REQUEST, INTERNAL_ERROR, CONTENT_MODIFIED = -32600, -32603, -32801
+INTERNAL_ERROR, CONTENT_MODIFIED = -32603, -32801
 # LSP's window/showMessage types.
 ERROR, WARNING, INFO = 1, 2, 3
 
