@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -162,6 +163,17 @@ async def test_a_write_to_the_disk_while_the_buffer_is_unsaved_does_not_reach_th
         assert session.data == BROKEN.encode()
     finally:
         await stop(client)
+
+
+def test_an_editor_stream_that_is_not_lsp_ends_holctl_lsp_with_one_line_saying_why(daemon):
+    done = subprocess.run(
+        [sys.executable, "-m", "holctl", "--socket", str(daemon.socket), "--no-start", "lsp"],
+        input=b"Content-Length: 12\r\n\r\nnot json at all", capture_output=True, timeout=DEADLINE_S,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+    )
+    assert done.returncode == 1
+    assert b"Traceback" not in done.stderr
+    assert done.stderr.decode().startswith("holctl lsp: a message that is not JSON")
 
 
 @pytest.mark.asyncio
