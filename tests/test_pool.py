@@ -134,6 +134,9 @@ def test_status_shows_each_server_with_its_tally_memory_and_clients(daemon_facto
     daemon = daemon_factory(soft_footprint_mb=1)
     path = write_script(GOOD_SCRIPT)
     daemon.call(m.Diagnostics(str(path), wait=20), name="agent-7")
+    # The pool samples memory on its own beat: on a loaded machine the first sample may come later.
+    wait_until(lambda: daemon.call(m.Status()).sessions[0].footprint_mb is not None, 30,
+               "the pool's first memory sample of the server")
     status = daemon.call(m.Status())
     assert status.pid == os.getpid() and status.socket == str(daemon.socket)
     [s] = status.sessions

@@ -228,6 +228,9 @@ def test_without_room_for_a_second_server_the_answer_says_why_and_advises_restar
     monkeypatch.setenv("FAKE_HOL_FOOTPRINT_MB", "200")  # each server uses ~220 MB: two do not fit in 300
     daemon = daemon_factory(**limits)
     old_pid = diagnostics(daemon, path).server.pid
+    # Room is judged on sampled memory: wait (bounded) for the pool's first sample of this server.
+    wait_until(lambda: daemon.call(m.Status()).sessions[0].footprint_mb is not None, 30,
+               "the pool's first memory sample of the server")
     rebuild(built)
     reply = diagnostics(daemon, path)
     assert reply.server.pid == old_pid
