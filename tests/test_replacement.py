@@ -228,9 +228,10 @@ def test_without_room_for_a_second_server_the_answer_says_why_and_advises_restar
     monkeypatch.setenv("FAKE_HOL_FOOTPRINT_MB", "200")  # each server uses ~220 MB: two do not fit in 300
     daemon = daemon_factory(**limits)
     old_pid = diagnostics(daemon, path).server.pid
-    # Room is judged on sampled memory: wait (bounded) for the pool's first sample of this server.
-    wait_until(lambda: daemon.call(m.Status()).sessions[0].footprint_mb is not None, 30,
-               "the pool's first memory sample of the server")
+    # Room is judged on sampled memory: wait (bounded) until the pool has seen this server's ~220 MB
+    # (a sample taken while the fake still allocates is smaller).
+    wait_until(lambda: (daemon.call(m.Status()).sessions[0].footprint_mb or 0) >= 200, 30,
+               "the pool's memory sample of the server's 200 MB")
     rebuild(built)
     reply = diagnostics(daemon, path)
     assert reply.server.pid == old_pid
