@@ -5,7 +5,10 @@ Requests and limits, as Kubernetes has them.  A running server counts
 against `memory_budget_mb` with its measured footprint (sampled every
 `memory_sample_s`); a new one with what it is expected to use: the peak of
 the last server started with the same heap cap, or `start_footprint_mb`
-before any was measured.  The heap cap (`--maxheap`) is the limit, which
+before any was measured.  A server still warming up (not yet measured after
+its first compile completed) counts as the larger of the two: a sample taken
+while Poly/ML loads its heap is a fraction of what the server will hold, and
+admitting on it lets in servers that do not fit.  The heap cap (`--maxheap`) is the limit, which
 Poly/ML enforces on each server.  When the measured footprint passes
 `memory_pressure_pct` of the budget, idle servers are stopped, least
 recently used first.  Busy servers are never stopped for room; when only
@@ -72,10 +75,11 @@ class Admission:
         return "no server has been measured yet: HOLSRV_START_FOOTPRINT_MB"
 
     def counted_mb(self, session: Session) -> float:
-        """What a server counts against the budget: its footprint, or what it is expected to use until measured."""
-        if session.footprint is not None:
+        """What a server counts against the budget: its footprint once measured warm;
+        until then the larger of any sample and what a server is expected to use."""
+        if session.footprint is not None and session.measured_warm:
             return session.footprint
-        return self.expected_mb(session.max_heap_mb)
+        return max(session.footprint or 0.0, self.expected_mb(session.max_heap_mb))
 
     def held_mb(self, alive: list[Session]) -> float:
         return sum(self.counted_mb(s) for s in alive)
@@ -205,6 +209,9 @@ class Admission:
         if mb is None:
             return
         session.peak = max(session.peak or 0.0, mb)
+        session.measured_warm = session.measured_warm or session.file.completed_version is not None
+        if not session.measured_warm:
+            return  # a heap still loading says nothing of what the next server will use
         last = self._usual.get(session.max_heap_mb)
         if last is None or last[0] <= session.id:
             # Capped at the soft limit: a runaway's peak must not make every later start look huge.

@@ -67,6 +67,10 @@ class Session:
         self.waiting = 0
         self.footprint: float | None = None  # MB, last sample
         self.peak: float | None = None  # MB, the largest sample
+        # Whether a sample was taken after HOL's first compile of the file
+        # completed: before that the server is still loading its heap and
+        # growing, so a sample says less than it will use (`Admission.counted_mb`).
+        self.measured_warm = False
         self.last_verdict = ""  # of the last diagnostics answer, for status
         self.evals = sessionstatus.EvalUse()  # eval code run here: its changes to HOL's state are everyone's
         self.messages, self.fanout = self._notified.messages, self._notified.fanout  # for answers; for editors

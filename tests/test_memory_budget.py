@@ -88,7 +88,22 @@ def test_status_shows_the_budget_and_what_the_servers_use(daemon_factory, write_
     daemon = daemon_factory(memory_budget_mb=3000, max_heap_mb=2048)
     assert daemon.call(m.Status()).memory_used_mb == 0
     daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT)), wait=20))
-    wait_until(lambda: running(daemon)["demoScript.sml"].footprint_mb is not None, what="a footprint sample")
+    # Until a sample after its first compile, a server counts as at least start_footprint_mb (still loading).
+    wait_until(lambda: daemon.call(m.Status()).memory_used_mb < Settings().start_footprint_mb,
+               what="a footprint sample of the warm server")
     status = daemon.call(m.Status())
     assert status.memory_budget_mb == 3000
     assert status.memory_used_mb == running(daemon)["demoScript.sml"].footprint_mb  # measured, not its cap
+
+
+def test_a_server_still_loading_counts_as_what_a_server_is_expected_to_use(daemon_factory, write_script, monkeypatch):
+    # A sample taken before HOL's first compile completes is of a heap still loading (the
+    # ~20 MB fake, while real HOL grows to hundreds): it must not let a second server in.
+    monkeypatch.setenv("FAKE_HOL_DECL_MS", "1500")  # a compile of several seconds
+    daemon = daemon_factory(memory_budget_mb=300, max_heap_mb=2048, start_footprint_mb=250)
+    slow = write_script(GOOD_SCRIPT, "slowScript.sml")
+    daemon.call(m.Diagnostics(str(slow), wait=0.1))
+    wait_until(lambda: (running(daemon)["slowScript.sml"].footprint_mb or 0) > 0, 30, "a sample of the loading server")
+    assert running(daemon)["slowScript.sml"].footprint_mb < 100  # the sample itself is small
+    with pytest.raises(errors.MemoryBudget):
+        daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT, "otherScript.sml")), wait=20))
