@@ -62,7 +62,7 @@ def test_idle_servers_are_stopped_least_recently_used_first_when_the_fleet_nears
     monkeypatch.setenv("FAKE_HOL_FOOTPRINT_MB", "200")  # each server ~220 MB
     # 90% of 1100 MB is 990: four servers fit, and GROW_TAC's growth passes it.
     daemon = daemon_factory(memory_budget_mb=1100, memory_pressure_pct=90, max_heap_mb=1500, max_servers=5,
-                            soft_footprint_mb=4096)
+                            soft_footprint_mb=4096, start_footprint_mb=250)  # ~ a fake's, until measured warm
     busy = daemon.call(m.Diagnostics(str(write_script(BUSY, "busyScript.sml")), wait=0.5)).server.pid
     oldest = daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT, "oldScript.sml")), wait=30)).server.pid
     newer = daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT, "newerScript.sml")), wait=30)).server.pid

@@ -227,11 +227,15 @@ async def test_the_goal_state_request_is_answered_by_the_server_as_with_hol_lsp(
         await until(client, "textDocument/publishDiagnostics", lambda: uri in client.diagnostics, "diagnostics")
         async with asyncio.timeout(DEADLINE_S):
             while True:
+                # Armed before asking: the compile may complete while the pending answer is on its way.
+                completed = asyncio.ensure_future(client.wait_for_notification("$/compileCompleted"))
                 state = await client.protocol.send_request_async("$/hol/goalState", {
                     "textDocument": {"uri": uri}, "position": {"line": TACTIC_LINE, "character": 2}})
                 if getattr(state, "status", None) != "pending":
+                    completed.cancel()
                     break
-                await client.wait_for_notification("$/compileCompleted")
+                await asyncio.wait([completed], timeout=2.0)  # then ask again, completed or not
+                completed.cancel()
         assert state.theorem == "conj_comm"
         assert "q" in state.goals[0].goal
     finally:
