@@ -46,14 +46,15 @@ def test_a_third_and_a_fourth_server_are_admitted_on_what_the_servers_use(
 ):
     # Counted at their heap caps (2048 MB each) only one more would fit in 3000 MB.
     monkeypatch.setenv("FAKE_HOL_FOOTPRINT_MB", "100")
-    daemon = daemon_factory(memory_budget_mb=3000, max_heap_mb=2048, max_servers=4)
+    # A floor near a fake's size: until measured warm a server counts as at least the floor.
+    daemon = daemon_factory(memory_budget_mb=3000, max_heap_mb=2048, max_servers=4, start_footprint_mb=250)
     names = [f"s{i}Script.sml" for i in range(4)]
     pids = [daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT, name)), wait=30)).server.pid for name in names]
     rows = running(daemon)
     assert sorted(rows) == sorted(names)
     assert [rows[name].pid for name in names] == pids and all(pid_alive(p) for p in pids)
     status = daemon.call(m.Status())
-    assert status.memory_used_mb < 1000 and status.max_heap_mb == 2048
+    assert status.memory_used_mb <= 1000 and status.max_heap_mb == 2048  # not counted at their caps
 
 
 def test_idle_servers_are_stopped_least_recently_used_first_when_the_fleet_nears_the_budget_never_a_busy_one(
