@@ -28,6 +28,8 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the old scanner, kept as an oracle
 
 import settling
@@ -46,7 +48,7 @@ from harness import (
 from scanner_oracle import old_blank
 from scripts import generate
 
-from holsrv import files, masking, stepping, textinfo
+from holsrv import files, footprint, masking, stepping, textinfo
 from holsrv.rpc import framing
 from holsrv.rpc import messages as m
 
@@ -193,6 +195,28 @@ class Suite:
         longest = max(_step_times(text))
         self.add(Row(section, "the longest step between two turns of the event loop", longest, "s", None, "",
                      "a few ms", longest <= 0.003))
+
+    # -- the memory sampler's read of one server's tree --------------------------------
+
+    def memory_sample(self) -> None:
+        section = "sampling a server's memory (in-process, on the event loop every memory_sample_s per server)"
+        # A server and its watchdog, as the daemon runs one, among every other process of the machine.
+        tree = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; "
+                                 "subprocess.Popen([sys.executable, '-c', 'import sys; sys.stdin.read()'])"
+                                 ".wait()"], stdin=subprocess.PIPE)
+        try:
+            _wait_for_children(tree.pid, 1)
+            count = 50 if self.args.quick else 300
+            old = _best(lambda: [_footprint_by_scan(tree.pid) for _ in range(count)], 3) / count
+            new = _best(lambda: [footprint.footprint_mb(tree.pid) for _ in range(count)], 3) / count
+            others = sum(1 for entry in os.listdir("/proc") if entry.isdigit())
+            self.add(Row(section, f"psutil's children(recursive=True) ({others} processes on this machine)",
+                         old, "s"))
+            self.add(Row(section, "the kernel's children lists and status counters (holsrv/footprint.py)", new, "s",
+                         old, "psutil scan", "≤ 1/5", new * 5 <= old))
+        finally:
+            tree.kill()
+            tree.wait()
 
     # -- round trips, throughput -----------------------------------------------------
 
@@ -477,6 +501,7 @@ class Suite:
                 f"fake HOL ({self.args.startup_ms} ms heap load, {self.args.decl_ms} ms per declaration, "
                 f"{self.args.proof_ms} ms per proof)", str(FAKE_HOL), fake_env, SMALL)),
             ("text facts", self.text_facts),
+            ("memory sample", self.memory_sample),
             ("round trips and load", self.round_trip_and_load),
             ("status", self.status),
             ("uncached diagnostics", self.uncached),
@@ -511,6 +536,21 @@ def _best(work, runs: int) -> float:
         work()
         best = min(best, time.perf_counter() - began)
     return best
+
+
+def _footprint_by_scan(pid: int) -> float:
+    """The sampler as it was: psutil reads every process's parent to find `pid`'s descendants
+    (the same counters are read for each, so the rows differ only in finding them)."""
+    root = psutil.Process(pid)
+    return sum(footprint.held_bytes(p.pid) for p in [root, *root.children(recursive=True)]) / 2**20
+
+
+def _wait_for_children(pid: int, count: int) -> None:
+    deadline = time.monotonic() + 30
+    while len(footprint.descendants(pid)) < count:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"process {pid} did not start its child")
+        time.sleep(0.05)
 
 
 def _step_times(text: str) -> list[float]:

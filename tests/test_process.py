@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import sys
 
 import psutil
@@ -50,5 +51,39 @@ async def test_the_footprint_counts_the_child_and_its_descendants_from_cheap_cou
             await stdout.read()
 
 
-def test_swapped_bytes_are_the_kernels_counter_for_the_process():
-    assert footprint.swapped(os.getpid()) == psutil.Process().memory_full_info().swap
+def test_held_bytes_are_the_kernels_resident_and_swap_counters_for_the_process():
+    info = psutil.Process().memory_full_info()
+    assert abs(footprint.held_bytes(os.getpid()) - (info.rss + info.swap)) < 8 * 2**20  # read a moment apart
+
+
+@pytest.mark.asyncio
+async def test_the_footprint_walks_the_kernels_children_lists_not_every_process(tmp_path, monkeypatch):
+    child = ChildProcess("family", stderr_lines=10, stop_timeout_s=5)
+    stdout, stdin = await child.spawn([sys.executable, "-c", _FAMILY], str(tmp_path), dict(os.environ))
+    try:
+        assert (await stdout.readline()).startswith(b"ready")
+        await stdout.readline()
+        family = sorted(p.pid for p in psutil.Process(child.pid).children(recursive=True))
+        assert sorted(footprint.descendants(child.pid)) == family
+        walked = child.footprint_mb()
+
+        def scan(*args, **kwargs):
+            raise AssertionError("psutil's children(recursive=True) reads every process's /proc/PID/stat")
+
+        monkeypatch.setattr(psutil.Process, "children", scan)
+        assert abs((child.footprint_mb() or 0) - (walked or 0)) < 8
+        # A kernel without children lists: the scan is the way, with the same answer.
+        monkeypatch.undo()
+        monkeypatch.setattr(footprint, "children_listed", lambda: False)
+        assert abs((child.footprint_mb() or 0) - (walked or 0)) < 8
+    finally:
+        stdin.close()
+        await child.stop()
+        async with asyncio.timeout(30):
+            await stdout.read()
+
+
+def test_a_process_that_is_gone_has_no_footprint():
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    assert footprint.footprint_mb(proc.pid) is None
