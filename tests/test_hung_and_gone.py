@@ -32,6 +32,10 @@ def _client_messages(log) -> list[dict]:
     return [e["msg"] for e in entries if e.get("dir") == "C->S"]
 
 
+def _evals(log) -> list[dict]:
+    return [msg for msg in _client_messages(log) if msg.get("method") == "$/eval"]
+
+
 def _waiting(daemon) -> int:
     return sum(s.waiting_calls for s in daemon.call(m.Status()).sessions)
 
@@ -43,10 +47,14 @@ def test_an_eval_whose_caller_hangs_up_is_cancelled_in_hol_and_frees_its_server(
     path = write_script(GOOD_SCRIPT)
     daemon.call(m.Diagnostics(str(path), wait=20))
     sock = _open_hello(daemon)
-    sock.sendall(framing.encode(m.Eval(str(path), "while true do ();", timeout=3600)))
-    wait_until(lambda: _waiting(daemon) == 1, what="the eval to reach HOL")
-    [evaluated] = [msg for msg in _client_messages(log) if msg.get("method") == "$/eval"]
-    sock.close()  # the agent process went away
+    try:
+        sock.sendall(framing.encode(m.Eval(str(path), "while true do ();", timeout=3600)))
+        # The call counts as waiting a moment before the daemon writes it to HOL: wait for the wire.
+        wait_until(lambda: _evals(log), what="the eval to reach HOL")
+        [evaluated] = _evals(log)
+        assert _waiting(daemon) == 1
+    finally:
+        sock.close()  # the agent process went away
     wait_until(lambda: _waiting(daemon) == 0, what="the abandoned eval to end")
     wait_until(
         lambda: {"id": evaluated["id"]} in [msg.get("params") for msg in _client_messages(log)

@@ -177,7 +177,7 @@ def test_reaping_kills_a_marked_leftover_and_spares_a_reused_pid(short_tmp, daem
         _record(sock, _entry(leftover, GONE_OWNER), stale)
         running = _start_in_thread(fake_settings(sock), daemon_loop)
         try:
-            assert leftover.wait(timeout=5) == -signal.SIGKILL
+            assert leftover.wait(timeout=30) == -signal.SIGKILL  # a bound for a loaded machine, not a speed
             assert reused.poll() is None
         finally:
             running.stop()
@@ -200,7 +200,7 @@ def test_reaping_kills_the_group_of_a_leftover_whose_leader_died(short_tmp, daem
             assert pid_alive(member) and os.getpgid(member) == leader.pid
             running = _start_in_thread(fake_settings(sock), daemon_loop)
             try:
-                wait_until(lambda: not pid_alive(member), timeout=5, what="the group member to be killed")
+                wait_until(lambda: not pid_alive(member), timeout=30, what="the group member to be killed")
             finally:
                 running.stop()
         finally:
