@@ -277,11 +277,13 @@ def stepped(steps):
         taken += 1
 
 
-def wait_until(predicate, timeout: float = 10.0, what: str = "condition") -> None:
+def wait_until(predicate, timeout: float = 30.0, what: str = "condition") -> None:
     """Re-check `predicate` until it holds; fail after `timeout` seconds.
 
     For conditions only observable from outside (a process's death, a call
-    reaching the daemon); everything else waits on events.
+    reaching the daemon); everything else waits on events.  The default is a
+    bound for a loaded machine (CI runs two suites side by side), not a speed:
+    it costs nothing unless the condition never comes.
     """
     deadline = time.monotonic() + timeout
     pause = threading.Event()
