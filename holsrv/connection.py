@@ -107,10 +107,11 @@ class Connection:
         """Write one frame; `Unresponsive` if the client does not take it within the send deadline."""
         writer = self.writer
         writer.writelines(await _frame(reply))
-        # Taken already (the usual case): no timer to set, but a lost connection still raises.
-        limit = self.settings.send_timeout_s if writer.transport.get_write_buffer_size() else None
+        if not writer.transport.get_write_buffer_size():
+            await writer.drain()  # taken already (the usual case): no timer, but a lost connection still raises
+            return
         try:
-            async with asyncio.timeout(limit):
+            async with asyncio.timeout(self.settings.send_timeout_s):
                 await writer.drain()
         except TimeoutError:
             unsent = writer.transport.get_write_buffer_size()

@@ -13,6 +13,7 @@ import functools
 import os
 import socket
 import struct
+import typing
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
@@ -82,7 +83,7 @@ def encode_steps(message: msgspec.Struct, per_step: int) -> Generator[None, None
     3 ms to encode) is encoded `per_step` items a step.  NotUtf8 and
     FrameError as `encode`."""
     long = {}
-    for name in message.__struct_fields__:  # a loop, not a dict of every field: most replies have no long list
+    for name in _list_fields(type(message)):  # most replies have one or two lists, and none long
         value = getattr(message, name)
         if isinstance(value, list) and len(value) > per_step:
             long[name] = value
@@ -103,6 +104,15 @@ def encode_steps(message: msgspec.Struct, per_step: int) -> Generator[None, None
     if length > MAX_FRAME:
         raise FrameError(f"frame of {length} bytes exceeds the {MAX_FRAME}-byte limit")
     return [_HEADER.pack(length), *pieces]
+
+
+@functools.cache
+def _list_fields(kind: type[msgspec.Struct]) -> tuple[str, ...]:
+    """The fields of `kind` that may hold a list (annotated `list[…]`, alone or in a union)."""
+    def may_be_list(annotation: Any) -> bool:
+        return typing.get_origin(annotation) is list or any(may_be_list(a) for a in typing.get_args(annotation))
+
+    return tuple(f.name for f in msgspec.structs.fields(kind) if may_be_list(f.type))
 
 
 def _array_header(count: int) -> bytes:
