@@ -99,7 +99,7 @@ def test_status_shows_the_budget_and_what_the_servers_use(daemon_factory, write_
 def test_a_server_still_loading_counts_as_what_a_server_is_expected_to_use(daemon_factory, write_script, monkeypatch):
     # A sample taken before HOL's first compile completes is of a heap still loading (the
     # ~20 MB fake, while real HOL grows to hundreds): it must not let a second server in.
-    monkeypatch.setenv("FAKE_HOL_DECL_MS", "1500")  # a compile of several seconds
+    monkeypatch.setenv("FAKE_HOL_DECL_MS", "2500")  # a compile of several seconds: the test runs inside it
     daemon = daemon_factory(memory_budget_mb=300, max_heap_mb=2048, start_footprint_mb=250)
     slow = write_script(GOOD_SCRIPT, "slowScript.sml")
     daemon.call(m.Diagnostics(str(slow), wait=0.1))
