@@ -5,7 +5,7 @@ ways until it closes.  Each document the editor opens holds its file's
 server for as long as it is open (as `hol lsp` would live for it): a hold,
 not a call waiting (`holds`), which follows a planned replacement (an
 ancestor rebuilt) to the new server at its switch, the new server's
-diagnostics sent at once.  Its buffer is what the server checks
+diagnostics and proof states sent at once.  Its buffer is what the server checks
 (`EditorBuffers`); only the
 newest text is synced, so a burst of keystrokes costs one sync.  Requests
 run concurrently, each after the document's text is in its server.  The
@@ -26,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from holsrv import files
+from holsrv import files, stepping
 from holsrv.answers.common import Context, read
 from holsrv.connection import Connection
 from holsrv.errors import BadRequest, EditorUnsaved, FrameError, HolsrvError, LspError, Starting, TrialRunning
@@ -269,8 +269,7 @@ class _Document:
         # Before the sync: HOL's notes about the text name the file as the server does.
         self.channel.push(e.EditorDocument(self.uri, session.encoding, server_uri=session.uri))
         if followed:  # it caught up on the buffer already: its word on it, in place of the old server's
-            self._note(session, "textDocument/publishDiagnostics",
-                       {"uri": session.uri, "diagnostics": list(session.file.diagnostics)})
+            await self._caught_up(session)
         try:
             while not self._closed and not self._moved:
                 self._wake.clear()
@@ -285,6 +284,18 @@ class _Document:
                     await self._wait_edit(session)
         finally:
             unsubscribe()
+
+    async def _caught_up(self, session: Session) -> None:
+        """What `session` said while it caught up, before the editor followed it: its diagnostics,
+        and each proof's state as one `$/proofStates` batch per slice (a transition for each, as
+        HOL re-announces proofs, so an editor keying them by name ends with the new server's)."""
+        self._note(session, "textDocument/publishDiagnostics",
+                   {"uri": session.uri, "diagnostics": list(session.file.diagnostics)})
+        for some in stepping.chunks(list(session.file.proofs.values())):
+            states = [{"pos": {"line": p.line0, "character": 0}, "name": p.name, "status": p.status,
+                       **({"detail": p.detail} if p.detail else {})} for p in some]
+            self._note(session, "$/proofStates", {"uri": session.uri, "states": states})
+            await asyncio.sleep(0)  # a 30,000-proof file: other clients are answered between slices
 
     async def _sync(self, session: Session, buffer: files.Script) -> None:
         """Give `session` the buffer's text, after any trial on it (each of whose waits is bounded)."""

@@ -453,6 +453,8 @@ async def test_a_rebuilt_ancestor_replaces_the_server_of_a_file_open_in_an_edito
     path = write_script(WITH_ANCESTOR)
     unsaved = WITH_ANCESTOR.replace("gen_tac >> simp[]", 'FAIL_TAC "nope"')
     client = await editor(daemon)
+    states: list = []
+    client.feature("$/proofStates")(lambda params: states.extend(params.states))
     try:
         uri = open_doc(client, path, unsaved)
         await until(client, "textDocument/publishDiagnostics", lambda: any("nope" in e for e in errors(client, uri)),
@@ -470,9 +472,14 @@ async def test_a_rebuilt_ancestor_replaces_the_server_of_a_file_open_in_an_edito
             while (await agent(daemon, m.Status())).sessions[0].replacement_pid is None:
                 await asyncio.sleep(0.05)  # polling the daemon from outside: nothing to await
         client.diagnostics.clear()  # from here on, only the new server has anything to say
+        states.clear()
         gate.touch()
         await until(client, "textDocument/publishDiagnostics", lambda: any("nope" in e for e in errors(client, uri)),
                     "the new server's diagnostics of the buffer")
+        # And its proof states, which it gave while catching up, before the editor followed it.
+        await until(client, "$/proofStates", lambda: any(s.name == "add0" for s in states),
+                    "the new server's proof states")
+        assert [(s.name, s.status, s.pos.line) for s in states] == [("add0", "failed", 3)]
         async with asyncio.timeout(DEADLINE_S):
             while pid_alive(old_pid):  # the editor's document does not keep the replaced server
                 await asyncio.sleep(0.05)
