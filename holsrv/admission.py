@@ -8,8 +8,8 @@ the last server started with the same heap cap, or `start_footprint_mb`
 before any was measured.  A server still warming up (not yet measured after
 its first compile completed) counts as the larger of the two: a sample taken
 while Poly/ML loads its heap is a fraction of what the server will hold, and
-admitting on it lets in servers that do not fit.  The heap cap (`--maxheap`) is the limit, which
-Poly/ML enforces on each server.  When the measured footprint passes
+admitting on it lets in servers that do not fit.  The heap cap (`--maxheap`)
+is the limit, which Poly/ML enforces on each server.  When the measured footprint passes
 `memory_pressure_pct` of the budget, idle servers are stopped, least
 recently used first.  Busy servers are never stopped for room; when only
 busy ones hold the budget, the start is refused with what holds it.

@@ -334,6 +334,8 @@ def _frame(reply: m.Reply) -> list[bytes] | _Slicing:
 
 @dataclass
 class _Slicing:
+    """A reply with a long list, part encoded: the rest is taken by `_sliced`."""
+
     reply: m.Reply
     steps: stepping.Steps[list[bytes]]
 
