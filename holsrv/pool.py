@@ -268,7 +268,10 @@ class Pool:
 
     def snapshot(self, session: Session, now: float) -> m.SessionStatus:
         """`session` as status shows it, with its background replacement if one is under way."""
-        return self.replacer.status(session, session.snapshot(now, self.history.restarts(session.path)), now)
+        row = session.snapshot(now, self.history.restarts(session.path))
+        if session.alive and not session.measured_warm:
+            row.counted_mb = round(self.admission.counted_mb(session), 1)
+        return self.replacer.status(session, row, now)
 
     def status_rows(self, now: float) -> list[m.SessionStatus]:
         """Status's rows: the files' servers, but not those the daemon stopped, which hold nothing.

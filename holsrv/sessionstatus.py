@@ -50,8 +50,8 @@ class Described(Protocol):
 
 def row(s: Described, pool_tally: m.Tally, now: float, restarts: int, soft_footprint_mb: float) -> m.SessionStatus:
     """The session as `status` shows it."""
-    # The pool's last sample: measuring here walks /proc for every process
-    # on the machine, on the request path (None until the first sample).
+    # The pool's last sample, not a new measurement on the request path
+    # (None until the first sample).
     footprint = s.footprint
     return m.SessionStatus(
         file=str(s.path),

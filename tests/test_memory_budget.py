@@ -94,6 +94,7 @@ def test_status_shows_the_budget_and_what_the_servers_use(daemon_factory, write_
     status = daemon.call(m.Status())
     assert status.memory_budget_mb == 3000
     assert status.memory_used_mb == running(daemon)["demoScript.sml"].footprint_mb  # measured, not its cap
+    assert running(daemon)["demoScript.sml"].counted_mb is None  # warm: counted as measured
 
 
 def test_a_server_still_loading_counts_as_what_a_server_is_expected_to_use(daemon_factory, write_script, monkeypatch):
@@ -104,6 +105,7 @@ def test_a_server_still_loading_counts_as_what_a_server_is_expected_to_use(daemo
     slow = write_script(GOOD_SCRIPT, "slowScript.sml")
     daemon.call(m.Diagnostics(str(slow), wait=0.1))
     wait_until(lambda: (running(daemon)["slowScript.sml"].footprint_mb or 0) > 0, 30, "a sample of the loading server")
-    assert running(daemon)["slowScript.sml"].footprint_mb < 100  # the sample itself is small
+    row = running(daemon)["slowScript.sml"]
+    assert row.footprint_mb < 100 and row.counted_mb == 250  # the sample itself is small; status says so
     with pytest.raises(errors.MemoryBudget):
         daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT, "otherScript.sml")), wait=20))

@@ -372,6 +372,18 @@ def test_status_says_what_the_fleet_uses_of_the_budget_and_how_many_more_servers
     assert cells[5:8] == ["130", "412", "6144"]
 
 
+def test_status_names_the_servers_still_loading_with_what_they_count_against_the_budget():
+    loading = SessionStatus(
+        file="/p/barScript.sml", pid=322, state="compiling", uptime_s=2, idle_s=2, footprint_mb=21.0,
+        max_heap_mb=6144, tally=Tally(), waiting_calls=1, clients=[], counted_mb=1024.0,
+    )
+    reply = StatusResult("0.1.0", 3, 77, 90, "/s", 8, [loading], 0, 0, memory_budget_mb=12288,
+                         memory_used_mb=1024.0)
+    out = lines(reply)
+    assert ("  still loading, so counted as a new server would be until measured after its first compile: "
+            "barScript.sml (1024 MB)") in out
+
+
 def test_status_shows_settings_set_somewhere_one_a_line_and_defaults_on_one_line():
     settings = [
         SettingSource("HOLSRV_MAX_HEAP_MB", "4096", "environment HOLSRV_MAX_HEAP_MB"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from holctl.render.common import _BUCKET_WORDS, _TALLY_BUCKETS
 from holsrv.rpc.messages import JobRow, SessionStatus, SettingSource, StatusResult, Tally
 from holsrv.rpc.words import duration
@@ -25,6 +27,11 @@ def _status(reply: StatusResult) -> list[str]:
     if reply.memory_budget_mb:
         lines.append(f"memory: {reply.memory_used_mb:.0f} of {reply.memory_budget_mb} MB budget used"
                      + (f" (budget: {reply.memory_budget_source})" if reply.memory_budget_source else ""))
+        loading = [s for s in reply.sessions if s.counted_mb is not None and s.state not in _GONE]
+        if loading:
+            lines.append("  still loading, so counted as a new server would be until measured after its first "
+                         "compile: " + ", ".join(f"{os.path.basename(s.file)} ({s.counted_mb:.0f} MB)"
+                                                 for s in loading))
     if reply.usual_footprint_mb:
         cap = f"{reply.max_heap_mb} MB" if reply.max_heap_mb else "none"
         lines.append(f"capacity: {reply.servers_fit} more of {reply.usual_footprint_mb:.0f} MB fit; "

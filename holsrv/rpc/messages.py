@@ -472,6 +472,9 @@ class SessionStatus(Struct):
     replacing_since_s: float | None = None
     replacement_pid: int | None = None
     peak_mb: float | None = None  # the largest footprint sampled, MB
+    # What it counts against the memory budget while that is not its footprint: a server
+    # still loading (not yet measured after its first compile) counts as a new one would.
+    counted_mb: float | None = None
     # eval calls run in this server since it started, and seconds since the last (None: none).
     evals: int = 0
     last_eval_s: float | None = None
