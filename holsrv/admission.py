@@ -209,7 +209,7 @@ class Admission:
         if mb is None:
             return
         session.peak = max(session.peak or 0.0, mb)
-        session.measured_warm = session.measured_warm or session.file.completed_version is not None
+        session.measured_warm = session.measured_warm or session.file.phase == "completed"
         if not session.measured_warm:
             return  # a heap still loading says nothing of what the next server will use
         last = self._usual.get(session.max_heap_mb)
