@@ -18,9 +18,6 @@ import os
 import select
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-
-import msgspec
 
 from holsrv import __version__, stepping
 from holsrv.answers.common import Report
@@ -58,7 +55,6 @@ Answer = Callable[[m.Request, str, Report | None], Awaitable[m.Reply]]
 AtOnce = Callable[[m.Request, str], m.Reply | None]
 # What serves a connection an editor attached (`holctl lsp`) until it ends.
 Attach = Callable[["Connection", str, m.EditorAttach], Awaitable[None]]
-_attach_decoder = msgspec.msgpack.Decoder(m.EditorAttach)
 
 
 class Unresponsive(ConnectionError):
@@ -77,7 +73,7 @@ class Connection:
         self._at_once = at_once
         self.writer = writer
         self.settings = settings
-        self.frames = self._frames = frames
+        self.frames = frames  # the daemon-wide budget of unfinished frames (an editor channel reads with it too)
         self._stopping = stopping
         # monotonic time since which it waits for a frame; None while a request is answered
         self.idle_since: float | None = time.monotonic()
@@ -107,12 +103,7 @@ class Connection:
     async def send(self, reply: m.Reply) -> None:
         """Write one frame; `Unresponsive` if the client does not take it within the send deadline."""
         writer = self.writer
-        frame = _frame(reply)
-        pieces = frame if isinstance(frame, list) else await _sliced(frame)
-        if len(pieces) == 1:
-            writer.write(pieces[0])  # most replies: one buffer, as the echo benchmark writes it
-        else:
-            writer.writelines(pieces)
+        writer.writelines(await _frame(reply))
         if not writer.transport.get_write_buffer_size():
             await writer.drain()  # taken already (the usual case): no timer, but a lost connection still raises
             return
@@ -131,7 +122,7 @@ class Connection:
         """The client's name once its hello is welcomed; None, after an error frame if it sent a bad one, if not."""
         try:
             async with asyncio.timeout(self.settings.hello_timeout_s):
-                body = await framing.read_body(self.reader, budget=self._frames)
+                body = await framing.read_body(self.reader, budget=self.frames)
             if body is None:
                 return None
             hello = framing.decode(framing.hello_decoder, body)
@@ -189,29 +180,40 @@ class Connection:
                     await self._stopped(ahead)
                     return
                 try:
-                    body = await (ahead or framing.read_body(self.reader, self.settings.frame_timeout_s, self._frames))
+                    body = await (ahead or framing.read_body(self.reader, self.settings.frame_timeout_s, self.frames))
                 except FrameError as err:
                     # A bad length or a stalled frame: the stream cannot be
                     # resynchronised, so say why and close.
                     self.warn("dropped a connection from %s: %s", client, err)
                     await self.send(m.ErrorReply(err.code, f"{err}; the daemon closes this connection"))
                     return
-                if body is None or await _served_editor(attach, self, client, body):
+                ahead = None
+                if body is None:
+                    return
+                self.idle_since = None
+                try:
+                    request = framing.decode(framing.request_decoder, body)  # once: every path below takes it
+                except FrameError as err:
+                    self.warn("rejected a request from %s: %s", client, err)
+                    await self.send(m.ErrorReply(err.code, f"{err}; is the client older or newer than the daemon?"))
+                    attach = None
+                    continue
+                if attach is not None and isinstance(request, m.EditorAttach):
+                    # The editor's channel, both ways, until it ends: busy all along, never closed for room.
+                    await attach(self, client, request)
                     return
                 attach = None  # only a connection's first request may attach an editor
-                self.idle_since = None
                 if _more_buffered(self.reader):
                     # A yield, so one connection pipelining a burst of requests whose answers
                     # are ready (cached) cannot keep every other one waiting.  A caller that
                     # waits for each reply let the loop run others while its request came.
                     await asyncio.sleep(0)
-                ahead = None
-                reply = _answered_at_once(self._at_once, body, client)
+                reply = self._at_once(request, client) if self._at_once is not None else None
                 if reply is not None:
                     await self.send(reply)
                     continue
                 ahead = self._read_ahead()
-                await self._answer_one(body, client, answer, ahead)
+                await self._answer_one(request, client, answer, ahead)
         finally:
             if ahead is not None:
                 ahead.cancel()
@@ -223,15 +225,8 @@ class Connection:
                 and ahead.result() is not None:
             await self.send(m.ErrorReply(DaemonStopping.code, _STOPPING_UNANSWERED))
 
-    async def _answer_one(self, body: bytes, client: str, answer: Answer, ahead: asyncio.Task) -> None:
-        """Decode one request, answer it and send the reply; its caller hanging up meanwhile cancels it."""
-        try:
-            request = framing.decode(framing.request_decoder, body)
-        except FrameError as err:
-            self.warn("rejected a request from %s: %s", client, err)
-            advice = f"{err}; is the client older or newer than the daemon?"
-            await self.send(m.ErrorReply(err.code, advice))
-            return
+    async def _answer_one(self, request: m.Request, client: str, answer: Answer, ahead: asyncio.Task) -> None:
+        """Answer one request and send the reply; its caller hanging up meanwhile cancels it."""
         report = self._progress() if getattr(request, "progress", False) else None
         watch = None
         if isinstance(request, ABANDONED_WHEN_GONE):
@@ -247,7 +242,7 @@ class Connection:
         await self.send(reply)
 
     def _read_ahead(self) -> asyncio.Task:
-        task = asyncio.ensure_future(framing.read_body(self.reader, self.settings.frame_timeout_s, self._frames))
+        task = asyncio.ensure_future(framing.read_body(self.reader, self.settings.frame_timeout_s, self.frames))
         # Its error is read by the loop, or nobody's once the connection ended.
         task.add_done_callback(lambda t: t.cancelled() or t.exception())
         return task
@@ -276,20 +271,6 @@ class Connection:
         return report
 
 
-async def _served_editor(attach: Attach | None, conn: Connection, client: str, body: bytes) -> bool:
-    """If `body` is an `EditorAttach`, serve the editor's channel on `conn` (both ways, until it
-    ends) and say so: the connection is then over."""
-    if attach is None:
-        return False
-    try:
-        request = _attach_decoder.decode(body)
-    except msgspec.DecodeError:
-        return False
-    conn.idle_since = None  # busy for as long as the editor is attached: never closed to make room
-    await attach(conn, client, request)
-    return True
-
-
 def _more_buffered(reader: asyncio.StreamReader) -> bool:
     """Whether the next frame has begun to arrive already (the caller pipelines).  The stream's
     buffer is not public: where it cannot be seen, say yes (a yield too many costs a loop turn)."""
@@ -316,50 +297,17 @@ def _hung_up(writer: asyncio.StreamWriter) -> bool:
     return any(events & (select.POLLHUP | select.POLLERR) for _, events in poller.poll(0))
 
 
-def _frame(reply: m.Reply) -> list[bytes] | _Slicing:
-    """`reply`'s frame, as pieces to write in order, or (a reply with a long list) the steps
-    that encode it, for `_sliced`; an `internal` error's frame if it cannot be sent.  Not a
-    coroutine: most replies are encoded at once, and a cached answer should not pay for one."""
+async def _frame(reply: m.Reply) -> list[bytes]:
+    """`reply`'s frame, as pieces to write in order; an `internal` error's if it cannot be sent."""
     try:
-        # In slices: the proofs of a 30,000-proof answer take milliseconds to encode.
-        steps = framing.encode_steps(reply, stepping.ITEMS_PER_STEP)
-        try:
-            next(steps)
-        except StopIteration as done:  # no long list: encoded at once, nothing to slice
-            return done.value
-        return _Slicing(reply, steps)
+        # In slices: the proofs of a 30,000-proof answer take milliseconds to encode
+        # (a reply with no long list is encoded in its first step, with no yield).
+        return await stepping.sliced(framing.encode_steps(reply, stepping.ITEMS_PER_STEP))
     except HolsrvError as err:
         return _unsendable(reply, err)
-
-
-@dataclass
-class _Slicing:
-    """A reply with a long list, part encoded: the rest is taken by `_sliced`."""
-
-    reply: m.Reply
-    steps: stepping.Steps[list[bytes]]
-
-
-async def _sliced(frame: _Slicing) -> list[bytes]:
-    try:
-        return await stepping.sliced(frame.steps)
-    except HolsrvError as err:
-        return _unsendable(frame.reply, err)
 
 
 def _unsendable(reply: m.Reply, err: HolsrvError) -> list[bytes]:
     """An `internal` error's frame for a reply too large, or with text that is not UTF-8."""
     log.error("could not send a %s: %s", type(reply).__name__, err)
     return [framing.encode(m.ErrorReply("internal", f"the daemon could not send its reply: {err}"))]
-
-
-def _answered_at_once(at_once: AtOnce | None, body: bytes, client: str) -> m.Reply | None:
-    """The reply to the request in `body` if `at_once` has it; None if it must be answered
-    (or, undecodable, refused) the ordinary way."""
-    if at_once is None:
-        return None
-    try:
-        request = framing.decode(framing.request_decoder, body)
-    except FrameError:
-        return None
-    return at_once(request, client)
