@@ -40,13 +40,15 @@ def _pump(source: BinaryIO, sink: BinaryIO, direction: str, log: BinaryIO, lock:
           started: float) -> None:
     try:
         for raw, msg in _messages(source):
-            sink.write(raw)
-            sink.flush()
+            # Logged before it is passed on, as the fake logs what it writes: a reader of the log
+            # who has had the message's effect finds the message there.
             line = json.dumps({"t": round(time.monotonic() - started, 6), "dir": direction, "msg": msg},
                               ensure_ascii=False)
             with lock:
                 log.write(line.encode() + b"\n")
                 log.flush()
+            sink.write(raw)
+            sink.flush()
     except (BrokenPipeError, ValueError, OSError):
         pass
     finally:
