@@ -41,18 +41,17 @@ def quiet_for(file: FileState, settings: Settings) -> float:
     edit (HOL will not move it again), holds nothing up.  Where the census
     cannot be trusted, a short quiet period (`quiet_clean_s`) stands in.
     """
-    awaiting = awaiting_hol(file)
     if file.phase == "completed":
         match census.judge(file):
             case Census.OVER:
-                return settings.quiet_s if awaiting else 0.0
+                return settings.quiet_s if awaiting_hol(file) else 0.0
             case Census.PENDING:
                 return settings.quiet_s
             case Census.UNTRUSTED:
                 pass
             case never:
                 assert_never(never)
-    return settings.quiet_s if awaiting else min(settings.quiet_s, settings.quiet_clean_s)
+    return settings.quiet_s if awaiting_hol(file) else min(settings.quiet_s, settings.quiet_clean_s)
 
 
 def awaiting_hol(file: FileState) -> bool:
