@@ -135,6 +135,8 @@ def ask_ahead(
     failures = [(d.range.line, d.range.col) for d in verdict.diagnostics
                 if quirks.is_proof_failure(d.message) and not d.note]  # a note: not on its step yet
     questions = ctx.prefetches.plan(session, src.hash, failures)
+    if not questions:
+        return
     said = _said_but_walks(session)
 
     async def ask(line: int, column: int | None) -> None:
