@@ -21,13 +21,11 @@ a change or may become a job, or a blocked compile (a retry may be due).
 from __future__ import annotations
 
 from holsrv import files
-from holsrv.answers import goals
-from holsrv.answers.common import Context, answer_settled, freshness, replace
+from holsrv.answers import diagnostics, goals
+from holsrv.answers.common import Context, answer_settled, freshness, note, replace
+from holsrv.pool import Lease
 from holsrv.rpc import messages as m
 from holsrv.session import Session
-
-# The server note of a warm lease: what the ordinary path says of a running server.
-_WARM = "warm"
 
 
 def answer(ctx: Context, request: m.Request, client: str) -> m.Reply | None:
@@ -63,8 +61,7 @@ def _diagnostics(ctx: Context, request: m.Diagnostics, client: str) -> m.Reply |
     if session.phase == "blocked":  # the ordinary path looks for a retry first
         return None
     # Keyed by its staleness reasons, as the ordinary path keys it: there are none.
-    return _given(ctx, script, session, session.cache_key("diagnostics", script.hash, ()), client,
-                  request.expect_hash)
+    return _given(ctx, script, session, diagnostics.cache_key(session, script.hash, ()), client, request.expect_hash)
 
 
 def _serving(ctx: Context, file: str) -> tuple[files.Script, Session] | None:
@@ -95,4 +92,4 @@ def _given(ctx: Context, script: files.Script, session: Session, key: tuple, cli
     # reason (`_serving` just asked, and nothing has been awaited since).
     fresh = freshness(ctx, script, cached.content_hash, settled=answer_settled(cached, session),
                       age_s=ctx.cache.age(key), expect_hash=expect_hash, stale=[])
-    return replace(cached, cached=True, server=m.ServerNote(pid=session.pid or 0, start=_WARM), freshness=fresh)
+    return replace(cached, cached=True, server=note(Lease(session, "warm")), freshness=fresh)

@@ -25,6 +25,12 @@ RECHECK_S = 1.0
 AHEAD_WAIT_S = 120.0
 
 
+def cache_key(session: Session, content: str, stale: list[str] | tuple[str, ...]) -> tuple:
+    """Where a diagnostics answer of `session` about content `content` is cached: keyed by its
+    staleness reasons too, which the answer lists."""
+    return session.cache_key("diagnostics", content, tuple(stale))
+
+
 async def answer(ctx: Context, req: m.Diagnostics, client: str, report: Report | None = None) -> m.DiagnosticsResult:
     deadline = ctx.clock() + max(0.0, req.wait)  # covers a server start too
     if req.changed_since:
@@ -35,7 +41,7 @@ async def answer(ctx: Context, req: m.Diagnostics, client: str, report: Report |
         if not session.starting:  # a build it was blocked on, just written: wait for the retry's answer
             await ctx.pool.unblocker.after_quiet(session, deadline)
         stale = ctx.pool.rebuilt_reasons(src.path, session)
-        key = session.cache_key("diagnostics", src.hash, tuple(stale))
+        key = cache_key(session, src.hash, stale)
         cached = ctx.cache.get(key)
         if cached is not None:
             age = m.Freshness(cached.content_hash, age_s=ctx.cache.age(key))  # the rest: `stamp`
@@ -49,7 +55,7 @@ async def answer(ctx: Context, req: m.Diagnostics, client: str, report: Report |
         session.last_verdict = result.verdict
         if result.complete:
             def keep() -> None:
-                ctx.cache.put(session.cache_key("diagnostics", result.content_hash, tuple(stale)), result)
+                ctx.cache.put(cache_key(session, result.content_hash, stale), result)
 
             keep()
             if result.content_hash == src.hash:
@@ -71,7 +77,7 @@ async def ahead(ctx: Context, session: Session, script: Script) -> bool:
         if not result.complete or session.data != script.data:
             return False
         session.last_verdict = result.verdict
-        ctx.cache.put(session.cache_key("diagnostics", script.hash, tuple(stale)), result)
+        ctx.cache.put(cache_key(session, script.hash, stale), result)
         return True
 
 
