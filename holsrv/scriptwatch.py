@@ -27,7 +27,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from holsrv import files, stepping, textinfo
+from holsrv import files, stepping
 from holsrv.ahead import Ahead
 from holsrv.errors import HolsrvError
 from holsrv.inotify import Watcher
@@ -83,11 +83,6 @@ class ScriptWatch:
                 return  # refused (too many watches): calls still sync
             names = self._scripts[path.parent] = set()
         names.add(path.name)
-
-    @property
-    def available(self) -> bool:
-        """Whether writes are noticed (inotify works here); until the first watch, assumed so."""
-        return not self._unavailable
 
     def watches(self, path: Path) -> bool:
         """Whether a write to the script `path` is noticed now."""
@@ -199,7 +194,6 @@ class ScriptWatch:
                 script = await self._read(path)
                 if script.data == session.data:  # written with the bytes HOL has (or a call synced it first)
                     return
-                await textinfo.prepare(script.text)
                 # Shielded, as a call's sync is: the text is recorded whole or not sent.
                 await asyncio.shield(session.sync(script.data, script.text, script.hash))
                 self.syncs += 1
