@@ -105,13 +105,10 @@ async def compiled(ctx: Context, session: Session, wait: float | None = None) ->
     await session.wait_until(lambda: session.phase != "compiling", ctx.settings.lookup_wait_s if wait is None else wait)
 
 
-MIN_REQUEST_S = limits.MIN_REQUEST_S
-
-
 def within(ctx: Context, deadline: float) -> float:
     """How long one request to HOL may take in a call that should end by `deadline`,
     so a caller's wait bounds the whole call, even on a hung server."""
-    return min(ctx.settings.request_timeout_s, max(MIN_REQUEST_S, deadline - ctx.clock()))
+    return min(ctx.settings.request_timeout_s, max(limits.MIN_REQUEST_S, deadline - ctx.clock()))
 
 
 def position_check(line: int, column: int | None) -> Callable[[files.Script], object]:
