@@ -266,6 +266,18 @@ def _start_in_thread(settings: Settings, loop_name: str) -> RunningDaemon:
     return RunningDaemon(settings.socket, settings, box["daemon"], box["loop"], thread)
 
 
+def measured_warm(daemon: RunningDaemon, timeout: float = 30.0) -> None:
+    """Wait (bounded) until the pool has sampled every running server after its first compile:
+    until then a server counts against the memory budget as at least what a new one would
+    (its status row's `counted_mb`)."""
+
+    def warm() -> bool:
+        rows = [s for s in daemon.call(messages.Status()).sessions if s.state not in ("stopping", "stopped", "dead")]
+        return bool(rows) and all(s.footprint_mb is not None and s.counted_mb is None for s in rows)
+
+    wait_until(warm, timeout, "every server's memory sample after its first compile")
+
+
 def stepped(steps):
     """Take `steps` (see `holsrv.stepping`) to the end: (their result, how many steps yielded)."""
     taken = 0

@@ -18,7 +18,7 @@ from holsrv import settings as settings_module
 from holsrv.rpc import messages as m
 from holsrv.settings import Settings
 
-from conftest import GOOD_SCRIPT, pid_alive, wait_until
+from conftest import GOOD_SCRIPT, measured_warm, pid_alive, wait_until
 
 BUSY = GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", "LOOP_TAC")  # checking until edited
 GROWING = GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", "GROW_TAC")  # 50 MB/s while it checks
@@ -124,8 +124,7 @@ def test_status_says_what_the_fleet_uses_how_many_more_fit_and_each_servers_peak
     assert before.max_heap_mb == 2048 and before.memory_budget_source == "set"
     daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT)), wait=30))
     row = measured(daemon, "demoScript.sml", 100)
-    # Until a sample after its first compile, a server counts as at least the floor (still loading).
-    wait_until(lambda: daemon.call(m.Status()).usual_footprint_mb < 700, DEADLINE_S, "a sample of the warm server")
+    measured_warm(daemon)  # until then it counts as at least the floor (still loading)
     status = daemon.call(m.Status())
     assert row.peak_mb is not None and row.peak_mb >= row.footprint_mb > 100
     assert 100 < status.memory_used_mb < 700 and 100 < status.usual_footprint_mb < 700  # measured, not the floor

@@ -12,7 +12,7 @@ from holsrv import errors
 from holsrv.rpc import messages as m
 from holsrv.settings import Settings, _total_memory_mb
 
-from conftest import GOOD_SCRIPT, pid_alive, wait_until
+from conftest import GOOD_SCRIPT, measured_warm, pid_alive, wait_until
 
 BUSY = GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", "LOOP_TAC")  # checking until edited
 
@@ -88,9 +88,7 @@ def test_status_shows_the_budget_and_what_the_servers_use(daemon_factory, write_
     daemon = daemon_factory(memory_budget_mb=3000, max_heap_mb=2048)
     assert daemon.call(m.Status()).memory_used_mb == 0
     daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT)), wait=20))
-    # Until a sample after its first compile, a server counts as at least start_footprint_mb (still loading).
-    wait_until(lambda: daemon.call(m.Status()).memory_used_mb < Settings().start_footprint_mb,
-               what="a footprint sample of the warm server")
+    measured_warm(daemon)  # until then it counts as at least start_footprint_mb (still loading)
     status = daemon.call(m.Status())
     assert status.memory_budget_mb == 3000
     assert status.memory_used_mb == running(daemon)["demoScript.sml"].footprint_mb  # measured, not its cap

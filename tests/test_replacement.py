@@ -20,7 +20,7 @@ import test_real_holmake
 from holsrv.rpc import messages as m
 from holsrv.settings import Settings
 
-from conftest import pid_alive, wait_until
+from conftest import measured_warm, pid_alive, wait_until
 
 # The real HOL4 and its Holmake, or a skip saying how to provide them.
 real_hol = test_real_hol.real_hol
@@ -254,9 +254,7 @@ def test_a_replacement_makes_room_by_stopping_the_least_recently_used_idle_serve
     daemon = daemon_factory(**limits)
     idle = diagnostics(daemon, write_script(GOOD, "idleScript.sml")).server.pid
     old_pid = diagnostics(daemon, path).server.pid
-    # Until measured after its first compile a server counts as at least the 1024 MB floor.
-    wait_until(lambda: daemon.call(m.Status()).memory_used_mb < 600, SWITCH_DEADLINE_S,
-               "both servers to be measured warm (~220 MB each)")
+    measured_warm(daemon, SWITCH_DEADLINE_S)  # until then each counts as at least the 1024 MB floor
     rebuild(built)
     assert stale(diagnostics(daemon, path))
     wait_until(lambda: not pid_alive(idle), SWITCH_DEADLINE_S, "the idle server to be stopped for the successor")
