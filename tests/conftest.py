@@ -9,6 +9,7 @@ fake (`tests/fake_hol/fake_hol_lsp.py`).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import sys
@@ -264,6 +265,21 @@ def _start_in_thread(settings: Settings, loop_name: str) -> RunningDaemon:
     if "error" in box:
         raise box["error"]
     return RunningDaemon(settings.socket, settings, box["daemon"], box["loop"], thread)
+
+
+def client_messages(log: Path, *methods: str) -> list[dict]:
+    """The messages the daemon sent the fake HOL (its `FAKE_HOL_LOG` wire log), in order; only those
+    of `methods` if any are named; none if the log is not there yet."""
+    if not log.exists():
+        return []
+    entries = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    return [e["msg"] for e in entries
+            if e.get("dir") == "C->S" and (not methods or e["msg"].get("method") in methods)]
+
+
+def goal_lines(log: Path) -> list[int]:
+    """The line (1-based) of each goal-state request the daemon sent HOL, in order."""
+    return [msg["params"]["position"]["line"] + 1 for msg in client_messages(log, "$/hol/goalState")]
 
 
 def measured_warm(daemon: RunningDaemon, timeout: float = 30.0) -> None:

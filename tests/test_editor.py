@@ -9,7 +9,6 @@ the disk back its place.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import subprocess
@@ -25,7 +24,7 @@ from holctl.render import render
 from holsrv.errors import HolsrvError
 from holsrv.files import content_hash
 from holsrv.rpc import messages as m
-from tests.conftest import FAILING_SCRIPT, GOOD_SCRIPT, pid_alive
+from tests.conftest import FAILING_SCRIPT, GOOD_SCRIPT, client_messages, pid_alive
 
 DEADLINE_S = 60.0  # generous: the machine is shared, and each wait ends as soon as its event comes
 UNSAVED = "an editor has unsaved changes to this file"
@@ -366,17 +365,9 @@ async def test_the_editors_set_config_changes_its_own_view_not_the_agents(daemon
 
 def sent_texts(wire: Path) -> list[str]:
     """The texts the fake HOL was sent (each didOpen's and didChange's), in order, from its wire log."""
-    texts = []
-    for line in wire.read_text().splitlines() if wire.exists() else []:
-        entry = json.loads(line)
-        msg = entry["msg"]
-        if entry["dir"] != "C->S":
-            continue
-        if msg.get("method") == "textDocument/didOpen":
-            texts.append(msg["params"]["textDocument"]["text"])
-        elif msg.get("method") == "textDocument/didChange":
-            texts.append(msg["params"]["contentChanges"][0]["text"])
-    return texts
+    return [msg["params"]["textDocument"]["text"] if msg["method"] == "textDocument/didOpen"
+            else msg["params"]["contentChanges"][0]["text"]
+            for msg in client_messages(wire, "textDocument/didOpen", "textDocument/didChange")]
 
 
 @pytest.mark.asyncio

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
@@ -11,7 +10,7 @@ import pytest
 from holsrv import errors, files
 from holsrv.rpc import messages as m
 
-from conftest import GOOD_SCRIPT
+from conftest import GOOD_SCRIPT, client_messages
 
 LATER_NS = 60 * 1_000_000_000
 
@@ -20,13 +19,6 @@ def long_after(path) -> files.Reader:
     """A reader whose clock says every file changed long before it was read."""
     later = os.stat(path).st_ctime_ns + LATER_NS
     return files.Reader(clock_ns=lambda: later)
-
-
-def client_messages(log) -> list[dict]:
-    if not log.exists():
-        return []
-    entries = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-    return [e["msg"] for e in entries if e.get("dir") == "C->S"]
 
 
 def test_an_unchanged_file_is_not_read_again(write_script):

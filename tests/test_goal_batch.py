@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
@@ -17,6 +16,8 @@ from holmcp.server import build_server
 from holsrv.errors import BadRequest, TooManyPositions
 from holsrv.rpc import framing, limits
 from holsrv.rpc import messages as m
+
+from conftest import goal_lines
 
 # The swap proof of test_goals, a line at a time: before its first tactic, after
 # `rpt strip_tac >>`, after `conj_tac`, and after the first branch.
@@ -135,14 +136,7 @@ def test_a_batch_while_the_file_compiles_waits_for_it_once_and_says_compiling_at
     assert [e.state for e in reply.positions] == [state] * 3 + ["error"]
     assert reply.positions[1].line_text == "  conj_tac" and not reply.freshness.settled
     # Only the first position was asked: the file's state holds for the rest.
-    assert set(asked_lines(log)) == ({STEPS[0]} if state == "compiling" else set())
-
-
-def asked_lines(log) -> list[int]:
-    """The 1-based lines of every goal state HOL was asked for."""
-    sent = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-    return [e["msg"]["params"]["position"]["line"] + 1 for e in sent
-            if e.get("dir") == "C->S" and e["msg"].get("method") == "$/hol/goalState"]
+    assert set(goal_lines(log)) == ({STEPS[0]} if state == "compiling" else set())
 
 
 # -- holctl and holmcp ------------------------------------------------------

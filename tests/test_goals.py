@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from holsrv.rpc import messages as m
 
-from conftest import FAILING_SCRIPT, GOOD_SCRIPT
+from conftest import FAILING_SCRIPT, GOOD_SCRIPT, client_messages
 
 # The fake walks this as rpt strip_tac, conj_tac, simp[], simp[] (see
 # tests/fake_hol/README.md, "Goal-state walk"); the second proof stops short,
@@ -57,10 +55,7 @@ def goals(goal_list: list[m.Goal] | None) -> list[str]:
 
 
 def hol_goal_requests(log) -> int:
-    if not log.exists():
-        return 0
-    sent = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-    return sum(1 for e in sent if e.get("dir") == "C->S" and e["msg"].get("method") == "$/hol/goalState")
+    return len(client_messages(log, "$/hol/goalState"))
 
 
 def test_a_line_shows_the_goals_before_its_first_tactic_and_after_its_last(daemon, write_script):

@@ -10,7 +10,6 @@ cannot push another's out.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import socket
 import subprocess
@@ -24,16 +23,11 @@ from holsrv import errors
 from holsrv.rpc import framing
 from holsrv.rpc import messages as m
 
-from conftest import GOOD_SCRIPT, pid_alive, wait_until
-
-
-def _client_messages(log) -> list[dict]:
-    entries = [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.exists() else []
-    return [e["msg"] for e in entries if e.get("dir") == "C->S"]
+from conftest import GOOD_SCRIPT, client_messages, pid_alive, wait_until
 
 
 def _evals(log) -> list[dict]:
-    return [msg for msg in _client_messages(log) if msg.get("method") == "$/eval"]
+    return [msg for msg in client_messages(log) if msg.get("method") == "$/eval"]
 
 
 def _waiting(daemon) -> int:
@@ -57,7 +51,7 @@ def test_an_eval_whose_caller_hangs_up_is_cancelled_in_hol_and_frees_its_server(
         sock.close()  # the agent process went away
     wait_until(lambda: _waiting(daemon) == 0, what="the abandoned eval to end")
     wait_until(
-        lambda: {"id": evaluated["id"]} in [msg.get("params") for msg in _client_messages(log)
+        lambda: {"id": evaluated["id"]} in [msg.get("params") for msg in client_messages(log)
                                             if msg.get("method") == "$/cancelRequest"],
         what="HOL to be told to stop evaluating",
     )
@@ -206,7 +200,7 @@ async def test_an_agent_cancelling_an_eval_stops_it_in_hol(daemon, write_script,
     daemon.call(m.Diagnostics(str(path), wait=20))
 
     def evals() -> int:
-        return sum(msg.get("method") == "$/eval" for msg in _client_messages(log))
+        return sum(msg.get("method") == "$/eval" for msg in client_messages(log))
 
     before = evals()
     async with Client(build_server(daemon.socket, path.parent, autostart=False)) as client:
@@ -222,7 +216,7 @@ async def test_an_agent_cancelling_an_eval_stops_it_in_hol(daemon, write_script,
             await call
         await asyncio.to_thread(wait_until, lambda: _waiting(daemon) == 0, what="the cancelled eval to end")
     # The fake logs the notification when it reads it, a moment after it was sent.
-    wait_until(lambda: any(msg.get("method") == "$/cancelRequest" for msg in _client_messages(log)),
+    wait_until(lambda: any(msg.get("method") == "$/cancelRequest" for msg in client_messages(log)),
                what="HOL to be told to stop evaluating")
 
 

@@ -3,8 +3,6 @@ goal state there is in the cache before the agent asks, within bounds, and never
 
 from __future__ import annotations
 
-import json
-
 import msgspec
 from test_cached_answers import _at_once, files_read_long_ago
 
@@ -12,7 +10,7 @@ from holctl.render import render
 from holsrv.answers import goals
 from holsrv.rpc import messages as m
 
-from conftest import FAILING_SCRIPT, wait_until
+from conftest import FAILING_SCRIPT, goal_lines, wait_until
 
 # Four proofs that fail at a known step, each after a step that takes the fake's walk a while.
 FOUR_FAILING = "Theory demo\nAncestors arithmetic\n" + "".join(
@@ -24,15 +22,6 @@ Proof
   FAIL_TAC "nope {n}"
 QED
 """ for n in range(4))
-
-
-def goal_requests(log) -> list[int]:
-    """The line (1-based) of each goal-state request the daemon sent HOL, in order."""
-    if not log.exists():
-        return []
-    sent = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-    return [e["msg"]["params"]["position"]["line"] + 1 for e in sent
-            if e.get("dir") == "C->S" and e["msg"].get("method") == "$/hol/goalState"]
 
 
 def located(verdict: m.DiagnosticsResult) -> list[m.Diagnostic]:
@@ -73,12 +62,12 @@ def test_a_failing_proofs_goal_state_is_in_the_cache_once_its_verdict_settles(
     daemon = daemon_factory()
     assert located(daemon.call(m.Diagnostics(str(path), wait=20))) == [failure]
     # The line is walked before its first tactic and after its last; the column once.
-    wait_until(lambda: len(goal_requests(log)) == 3, timeout=30, what="the goal states asked ahead")
+    wait_until(lambda: len(goal_lines(log)) == 3, timeout=30, what="the goal states asked ahead")
     # On the wire is not yet answered: wait (bounded) until both answers are in the cache.
     wait_until(lambda: daemon.run(_both_cached(daemon, path, at)), timeout=30, what="the answers asked ahead, cached")
     got = [daemon.call(m.GoalState(str(path), at[0])), daemon.call(m.GoalState(str(path), *at))]
     assert all(g.cached for g in got)
-    assert goal_requests(log) == [at[0]] * 3  # HOL was asked nothing more
+    assert goal_lines(log) == [at[0]] * 3  # HOL was asked nothing more
     assert [answer_of(g) for g in got] == [answer_of(e) for e in expected]
     # The walks' own diagnostics change no verdict: it is still answered from the cache.
     assert daemon.call(m.Diagnostics(str(path), wait=20)).cached
@@ -91,12 +80,12 @@ def test_at_most_prefetch_per_pass_failures_are_asked_ahead(daemon_factory, writ
     daemon = daemon_factory(prefetch_per_pass=2)
     failures = located(daemon.call(m.Diagnostics(str(path), wait=30)))
     assert len(failures) == 4
-    wait_until(lambda: len(goal_requests(log)) == 6, timeout=30, what="two failures' goal states asked ahead")
+    wait_until(lambda: len(goal_lines(log)) == 6, timeout=30, what="two failures' goal states asked ahead")
     # Asking for the verdict again asks nothing more ahead: one plan per text.
     assert located(daemon.call(m.Diagnostics(str(path), wait=30))) == failures
     last = failures[-1].range
     assert not daemon.call(m.GoalState(str(path), last.line)).cached  # beyond the bound: asked now
-    assert sorted(set(goal_requests(log))) == sorted({f.range.line for f in failures[:2]} | {last.line})
+    assert sorted(set(goal_lines(log))) == sorted({f.range.line for f in failures[:2]} | {last.line})
 
 
 def test_a_state_asked_ahead_is_not_served_for_a_changed_text(daemon_factory, write_script, monkeypatch, tmp_path):
@@ -105,11 +94,11 @@ def test_a_state_asked_ahead_is_not_served_for_a_changed_text(daemon_factory, wr
     path = write_script(FAILING_SCRIPT)
     daemon = daemon_factory()
     [failure] = located(daemon.call(m.Diagnostics(str(path), wait=20)))
-    wait_until(lambda: len(goal_requests(log)) == 3, timeout=30, what="the goal states asked ahead")
+    wait_until(lambda: len(goal_lines(log)) == 3, timeout=30, what="the goal states asked ahead")
     path.write_text(FAILING_SCRIPT.replace('"nope"', '"still nope"'), encoding="utf-8")
     after = daemon.call(m.GoalState(str(path), failure.range.line))
     assert not after.cached and after.state == "failed" and "still nope" in after.error
-    assert len(goal_requests(log)) > 3  # asked of HOL for the new text
+    assert len(goal_lines(log)) > 3  # asked of HOL for the new text
 
 
 def test_a_changed_text_drops_the_walks_still_to_be_asked_ahead(daemon_factory, write_script, monkeypatch, tmp_path):
@@ -119,12 +108,12 @@ def test_a_changed_text_drops_the_walks_still_to_be_asked_ahead(daemon_factory, 
     path = write_script(text)
     daemon = daemon_factory(prefetch_per_pass=3)
     assert len(located(daemon.call(m.Diagnostics(str(path), wait=60)))) == 4
-    wait_until(lambda: len(goal_requests(log)) >= 1, timeout=30, what="the first walk asked ahead")
+    wait_until(lambda: len(goal_lines(log)) >= 1, timeout=30, what="the first walk asked ahead")
     path.write_text(text.replace('FAIL_TAC "nope', 'ALL_TAC (* was "nope'), encoding="utf-8")
     assert daemon.call(m.Diagnostics(str(path), wait=60)).verdict == "OK"
     wait_until(lambda: daemon.daemon.answers.prefetches.running == 0, timeout=30, what="the prefetch to end")
     # Of the nine walks planned (three failures, three walks each), those not yet sent were dropped.
-    assert len(goal_requests(log)) <= 2, goal_requests(log)
+    assert len(goal_lines(log)) <= 2, goal_lines(log)
 
 
 def test_a_real_call_is_not_kept_behind_the_walks_asked_ahead(daemon_factory, write_script, monkeypatch, tmp_path):
@@ -135,12 +124,12 @@ def test_a_real_call_is_not_kept_behind_the_walks_asked_ahead(daemon_factory, wr
     path = write_script(text)
     daemon = daemon_factory(prefetch_per_pass=3, request_timeout_s=60.0)
     daemon.call(m.Diagnostics(str(path), wait=60))
-    wait_until(lambda: len(goal_requests(log)) >= 1, timeout=30, what="the first walk asked ahead")
+    wait_until(lambda: len(goal_lines(log)) >= 1, timeout=30, what="the first walk asked ahead")
     fine = text.split("\n").index("  gen_tac >> simp[]") + 1
     assert daemon.call(m.GoalState(str(path), fine, wait=60)).state in ("goals", "proved_here")
     # The call's two walks (before the line, after it) went to HOL behind at most the one walk
     # already under way, and none asked ahead came between them.
-    sent = goal_requests(log)
+    sent = goal_lines(log)
     first = sent.index(fine)
     assert first <= 1 and sent[first:first + 2] == [fine, fine], sent
 

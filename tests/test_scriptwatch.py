@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import threading
 
 from holsrv import files, inotify
 from holsrv.rpc import messages as m
 
-from conftest import GOOD_SCRIPT, wait_until
+from conftest import GOOD_SCRIPT, client_messages, wait_until
 
 # Generous: under load, writes 5 ms apart must still fall within one quiet wait.
 BURST_DEBOUNCE_S = 0.5
@@ -18,11 +17,7 @@ BURST_DEBOUNCE_S = 0.5
 
 def changes(log) -> list[str]:
     """The texts of the didChanges the fake got, in order."""
-    if not log.exists():
-        return []
-    entries = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-    return [e["msg"]["params"]["contentChanges"][0]["text"] for e in entries
-            if e.get("dir") == "C->S" and e["msg"].get("method") == "textDocument/didChange"]
+    return [msg["params"]["contentChanges"][0]["text"] for msg in client_messages(log, "textDocument/didChange")]
 
 
 def edited(i: int) -> str:

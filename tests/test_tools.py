@@ -12,7 +12,7 @@ from holsrv import errors
 from holsrv.files import content_hash
 from holsrv.rpc import messages as m
 
-from conftest import GOOD_SCRIPT, wait_until, waiting_call
+from conftest import GOOD_SCRIPT, client_messages, wait_until, waiting_call
 
 UNICODE = """\
 Theory uni
@@ -91,12 +91,12 @@ def test_cache_answers_a_second_client_without_touching_hol(daemon, write_script
     line = line_of(GOOD_SCRIPT, "gen_tac")
     first = daemon.call(m.Diagnostics(str(path), wait=20), name="agent-1")
     daemon.call(m.GoalState(str(path), line, 3), name="agent-1")
-    sent_before = _client_messages(log)
+    sent_before = client_messages(log)
     second = daemon.call(m.Diagnostics(str(path), wait=20), name="agent-2")
     goal = daemon.call(m.GoalState(str(path), line, 3), name="agent-2")
     assert second.cached and goal.cached and not first.cached
     assert second.verdict == first.verdict and goal.goals
-    assert _client_messages(log) == sent_before, "the cached answers went to HOL"
+    assert client_messages(log) == sent_before, "the cached answers went to HOL"
     status = daemon.call(m.Status())
     assert status.cache_hits == 2 and status.cache_misses == 2
 
@@ -107,12 +107,12 @@ def test_an_edit_invalidates_the_cache_and_the_whole_text_is_sent_once(daemon, w
     path = write_script(GOOD_SCRIPT)
     daemon.call(m.Diagnostics(str(path), wait=20))
     daemon.call(m.Diagnostics(str(path), wait=20))
-    assert [msg["method"] for msg in _client_messages(log) if "didChange" in msg.get("method", "")] == []
+    assert [msg["method"] for msg in client_messages(log) if "didChange" in msg.get("method", "")] == []
     edited = GOOD_SCRIPT.replace("simp[]\nQED\n\nTheorem conj", "rw[]\nQED\n\nTheorem conj")
     path.write_text(edited)
     after = daemon.call(m.Diagnostics(str(path), wait=20))
     assert not after.cached and after.verdict == "OK"
-    changes = [msg for msg in _client_messages(log) if msg.get("method") == "textDocument/didChange"]
+    changes = [msg for msg in client_messages(log) if msg.get("method") == "textDocument/didChange"]
     assert [c["params"]["contentChanges"] for c in changes] == [[{"text": edited}]]
 
 
@@ -295,13 +295,6 @@ def test_a_hung_hol_server_times_out_the_request_with_a_clear_error(daemon_facto
         daemon.call(m.Hover(str(path), 7, 3))
 
 
-def _client_messages(log) -> list[dict]:
-    if not log.exists():
-        return []
-    entries = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-    return [e["msg"] for e in entries if e.get("dir") == "C->S"]
-
-
 def test_a_desync_report_makes_the_daemon_resend_the_whole_text(daemon, write_script, monkeypatch, tmp_path):
     log = tmp_path / "wire.jsonl"
     monkeypatch.setenv("FAKE_HOL_LOG", str(log))
@@ -315,7 +308,7 @@ def test_a_desync_report_makes_the_daemon_resend_the_whole_text(daemon, write_sc
 
     daemon.run(report_desync())
     after = daemon.call(m.Diagnostics(str(path), wait=20))
-    changes = [msg for msg in _client_messages(log) if msg.get("method") == "textDocument/didChange"]
+    changes = [msg for msg in client_messages(log) if msg.get("method") == "textDocument/didChange"]
     assert [c["params"]["contentChanges"] for c in changes] == [[{"text": GOOD_SCRIPT}]]
     assert after.verdict == "OK"
 
