@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import select
 import statistics
 import subprocess
@@ -168,6 +169,17 @@ class Echo:
     def stop(self) -> None:
         if self.proc is not None:
             _end(self.proc)
+
+
+def edit_proof(text: str, theorem: str, revision: int) -> str:
+    """`text` with a comment added to the first line after `theorem`'s `Proof` (its first
+    tactic, or the `Proof[…]` line itself): an edit inside one proof body."""
+    found = re.search(rf"^Theorem {re.escape(theorem)}\s*:", text, flags=re.M)
+    if found is None:
+        raise ValueError(f"no theorem {theorem} in the text")
+    proof = text.index("\nProof", found.start()) + len("\nProof")
+    line_end = text.index("\n", proof + 1)
+    return text[:line_end] + f" (* edit {revision} *)" + text[line_end:]
 
 
 # -- timing -------------------------------------------------------------------

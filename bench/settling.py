@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness import HERE, Row, median
+from harness import HERE, Row, edit_proof, median
 
 from holsrv.rpc import messages as m
 
@@ -189,10 +189,7 @@ def rich_list(suite: Any, hol: str) -> None:
     answers, verdicts = [], []
     for rep in range(suite.reps):
         theorem = theorems[(len(theorems) // 3 + 7 * rep) % len(theorems)]  # away from the file's ends
-        head = text.index(f"Theorem {theorem}")
-        proof = text.index("\nProof", head) + len("\nProof")
-        line_end = text.index("\n", proof + 1)
-        text = text[:line_end] + f" (* edit {rep} *)" + text[line_end:]
+        text = edit_proof(text, theorem, rep)
         path.write_text(text, encoding="utf-8")
         began = time.perf_counter()
         daemon.call(m.Diagnostics(str(path), wait=WAIT))

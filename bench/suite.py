@@ -40,6 +40,7 @@ from harness import (
     Echo,
     Row,
     cpu_seconds,
+    edit_proof,
     median,
     process_times,
     round_trips,
@@ -315,7 +316,7 @@ class Suite:
                 for probed in (False, True):
                     theorems = text.count("\nTheorem thm_")
                     theorem = f"thm_{(3 + 8 * (2 * rep + probed)) % theorems}"  # a proof in the first part
-                    text = _edit_proof(text, theorem, rep)
+                    text = edit_proof(text, theorem, rep)
                     path.write_text(text, encoding="utf-8")
                     during: list[float] = []
                     stop = threading.Event()
@@ -404,7 +405,7 @@ class Suite:
                 # too: the first call after a pause pays for waking the daemon either way.
                 for path, samples in ((still, cached), (written, after)):
                     if path == written:
-                        written.write_text(_edit_proof(SMALL, "edited", revision), encoding="utf-8")
+                        written.write_text(edit_proof(SMALL, "edited", revision), encoding="utf-8")
                     time.sleep(1.5)
                     began = time.perf_counter()
                     result = conn.call(m.Diagnostics(str(path), wait=WAIT), 60)
@@ -593,14 +594,6 @@ def _probe(daemon: Daemon, request, samples: list[float], stop: threading.Event)
 def _tactic_position(text: str) -> tuple[int, int]:
     """(line, column) of the first tactic of the first proof in `text`, 1-based."""
     return text[:text.index("\nProof\n")].count("\n") + 3, 3
-
-
-def _edit_proof(text: str, theorem: str, revision: int) -> str:
-    """`text` with a comment added to `theorem`'s proof: an edit inside one proof body."""
-    head = text.index(f"Theorem {theorem}:")
-    proof = text.index("\nProof\n", head) + len("\nProof\n")
-    line_end = text.index("\n", proof)
-    return text[:line_end] + f" (* edit {revision} *)" + text[line_end:]
 
 
 def _hol_verdict_time(wire: Path, path: Path, theorem: str) -> float:
