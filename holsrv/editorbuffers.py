@@ -74,11 +74,6 @@ class EditorBuffers:
         held = self._held.get(path)
         return held.script if held is not None else None
 
-    def may_send_disk(self, path: Path) -> bool:
-        """May the disk's text of `path` be sent to its server now?  Not while an editor
-        holds it: its buffer is what the server checks (a disk equal to it changes nothing)."""
-        return path not in self._held
-
     def buffer_for(self, disk: Script) -> Script:
         """The text an answer about the file now on disk as `disk` is about: the editor's buffer
         if one holds it, else the disk's."""

@@ -26,7 +26,7 @@ from typing import Any
 import msgspec
 
 from holsrv import files, stepping
-from holsrv.answers.common import Context, read
+from holsrv.answers.common import Context
 from holsrv.connection import Connection
 from holsrv.errors import BadRequest, EditorUnsaved, FrameError, HolsrvError, LspError, Starting, TrialRunning
 from holsrv.fanout import PROGRESS, Outbox
@@ -332,13 +332,8 @@ class _Document:
         self.channel.push(e.EditorNote(method, _json.encode(params), self.uri), droppable=method in PROGRESS)
 
     async def _give_back_disk(self) -> None:
-        """The editor let go: the disk is the truth again, so the server gets the disk's text."""
-        session = self.ctx.pool.sessions.get(self.path)
-        if session is None or not session.alive or session.data is None:
-            return
-        with contextlib.suppress(HolsrvError, TimeoutError, OSError):
+        """The editor let go: the disk is the truth again, so the server gets the disk's text,
+        as a write to the file would give it (`ScriptWatch.sync_disk`)."""
+        with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(RESTORE_S):
-                disk = await read(self.ctx, str(self.path))
-                if self.ctx.editors.may_send_disk(self.path) and session.data != disk.data:
-                    async with session.trials.use(RESTORE_S, self.path.name):
-                        await asyncio.shield(session.sync(disk.data, disk.text, disk.hash))
+                await self.ctx.pool.scriptwatch.sync_disk(self.path)

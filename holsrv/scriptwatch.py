@@ -172,7 +172,7 @@ class ScriptWatch:
         try:
             while True:
                 self._again.discard(path)
-                await self._sync(path)
+                await self.sync_disk(path)
                 if path not in self._again:
                     return
         finally:
@@ -180,7 +180,9 @@ class ScriptWatch:
             self._again.discard(path)
             self._wake(path)
 
-    async def _sync(self, path: Path) -> None:
+    async def sync_disk(self, path: Path) -> None:
+        """Give the file's server the disk's text, as a call would (`Pool.synced`, the answer
+        computed ahead), if it may have it now (`may_send_disk_text`) and it differs."""
         session = self._current(path)
         if session is None:
             return  # gone: the next call starts one
