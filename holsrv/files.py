@@ -237,25 +237,31 @@ class Reader:
     def unchanged(self, file: str) -> Script | None:
         """The `Script` last read through `file` if its stat says it is unchanged, at the cost
         of that one `os.stat`; None when it must be read (never read here)."""
+        return self._known(file, _identity(file))
+
+    def _known(self, file: str, identity: tuple[int, ...] | None) -> Script | None:
+        """`unchanged`, with the file's stat (`identity`) already taken."""
+        if identity is None:
+            return None  # nothing with no identity is remembered or vouched for
         seen = self._seen.get(file)
-        if seen is not None and seen.settled and _identity(file) == seen.identity:
+        if seen is not None and seen.settled and identity == seen.identity:
             self._seen.move_to_end(file)
             return seen.script
         vouched = self._vouch(file) if self._vouch is not None else None
-        if vouched is not None and vouched.identity == _identity(file):
+        if vouched is not None and vouched.identity == identity:
             self._remember(file, _Seen(vouched.identity, vouched.script, settled=False))
             return vouched.script
         return None
 
     def read_steps(self, file: str) -> stepping.Steps[Script]:
         """`read` in steps (see `read_steps`)."""
-        known = self.unchanged(file)
+        now = self._clock_ns()
+        # One stat, taken before reading: a change during the read then shows next time.
+        identity = _identity(file)
+        known = self._known(file, identity)
         if known is not None:
             return known
         seen = self._seen.get(file)
-        now = self._clock_ns()
-        # Taken before reading: a change during the read then shows next time.
-        identity = _identity(file)
         # Touched, not changed (or read again while racily clean): the same
         # objects, nothing decoded or hashed.
         script = yield from read_steps(file, known=seen.script if seen is not None else None)
