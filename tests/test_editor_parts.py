@@ -65,13 +65,13 @@ def test_columns_convert_between_bytes_utf16_units_and_characters():
 
 
 def test_positions_in_a_message_are_converted_on_the_line_of_the_document_they_are_about():
-    texts = {"file:///a": "x\n" + LINE}.get
+    lines = {"file:///a": ["x", LINE]}.get
     message = {"uri": "file:///a", "range": {"start": {"line": 1, "character": len(LINE[:6].encode())}}}
-    converted = convert(message, "file:///a", texts, "utf-8", "utf-16")
+    converted = convert(message, "file:///a", lines, "utf-8", "utf-16")
     assert converted["range"]["start"]["character"] == len(LINE[:6].encode("utf-16-le")) // 2
     # A file the editor does not have open keeps its columns.
     other = {"uri": "file:///b", "range": {"start": {"line": 1, "character": 7}}}
-    assert convert(other, "file:///a", texts, "utf-8", "utf-16") == other
+    assert convert(other, "file:///a", lines, "utf-8", "utf-16") == other
 
 
 def test_a_ranged_edit_in_utf16_units_lands_after_a_character_outside_the_basic_plane():
@@ -82,3 +82,11 @@ def test_a_ranged_edit_in_utf16_units_lands_after_a_character_outside_the_basic_
     assert doc.text == "p\n" + LINE.replace("𝔸 x", "𝔸 z")
     doc.apply([{"text": "whole"}], "utf-16")
     assert doc.text == "whole"
+
+
+def test_a_ranged_edit_counts_lines_of_the_text_the_edit_before_it_left():
+    doc = Document("file:///a", "ab\ncd")
+    doc.apply([{"range": {"start": {"line": 0, "character": 2}, "end": {"line": 0, "character": 2}}, "text": "\nXY"},
+               {"range": {"start": {"line": 2, "character": 0}, "end": {"line": 2, "character": 0}}, "text": "Z"}],
+              "utf-16")
+    assert doc.text == "ab\nXY\nZcd"

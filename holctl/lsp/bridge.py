@@ -191,7 +191,7 @@ class Bridge:
 
     def _to_server(self, params: Any, uri: str) -> bytes:
         """`params` as the server reads them: its URIs and its position encoding."""
-        converted = convert(params, uri, self.docs.text, self.encoding, self._encoding_of(uri))
+        converted = convert(params, uri, self.docs.lines, self.encoding, self._encoding_of(uri))
         return msgspec.json.encode(_uris(converted, self.docs.to_server))
 
     def _encoding_of(self, uri: str) -> str:
@@ -221,7 +221,7 @@ class Bridge:
         if not self.view.shows(note.method):
             return
         params = msgspec.json.decode(note.params)
-        params = _uris(convert(params, note.uri, self.docs.text, self._encoding_of(note.uri), self.encoding),
+        params = _uris(convert(params, note.uri, self.docs.lines, self._encoding_of(note.uri), self.encoding),
                        self.docs.to_editor)
         if note.method == "$/progress":
             if not self._progress:
@@ -241,7 +241,7 @@ class Bridge:
             await self._error(pending.editor_id, answer.error_code, answer.error_message)
             return
         result = msgspec.json.decode(answer.result)
-        result = _uris(convert(result, pending.uri, self.docs.text, self._encoding_of(pending.uri), self.encoding),
+        result = _uris(convert(result, pending.uri, self.docs.lines, self._encoding_of(pending.uri), self.encoding),
                        self.docs.to_editor)
         await self._send({"id": pending.editor_id, "result": result})
 

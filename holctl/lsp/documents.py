@@ -7,7 +7,7 @@ here, in the editor's position encoding, and the whole text goes on.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from holctl.lsp.positions import column
@@ -20,6 +20,14 @@ class Document:
     server_uri: str = ""  # as the server names it (once the daemon said)
     encoding: str = ""  # the server's position encoding (once the daemon said)
     sent: str | None = None  # the text last sent to the daemon
+    _lines: list[str] | None = field(default=None, repr=False, compare=False)  # `text` split, once per text
+
+    def lines(self) -> list[str]:
+        """The text's lines, split once per text: every message with positions and every
+        ranged edit reads them."""
+        if self._lines is None:
+            self._lines = self.text.split("\n")
+        return self._lines
 
     def apply(self, changes: list[dict[str, Any]], encoding: str) -> None:
         """Apply an editor's `contentChanges`, positions counted in `encoding`."""
@@ -27,16 +35,16 @@ class Document:
             text = str(change.get("text", ""))
             edit = change.get("range")
             if not isinstance(edit, dict):
-                self.text = text
+                self.text, self._lines = text, None
                 continue
             start, end = self._offset(edit.get("start"), encoding), self._offset(edit.get("end"), encoding)
-            self.text = self.text[:start] + text + self.text[max(start, end):]
+            self.text, self._lines = self.text[:start] + text + self.text[max(start, end):], None
 
     def _offset(self, position: Any, encoding: str) -> int:
         """The character offset in the text of an LSP position (clamped, as HOL clamps it)."""
         position = position if isinstance(position, dict) else {}
         line, character = int(position.get("line", 0)), int(position.get("character", 0))
-        lines = self.text.split("\n")
+        lines = self.lines()
         if line >= len(lines):
             return len(self.text)
         before = sum(len(x) + 1 for x in lines[:line])
@@ -60,10 +68,10 @@ class Documents:
     def get(self, uri: str) -> Document | None:
         return self.by_uri.get(uri)
 
-    def text(self, uri: str) -> str | None:
-        """The text of the document the editor or the server calls `uri`."""
+    def lines(self, uri: str) -> list[str] | None:
+        """The lines of the document the editor or the server calls `uri`."""
         doc = self.by_uri.get(uri) or self.by_server_uri(uri)
-        return doc.text if doc is not None else None
+        return doc.lines() if doc is not None else None
 
     def by_server_uri(self, server_uri: str) -> Document | None:
         return next((d for d in self.by_uri.values() if d.server_uri == server_uri), None)

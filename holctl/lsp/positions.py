@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-# The text of an open document by its URI (None when it is not open).
-Texts = Callable[[str], str | None]
+# The lines of an open document by its URI (None when it is not open).
+Lines = Callable[[str], list[str] | None]
 
 
 def column(line: str, character: int, source: str, target: str) -> int:
@@ -48,17 +48,13 @@ def _width(ch: str, encoding: str) -> int:
     return 1
 
 
-def convert(value: Any, uri: str, texts: Texts, source: str, target: str) -> Any:
+def convert(value: Any, uri: str, lines: Lines, source: str, target: str) -> Any:
     """`value` (a message's params or result) with its positions in `target`'s units."""
     if source == target:
         return value
-    lines: dict[str, list[str] | None] = {}
 
     def line_of(doc: str, number: int) -> str | None:
-        if doc not in lines:
-            text = texts(doc)
-            lines[doc] = text.split("\n") if text is not None else None
-        found = lines[doc]
+        found = lines(doc)
         return found[number] if found is not None and 0 <= number < len(found) else None
 
     def walk(item: Any, doc: str) -> Any:
