@@ -2,11 +2,10 @@
 
 While an editor (`holctl lsp`) has a file open, its buffer is the text the
 file's server checks: the editor's edits are synced, and nothing sends the
-disk's text over it (a call's sync takes `buffer_for`; the pool's syncs with
-no call, a server's first open, a successor's catch-up, a write, ask `text`
-through `textsource.TextSource`).  Agents still read the disk: when buffer and disk agree they
-share the one check; when they differ an answer is about the buffer and
-says so (`unsaved_reason`).  When the editor closes the file or goes away,
+disk's text over it (every sync, a call's and the pool's with no call, asks
+`text` through `textsource.TextSource`).  Agents still read the disk: when
+buffer and disk agree they share the one check; when they differ an answer
+is about the buffer and says so (`unsaved_reason`).  When the editor closes the file or goes away,
 the disk is the truth again.  Pure bookkeeping: no HOL, no sockets.
 """
 
@@ -73,12 +72,6 @@ class EditorBuffers:
         """The buffer an editor holds of `path`, if one does (what the pool syncs: `textsource`)."""
         held = self._held.get(path)
         return held.script if held is not None else None
-
-    def buffer_for(self, disk: Script) -> Script:
-        """The text an answer about the file now on disk as `disk` is about: the editor's buffer
-        if one holds it, else the disk's."""
-        held = self._held.get(disk.path)
-        return held.script if held is not None else disk
 
     def unsaved(self, disk: Script) -> Buffer | None:
         """The editor's buffer of `disk`'s file if it differs from the disk."""

@@ -140,7 +140,7 @@ async def restore(ctx: Context, session: Session, file: str) -> Script:
     The disk text is read afresh: if it changed during the trial, the newest
     one is what every later answer must be about.
     """
-    now = ctx.editors.buffer_for(await read(ctx, file))  # an editor's buffer is never overwritten
+    now = ctx.pool.texts.over(await read(ctx, file))  # an editor's buffer is never overwritten
     session.trials.doing("restoring the file's text")
     await session.sync(now.data, now.text, now.hash)
     await session.wait_until(lambda: session.phase != "compiling", ctx.settings.lookup_wait_s)

@@ -68,7 +68,7 @@ async def opened(
     """
     script = await read(ctx, file)  # bad input fails here, before any HOL starts
     if check is not None:
-        check(ctx.editors.buffer_for(script))  # a position in the text answered about
+        check(ctx.pool.texts.over(script))  # a position in the text answered about
     async with ctx.pool.lease(script.path, client, script.hash) as lease:
         session = lease.session
         # A trial's text is never synced over, nor read as this call's answer.
@@ -78,7 +78,7 @@ async def opened(
             if await session.wait_started(ctx.settings.start_wait_s if wait is None else wait):
                 if lease.start != "warm":
                     script = await read(ctx, file)  # the start took a while: the newest text wins
-                script = ctx.editors.buffer_for(script)
+                script = ctx.pool.texts.over(script)
                 # Shielded: a caller that hangs up mid-sync (its call is then
                 # cancelled) must not leave the server's text half-recorded.
                 await asyncio.shield(session.sync(script.data, script.text, script.hash))
