@@ -47,14 +47,20 @@ async def editor(daemon, **capabilities) -> LanguageClient:
     return client
 
 
+async def notified(client: LanguageClient, method: str, timeout: float) -> bool:
+    """Wait up to `timeout` for the next `method` notification.  pytest-lsp's waiter is never
+    cancelled: it keeps one per method, and a cancelled one makes it drop the next such
+    notification, handlers and all (a later wait replaces a pending one harmlessly)."""
+    arrived = asyncio.wrap_future(client.protocol.wait_for_notification(method))
+    done, _ = await asyncio.wait([arrived], timeout=timeout)
+    return bool(done)
+
+
 async def until(client: LanguageClient, method: str, holds: Callable[[], bool], what: str) -> None:
     """Wait (bounded) for notifications of `method` until `holds()`."""
     async with asyncio.timeout(DEADLINE_S):
         while not holds():
-            try:
-                await asyncio.wait_for(client.wait_for_notification(method), 2.0)
-            except TimeoutError:
-                pass  # look again: a notification may have come between the check and the wait
+            await notified(client, method, 2.0)  # then look again: one may have come before the wait
     assert holds(), what
 
 
@@ -226,15 +232,12 @@ async def test_the_goal_state_request_is_answered_by_the_server_as_with_hol_lsp(
         await until(client, "textDocument/publishDiagnostics", lambda: uri in client.diagnostics, "diagnostics")
         async with asyncio.timeout(DEADLINE_S):
             while True:
-                # Armed before asking: the compile may complete while the pending answer is on its way.
-                completed = asyncio.ensure_future(client.wait_for_notification("$/compileCompleted"))
                 state = await client.protocol.send_request_async("$/hol/goalState", {
                     "textDocument": {"uri": uri}, "position": {"line": TACTIC_LINE, "character": 2}})
                 if getattr(state, "status", None) != "pending":
-                    completed.cancel()
                     break
-                await asyncio.wait([completed], timeout=2.0)  # then ask again, completed or not
-                completed.cancel()
+                # Then ask again, completed or not: the completion may have come with the pending answer.
+                await notified(client, "$/compileCompleted", 2.0)
         assert state.theorem == "conj_comm"
         assert "q" in state.goals[0].goal
     finally:
