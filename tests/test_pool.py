@@ -355,9 +355,14 @@ def test_restarting_a_server_that_is_still_starting_leaves_no_stray_server(daemo
     monkeypatch.setenv("FAKE_HOL_STARTUP_MS", "1500")
     monkeypatch.setenv("FAKE_HOL_PIDFILE", str(write_script("", "pids.txt")))
     path = write_script(GOOD_SCRIPT)
+    pids = path.parent / "pids.txt"
     daemon.call(m.Diagnostics(str(path), wait=0.1))
+    # Each fake records its pid as its process starts, then takes 1.5 s to answer initialize: wait
+    # (bounded) for the record, which a loaded machine writes late, not for the server to start.
+    wait_until(lambda: len(pids.read_text().split()) == 1, what="the first server's process to run")
     reply = daemon.call(m.Restart(str(path)))
-    spawned = [int(p) for p in (path.parent / "pids.txt").read_text().split()]
+    wait_until(lambda: len(pids.read_text().split()) >= 2, what="the fresh server's process to run")
+    spawned = [int(p) for p in pids.read_text().split()]
     # The fake records its own pid; the server's pid is its watchdog's, its parent.
     assert len(spawned) == 2 and reply.new_pid == psutil.Process(spawned[1]).ppid()
     wait_until(lambda: not pid_alive(spawned[0]), what="the first server to go")
