@@ -141,12 +141,18 @@ class Compiler:
                 return
             resume, fast = self._plan(doc, script, req)
             self._drop(doc, script, resume, fast)
-            doc.running, doc.complete = True, False
-            doc.cancel_pass.clear()
-            prev_base, doc.base = doc.base, script
-            doc.done_upto = min(doc.done_upto, resume) if prev_base else 0
-            doc.frontier = script.decls[resume].start if script.decls and resume < len(script.decls) else 0
-            token = self._begin(doc)
+            held = self.s.held.is_set()
+            if not held:
+                doc.running, doc.complete = True, False
+                doc.cancel_pass.clear()
+                prev_base, doc.base = doc.base, script
+                doc.done_upto = min(doc.done_upto, resume) if prev_base else 0
+                doc.frontier = script.decls[resume].start if script.decls and resume < len(script.decls) else 0
+                token = self._begin(doc)
+        if held:
+            # A walk holds the compile state (walk-of-a-loop.jsonl): the pool
+            # let go of the dropped checks, but this pass never starts.
+            return self.s.wait_while_held()
         self._debug_scope(doc, version, script, resume, fast, prev_base)
         self._elaborate(doc, script, version, resume, fast, token, prev_base)
 

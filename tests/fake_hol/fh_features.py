@@ -73,7 +73,9 @@ class Features:
         initial = fh_goals.normalise(script.text[d.stmt[0]:d.stmt[1]]) if d.kind == "theorem" else "T"
         body = d.body or (d.end, d.end)
         atoms = fh_goals.atoms(script.text, script.masked, body[0], body[1])
-        w = fh_goals.walk(initial, atoms, off, self.s.settings.walk_ms / 1000, cancel, consts)
+        unlimited = self.s.settings.walker_unlimited
+        budget = None if unlimited else self.s.settings.walk_ms / 1000
+        w = fh_goals.walk(initial, atoms, off, budget, cancel, consts, on_loop=self.s.hold)
         pretty, segments = ("", []) if w.timed_out else fh_goals.render(w.goals, consts)
         failed = script.lines.range(w.failed.start, w.failed.end, self.s.enc) if w.failed else None
         return {"theorem": d.pool_name, "step": w.step,

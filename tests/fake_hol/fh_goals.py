@@ -226,12 +226,18 @@ class Walk:
         self.failed, self.timed_out = failed, timed_out
 
 
-def walk(initial, proof_atoms, cursor, budget_s, cancel, consts=()):
-    """Run atoms that end at or before `cursor` over [initial]."""
+def walk(initial, proof_atoms, cursor, budget_s, cancel, consts=(), on_loop=None):
+    """Run atoms that end at or before `cursor` over [initial].  With no budget
+    (`budget_s` None: a walker with no time limit), a looping atom calls
+    `on_loop`, which never returns (walk-of-a-loop.jsonl)."""
     goals, step = [([], initial)], 0
     for atom in proof_atoms:
         if atom.end > cursor:
             break
+        if budget_s is None and (repeats_all(atom.text) or atom.head() in ("LOOP_TAC", "GROW_TAC")):
+            on_loop()
+        if budget_s is None:
+            budget_s = 3600.0  # no limit: only a loop never ends
         if repeats_all(atom.text):
             cancel.wait(budget_s)
             return Walk([], step + 1, "walker timed out (>1500ms)", None, True)

@@ -3,6 +3,7 @@ configuration and the request handlers."""
 
 import os
 import threading
+import time
 
 import fh_features
 from fh_compile import Compiler, Doc
@@ -20,6 +21,11 @@ class Settings:
         self.proof_ms = ms("FAKE_HOL_PROOF_MS", 20)
         self.relocate_ms = ms("FAKE_HOL_RELOCATE_MS", 200)
         self.walk_ms = ms("FAKE_HOL_WALK_MS", 300)
+        # A walker with no time limit (walk-of-a-loop.jsonl): a walk of a
+        # looping tactic never ends and holds the server (`Server.hold`),
+        # growing past --maxheap at this rate (kept under a safety cap).
+        self.walker_unlimited = env.get("FAKE_HOL_WALKER") == "unlimited"
+        self.walk_grow_mb = ms("FAKE_HOL_WALK_GROW_MB_PER_S", 100)
         self.debounce_ms = ms("FAKE_HOL_DEBOUNCE_MS", 300)
         # How long a looping check takes to stop once an edit reaches it
         # (1.95 s in candidate-loops.jsonl).
@@ -61,6 +67,10 @@ class Server:
         self.compiler = Compiler(self)
         self.features = fh_features.Features(self)
         self.walk_lock = threading.Lock()
+        # Set once a walk of a looping tactic holds the compile state for good
+        # (walk-of-a-loop.jsonl): no compile starts and no request is answered
+        # again; `shutdown` still is, and the pool still lets go of checks.
+        self.held = threading.Event()
 
     # ------------------------------------------------------------ output
 
@@ -287,7 +297,32 @@ class Server:
         self.active[mid] = cancel
         threading.Thread(target=self._answer, args=(handler, mid, params, cancel), daemon=True).start()
 
+    def hold(self):
+        """A walk that never ends: hold the server from now on, growing as the recorded one did
+        (0.7 GB to 5.3 GB in 25 s past a 3 GB --maxheap).  Never returns."""
+        self.held.set()
+        chunks, grown, cap = [], 0.0, 2048.0  # a safety cap for the machine running the tests
+        step = self.settings.walk_grow_mb / 10
+        since = time.monotonic()
+        while True:
+            threading.Event().wait(0.1)
+            if step > 0 and grown + step <= cap:
+                chunk = bytearray(int(step * 2**20))
+                chunk[::4096] = b"\x01" * len(range(0, len(chunk), 4096))
+                chunks.append(chunk)
+                grown += step
+            if time.monotonic() - since >= 30:
+                since = time.monotonic()
+                self.log("compile state still held after 30s; retrying")
+
+    def wait_while_held(self):
+        """What every other worker does once a walk holds the server: wait for good."""
+        while self.held.is_set():
+            threading.Event().wait(1.0)
+
     def _answer(self, handler, mid, params, cancel):
+        if self.held.is_set():
+            return self.wait_while_held()  # walk-of-a-loop.jsonl: no request is answered
         try:
             result = handler(params or {}, cancel, mid)
         except fh_features.Interrupted:
