@@ -1170,3 +1170,42 @@ def test_an_unbound_name_in_an_edited_proof_leaves_it_cheated_with_the_recorded_
     # and after the change back checking then proved, with no second cheated.
     assert at_version_2(received) == at_version_2(expected)
     assert at_version_2(received)[2] == ["checking", "proved", "cheated", "checking", "proved"]
+
+
+# ---------------------------------------------------------------- walk-of-a-loop
+
+def test_a_walk_of_a_looping_tactic_holds_the_server_as_recorded(client_factory, tmp_path):
+    """walk-of-a-loop.jsonl, step by step (its client waited tens of seconds between
+    steps, which the generic replay, driven by answers, cannot follow): with a walker
+    that has no time limit, the walk never answers; the next change still drops the
+    looping check (`cheated`, 1.5 s later there) but no pass starts; a later walk is
+    not answered; `shutdown` is, and `exit` ends the process."""
+    records = tr.load(os.path.join(TRANSCRIPTS, "walk-of-a-loop.jsonl")) if TRANSCRIPTS else []
+    if not records:
+        pytest.skip("recorded transcripts are not available here")
+    sent = [r["msg"] for r in records if r["dir"] == "C->S"]
+    opened = next(m for m in sent if m.get("method") == "textDocument/didOpen")["params"]["textDocument"]["text"]
+    looping, fixed = [m["params"]["contentChanges"][0]["text"] for m in sent
+                      if m.get("method") == "textDocument/didChange"]
+    walks = [m["params"]["position"] for m in sent if m.get("method") == "$/hol/goalState"]
+    c = client_factory(env={"FAKE_HOL_WALKER": "unlimited", "FAKE_HOL_WALK_GROW_MB_PER_S": "10",
+                            "FAKE_HOL_STOP_MS": "1500"})
+    c.initialize()
+    uri = uri_in(tmp_path, "tScript.sml")
+    c.open(uri, opened)
+    c.until(lambda m: m.get("method") == "$/proofStates" and ("add0", "proved") in proof_states([m])[0])
+    c.change(uri, looping, 2)
+    c.until_method("$/compileCompleted", version=2)
+    walk = c.request("$/hol/goalState", {"textDocument": {"uri": uri}, "position": walks[0]})
+    assert all(m.get("id") != walk for m in c.quiet_for(1.0))
+    c.change(uri, fixed, 3)
+    msgs = c.until(lambda m: m.get("method") == "$/proofStates")
+    assert proof_states(msgs)[-1] == [("rev_length", "cheated")]  # the pool let go, as recorded
+    after = c.quiet_for(1.5)
+    assert not [m for m in after if m.get("method") in ("$/progress", "$/compileProgress", "$/compileCompleted")
+                or m.get("id") == walk]
+    later = c.request("$/hol/goalState", {"textDocument": {"uri": uri}, "position": walks[1]})
+    assert all(m.get("id") not in (walk, later) for m in c.quiet_for(1.0))
+    assert c.call("shutdown")["result"] is None
+    c.notify("exit")
+    assert c.wait_exit(5.0) == 0
