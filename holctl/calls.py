@@ -67,8 +67,8 @@ _FAILURE_BY_CODE = {
         BadInput,
     ),
     **dict.fromkeys(
-        ["hol_not_found", "server_died", "server_stopped", "servers_busy", "server_timeout", "server_starting",
-         "hol_error", "memory_budget", "too_many_jobs"],
+        ["hol_not_found", "server_died", "server_stopped", "server_runaway", "servers_busy", "server_timeout",
+         "server_starting", "hol_error", "memory_budget", "too_many_jobs"],
         HolProblem,
     ),
     **dict.fromkeys(

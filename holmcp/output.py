@@ -17,6 +17,7 @@ NEXT_STEPS = {
     "server_starting": "Call again in a few seconds.",
     "server_timeout": "Call again; if it stays stuck, call restart for the file.",
     "server_stopped": "Call again.",
+    "server_runaway": "Call again: a fresh server is answering; do not run the looping tactic again as it is.",
     "daemon_unreachable": "Call again; if it persists, the daemon's log says why.",
 }
 

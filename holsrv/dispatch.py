@@ -35,7 +35,7 @@ from holsrv.answers import (
     uses,
 )
 from holsrv.answers.common import Context, Report
-from holsrv.errors import BadRequest, HolsrvError
+from holsrv.errors import BadRequest, HolsrvError, RanAway
 from holsrv.jobs import Deferrable, Job, Jobs, Stop
 from holsrv.rpc import limits
 from holsrv.rpc import messages as m
@@ -69,7 +69,7 @@ class Dispatch:
             common.check_expect_hash(getattr(request, "expect_hash", ""))
             if isinstance(request, Deferrable) and request.defer_after is not None:
                 return await self._deferred(request, request.defer_after, client, report)
-            return await common.stamp(self.answers, request, await self.dispatch(request, client, report))
+            return await common.stamp(self.answers, request, await self._served(request, client, report))
         except HolsrvError as err:
             log.info("%s from %s: %s: %s", type(request).__name__, client, err.code, err)
             return m.ErrorReply(err.code, str(err), err.detail)
@@ -145,6 +145,26 @@ class Dispatch:
                 raise BadRequest("editorAttach must be the first request of a connection: `holctl lsp` sends it")
             case _:
                 assert_never(request)
+
+    async def _served(self, request: m.Request, client: str, report: Report | None) -> m.Reply:
+        """`dispatch`, and once more if the file's server was replaced as a runaway while the call
+        waited on it: asked of the fresh server within what is left of the call's wait, the
+        answer telling what happened.  With no wait left, the error tells it (`RanAway`)."""
+        started = self.pool.clock()
+        try:
+            return await self.dispatch(request, client, report)
+        except RanAway as ran:
+            if isinstance(request, (m.Job, m.Try, m.Restart, m.Stop)) or not hasattr(request, "file"):
+                raise  # a trial carries on by itself; the others are not about a server's answer
+            again: m.Request = request
+            wait = getattr(request, "wait", None)
+            if wait is not None:
+                left = wait - (self.pool.clock() - started)
+                if left <= 0:
+                    raise
+                again = msgspec.structs.replace(request, wait=left)
+            log.info("%s from %s: asking the fresh server after a runaway", type(request).__name__, client)
+            return common.told(await self.dispatch(again, client, report), ran)
 
     async def close(self, budget_s: float) -> None:
         """The daemon is stopping: cancel the jobs still running (their callers have gone), within `budget_s`."""

@@ -60,6 +60,17 @@ class ServerStopped(ServerDied):
     code = "server_stopped"
 
 
+class RanAway(ServerStopped):
+    """The server would not let go of its work (a walk of a looping tactic, a text it did not
+    take, a footprint past the hard limit), so the daemon replaced it (see `holsrv.runaway`)."""
+
+    code = "server_runaway"
+
+    def __init__(self, message: str, runaway: object = None, *, detail: str = "") -> None:
+        super().__init__(message, detail=detail)
+        self.runaway = runaway  # the `runaway.Runaway`: the answer from the successor tells it
+
+
 class ServerBusy(HolsrvError):
     code = "servers_busy"
 

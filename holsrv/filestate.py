@@ -78,11 +78,17 @@ class FileState:
     # (a settle loop looks at every notification): its (revision, answer).
     revision: int = 0
     judged: tuple[int, Any] | None = None
+    # When a text was sent to an idle compile (its phase completed or blocked)
+    # that HOL has not yet started compiling: no compile notification since
+    # (None: nothing owed).  See `untaken_for` and `runaway`.
+    text_owed_since: float | None = None
 
     def sent(self, version: int, text: str, now: float, span: tuple[int, int, int] | None = None) -> None:
         """We sent `text` as `version` (didOpen or a full didChange); `span`: the
         edit's `script.edit_span` from the text before, if known."""
         self.restarts_from = _restarted_from(self.text, text, span) if self.version else 0
+        if self.version and self.phase in ("completed", "blocked") and self.text_owed_since is None:
+            self.text_owed_since = now  # an idle compile starts on a new text at once (bar a debounce)
         self.version, self.text = version, text
         self.phase = "compiling"
         self.last_edit = self.last_event = now
@@ -103,6 +109,8 @@ class FileState:
         handler = _HANDLERS.get(method)
         if handler is None:
             return False
+        if method in _COMPILE_NEWS:
+            self.text_owed_since = None
         self.revision += 1
         steps = handler(self, params, now)
         if steps is not None:  # a handler of thousands of entries, in steps
@@ -121,6 +129,7 @@ class FileState:
 
     def pass_began(self, now: float) -> None:
         """HOL announced a compile pass (`$/progress` begin, which names no file)."""
+        self.text_owed_since = None
         self.attempts += 1
         self.last_event = now
 
@@ -206,6 +215,10 @@ class FileState:
             and now - self.last_event >= quiet_s
         )
 
+    def untaken_for(self, now: float) -> float:
+        """How long a text sent to an idle compile has waited for HOL to start on it (0: none waits)."""
+        return 0.0 if self.text_owed_since is None else max(0.0, now - self.text_owed_since)
+
     def checking_for(self, entry: ProofEntry, now: float) -> float:
         """How long `entry` has been checking, counted from the last edit that reached it."""
         since = entry.checking_since or now
@@ -226,6 +239,10 @@ def _restarted_from(old: str, new: str, span: tuple[int, int, int] | None) -> fl
         return math.inf
     return old.count("\n", 0, start)
 
+
+# The notifications that say HOL is compiling a text, or has ended a pass on it
+# (a proof batch does not: the pool lets go of checks with no compile, as in walk-of-a-loop).
+_COMPILE_NEWS = frozenset({"$/compileProgress", "$/compileCompleted", "$/compileInterrupted", "$/compileBlocked"})
 
 _HANDLERS: dict[str, Callable[[FileState, Any, float], stepping.Steps[None] | None]] = {
     "$/compileProgress": FileState._progress,

@@ -14,10 +14,11 @@ import os
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from holsrv.errors import ServerDied, ServerStopped, ServerTimeout
+from holsrv.errors import RanAway, ServerDied, ServerStopped, ServerTimeout
 from holsrv.lsp import replies
 from holsrv.lsp.client import LspClient
 from holsrv.process import ChildProcess, ProcessState
+from holsrv.runaway import LEASHED, Runaway
 from holsrv.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,9 @@ class HolServer:
         self._during = during  # what the server was doing, for the message of its death
         self._tasks: list[asyncio.Task] = []
         self._stop_task: asyncio.Task | None = None
+        # Why it was judged a runaway and replaced (`holsrv.runaway`): the
+        # story calls that waited on it are told; it is killed, not asked to stop.
+        self.runaway: Runaway | None = None
 
     @property
     def alive(self) -> bool:
@@ -69,7 +73,8 @@ class HolServer:
         except OSError:
             raise ServerDied(self.proc.exit_reason) from None
         self.lsp = LspClient(stdout, stdin, self._on_notification, hung_after=self.settings.request_timeout_s,
-                             typed_params=replies.TYPED_PARAMS)
+                             typed_params=replies.TYPED_PARAMS, letgo_s=self.settings.letgo_s,
+                             leashed=LEASHED)
         self._tasks = [asyncio.create_task(self._read(), name=f"lsp-{self.proc.pid}")]
         try:
             if not self.alive:
@@ -152,8 +157,9 @@ class HolServer:
         # Before `initialized`, any other message kills HOL with a protocol
         # error (§4.1); closing its input then ends it cleanly.
         goodbye = self._goodbye if self.lsp is not None and self.handshaken else None
-        # A hung server would let the goodbye and each polite step time out.
-        await self.proc.stop(goodbye, hung=self.hung)
+        # A hung server would let the goodbye and each polite step time out;
+        # a runaway holds on to its work, so it is killed at once.
+        await self.proc.stop(goodbye, hung=self.hung, kill=self.runaway is not None)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -165,7 +171,9 @@ class HolServer:
     # -- talking to HOL -------------------------------------------------------
 
     def check_alive(self) -> None:
-        """Raise if this server can no longer answer: it died, or was stopped."""
+        """Raise if this server can no longer answer: it died, was stopped, or was replaced as a runaway."""
+        if self.runaway is not None:
+            raise RanAway(self.runaway.story(), self.runaway)
         if self.proc.state is ProcessState.DEAD:
             raise ServerDied(
                 f"the HOL server for {self.name} died{self._during()}: {self.proc.exit_reason}. "

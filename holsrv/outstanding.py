@@ -3,6 +3,7 @@ outstanding, and the slow, looping and large-server warnings an answer carries."
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import assert_never
 
 from holsrv import census, looping, stepping, textinfo
@@ -89,17 +90,18 @@ def _moved(entry: ProofEntry, failures: list[int], span: tuple[int, int, int] | 
     return published_at >= entry.changed_at and any(entry.line0 < line < span[2] for line in failures)
 
 
-def complete_but_slow(file: FileState, now: float, settings: Settings) -> bool:
+def complete_but_slow(file: FileState, now: float, settings: Settings, loops: Collection[str] = ()) -> bool:
     """The compile is done and quiet, and every proof still checking is far
-    slower than the rest or past the looping threshold: waiting longer is
-    unlikely to change the answer, so the caller gets it now (nothing is
-    cancelled; calling again keeps waiting)."""
+    slower than the rest, past the looping threshold, or one of `loops` (known
+    to loop as it is: `runaway.Loops`): waiting longer is unlikely to change
+    the answer, so the caller gets it now (nothing is cancelled; calling again
+    keeps waiting)."""
     checking = file.checking()
     return (
         file.phase == "completed"
         and bool(checking)
         and now - file.last_event >= quiet_for(file, settings)
-        and all(looping.suspicious(file, e, now, settings) for e in checking)
+        and all(e.name in loops or looping.suspicious(file, e, now, settings) for e in checking)
     )
 
 

@@ -27,12 +27,12 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from holsrv import builds, files, looping, process, reaping
+from holsrv import builds, files, looping, process, reaping, runaway
 from holsrv.admission import Admission
 from holsrv.admission import quiet as quiet  # where answers have always found it
 from holsrv.buildwatch import BuildWatch
 from holsrv.duties import Duties
-from holsrv.errors import DaemonStopping
+from holsrv.errors import DaemonStopping, HolsrvError
 from holsrv.history import History, restart_note
 from holsrv.holds import Holds, Moved
 from holsrv.launch import Launcher
@@ -91,6 +91,8 @@ class Pool:
         self.scriptwatch.editor_holds = self.texts.holds
         self.admission = Admission(settings, busy=self.busy, current=self.sessions.get, shedder=self.replacer)
         self.staleness = Staleness(self.replacer, self.unblocker, self.builds, clock, self.sessions.get)
+        self.loops = runaway.Loops()  # proofs known to loop, per file, across its servers
+        self.runaways = 0  # servers replaced as runaways, for status
 
     # -- leases ----------------------------------------------------------------
 
@@ -118,7 +120,7 @@ class Pool:
     async def _running(self, path: Path, content: str = "") -> Lease:
         session = self.sessions.get(path)
         if session is not None and session.alive:
-            return Lease(session, "warm")
+            return Lease(session, "warm", self._told(session))
         promoted = self.replacer.promote(path)
         if promoted is not None:
             return Lease(promoted[0], "warm", promoted[1])
@@ -146,6 +148,16 @@ class Pool:
         self.scriptwatch.watch(path)
         self.history.started(path, start == "restarted")
         return Lease(session, start, note, tail)
+
+    def _told(self, session: Session) -> str:
+        """What the calls served by a runaway's successor are told: while the proof that looped is
+        still in its text as it was, every call; else the first call only."""
+        why = session.origin
+        if why is None:
+            return ""
+        if why.loop is None or why.loop.name not in self.loops.known(session.path, session.file.text):
+            session.origin = None
+        return why.story(session.pid)
 
     def _exited(self, session: Session) -> None:
         """Called the moment a server process exits, for whatever reason."""
@@ -281,12 +293,50 @@ class Pool:
         stopped = process.ProcessState.STOPPED
         return [self.snapshot(s, now) for s in self.sessions.values() if s.proc.state is not stopped]
 
+    # -- runaways (see `runaway`) ------------------------------------------------
+
+    async def _watch_runaways(self) -> None:
+        now = self.clock()
+        for session in self.live():
+            why = runaway.judge(session, now, self.settings)
+            if why is not None:
+                await self.recover(session, why)
+
+    async def recover(self, session: Session, why: runaway.Runaway) -> None:
+        """Replace the runaway `session` at once: killed, and (if it was its file's server) a
+        fresh server started on the current text, the disk's or an editor's buffer.
+
+        Nothing waits for the runaway's work to end: it never does.  Calls that
+        waited on it are told why (`errors.RanAway`), and the next calls on the
+        fresh server too (`_told`); the proof that looped is remembered (`loops`).
+        """
+        path = session.path
+        log.warning("HOL server pid %s for %s is a runaway: %s", session.pid, path.name, why.reason)
+        session.server.runaway = why  # before it counts as stopping: waiting calls are told why
+        if why.loop is not None:
+            self.loops.mark(path, why.loop)
+        self.runaways += 1
+        current = self.sessions.get(path) is session
+        self.stop_later(session, f"a runaway: {why.reason}", name=f"runaway-{session.pid}")
+        if not current or self.closing:
+            return
+        async with self._locks.setdefault(path, asyncio.Lock()):
+            fresh = self.sessions.get(path)
+            try:
+                if fresh is None or not fresh.alive:
+                    fresh = (await self._running(path)).session
+            except HolsrvError as err:  # no room, no HOL: the next call says so
+                log.warning("no fresh server for %s after its runaway: %s", path.name, err)
+                return
+            fresh.origin = why
+
     # -- background duties ---------------------------------------------------
 
     def start_background(self) -> None:
         idle_period = max(0.05, min(self.settings.idle_timeout_s / 4, 30.0))
         self.duties.every(idle_period, self._reap_idle, "idle-reaper")
         self.duties.every(self.settings.memory_sample_s, self._sample_memory, "memory")
+        self.duties.every(runaway.watch_period(self.settings), self._watch_runaways, "runaways")
 
     async def _reap_idle(self) -> None:
         now = self.clock()

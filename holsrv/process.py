@@ -243,11 +243,14 @@ class ChildProcess:
         """From now on this child counts as going; `stop()` does the stopping."""
         self._become(ProcessState.STOPPING)
 
-    async def stop(self, goodbye: Callable[[], Awaitable[None]] | None = None, *, hung: bool = False) -> None:
+    async def stop(
+        self, goodbye: Callable[[], Awaitable[None]] | None = None, *, hung: bool = False, kill: bool = False
+    ) -> None:
         """`goodbye` (the protocol's own shutdown), close stdin, SIGTERM the group, SIGKILL, reap.
 
         Each step gets `stop_timeout_s`.  A `hung` child, which answers
-        nothing, gets one step: SIGTERM (with its input closed), then SIGKILL.
+        nothing, gets one step: SIGTERM (with its input closed), then SIGKILL;
+        one to `kill` (a runaway, which holds on to its work) gets SIGKILL at once.
         A child that exited long ago may have had its pid (and group id)
         reused: only a group that was running when the stop began is signalled.
         """
@@ -255,12 +258,13 @@ class ChildProcess:
         running = self._proc is not None and not self._exited.is_set()
         if running:
             # Each step reads the grace afresh: `hurry` may shorten it meanwhile.
-            if goodbye is not None and not hung:
+            if goodbye is not None and not hung and not kill:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self.stop_timeout_s):
                         await goodbye()
             self.close_input()
-            steps = (signal.SIGTERM, signal.SIGKILL) if hung else (None, signal.SIGTERM, signal.SIGKILL)
+            steps = ((signal.SIGKILL,) if kill else (signal.SIGTERM, signal.SIGKILL) if hung
+                     else (None, signal.SIGTERM, signal.SIGKILL))
             for sig in steps:
                 if sig is None:
                     log.info("closed the input of pid %s; waiting %.1fs for it to exit", self.pid, self.stop_timeout_s)

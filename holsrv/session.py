@@ -27,6 +27,7 @@ from holsrv.lsp.client import LspClient
 from holsrv.notifications import Notifications
 from holsrv.process import ChildProcess, ProcessState
 from holsrv.rpc import messages as m
+from holsrv.runaway import Runaway
 from holsrv.settings import Settings
 from holsrv.textsync import TextSync
 from holsrv.trialgate import TrialGate
@@ -87,6 +88,8 @@ class Session:
         # Started to shed a predecessor's bloat and grew past the soft footprint
         # on its file alone: its proofs need the memory, so it is not shed again.
         self.keeps_large = False
+        # Started in place of a runaway (`Pool.recover`): what the calls it serves are told.
+        self.origin: Runaway | None = None
 
     # -- what callers ask ---------------------------------------------------
 

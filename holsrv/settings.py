@@ -88,6 +88,13 @@ class Settings:
     looping_after_s: float = 180.0
     looping_ratio: float = 10.0
     looping_min_s: float = 60.0
+    # A server that holds on to work past this is a runaway, replaced at once
+    # (`runaway`): a goal-state walk not answered this long after it was
+    # sent, another request this long after it was cancelled, a text sent to
+    # an idle compile not started on this long after; and one whose footprint
+    # passes hard_footprint_pct of its heap cap (0: no such limit).
+    letgo_s: float = 10.0
+    hard_footprint_pct: int = 125
     start_timeout_s: float = 180.0
     request_timeout_s: float = 60.0
     stop_timeout_s: float = 10.0

@@ -7,7 +7,7 @@ out.  The proofs are listed by `proofs`, the verdict and headline said by
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from holsrv import compileerrors, diagnosticlist, headline, outstanding, proofs, stepping, tally
 from holsrv.filestate import FileState, ProofEntry
@@ -28,12 +28,14 @@ def build_steps(
     footprint_mb: float | None,
     waited_s: float,
     walk_errors: Iterable[str] = (),
+    loops: Collection[str] = (),
 ) -> stepping.Steps[m.DiagnosticsResult]:
     """The answer for `text`, in steps of about a millisecond (`script.run` takes them at
     once; `textinfo.sliced` with the loop free between them): a file of 30,000 proofs
     takes some 60 ms, which the event loop must not spend in one go while other
     clients wait.  `walk_errors` are the messages of failed goal-state walks, which
-    HOL adds to the file's diagnostics but are not about the text.
+    HOL adds to the file's diagnostics but are not about the text; `loops`, the
+    proofs known to loop as they are (`runaway.Loops`), are not waited for.
 
     A notification may arrive between steps; each proof is listed as it was
     when its step ran, and the tally is that of the proofs listed.
@@ -70,7 +72,7 @@ def build_steps(
     if not complete:
         result.outstanding = outstanding.outstanding(file, entries, now, settings)
     yield
-    only_slow = outstanding.complete_but_slow(file, now, settings)
+    only_slow = outstanding.complete_but_slow(file, now, settings, loops)
     opened = tally.open_suspensions(file, entries)
     yield
     result.verdict, result.headline = headline.verdict(result, statuses, waited_s, opened, only_slow, file)

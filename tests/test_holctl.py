@@ -161,7 +161,7 @@ def test_the_daemons_settings_warnings_go_to_stderr_once(short_tmp):
     [
         ("file_not_found", 3), ("not_a_file", 3), ("not_utf8", 3), ("position_out_of_range", 3), ("bad_request", 3),
         ("hol_not_found", 4), ("server_died", 4), ("servers_busy", 4), ("server_timeout", 4), ("hol_error", 4),
-        ("server_stopped", 4), ("server_starting", 4),
+        ("server_stopped", 4), ("server_runaway", 4), ("server_starting", 4),
         ("daemon_unreachable", 5), ("protocol_mismatch", 5), ("bad_frame", 5),
         ("internal", 1), ("some_future_code", 1),
     ],

@@ -312,18 +312,19 @@ def test_a_looping_candidate_does_not_spend_the_next_one_s_time(daemon_factory, 
     assert settled(daemon, path).verdict == "OK"
 
 
-def test_candidates_hol_never_takes_are_not_tried_with_the_reason_never_timed_out(
+def test_candidates_after_one_hol_never_lets_go_of_are_tried_on_a_fresh_server(
         daemon_factory, write_script, monkeypatch):
-    # Stopping the loop takes longer than a trial waits for it (limits.try_release_s: 10 s).
+    # Stopping the loop takes HOL longer than letgo_s: the server is a runaway, replaced,
+    # and the candidates it did not take are tried on the fresh one, each in full.
     monkeypatch.setenv("FAKE_HOL_STOP_MS", "12000")
-    daemon = daemon_factory(lookup_wait_s=30.0)
+    daemon = daemon_factory(lookup_wait_s=30.0, letgo_s=3.0)
     path = write_script(SCRIPT)
-    settled(daemon, path)
+    old = settled(daemon, path).server.pid
     result = daemon.call(m.Try(str(path), LINE, ["LOOP_TAC", "simp[]", "rw[]"], timeout=1.0), timeout=120)
-    assert [c.state for c in result.candidates] == ["timed_out", "not_tried", "not_tried"]
-    assert "Candidate 1 timed out: HOL may still be stopping its check" in result.message
-    assert "still stopping the check of the candidate before" in result.candidates[1].message
-    assert "call try again with this candidate" in result.candidates[2].message
+    assert [c.state for c in result.candidates] == ["timed_out", "proved", "proved"], result.candidates
+    assert result.server.pid != old
+    assert "HOL did not start compiling the text it was sent" in result.server.note, result.server
+    assert "replaced by a fresh one" in result.server.note
     assert settled(daemon, path).verdict == "OK"
 
 

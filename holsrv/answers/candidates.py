@@ -7,10 +7,10 @@ is `placement`'s.
 
 from __future__ import annotations
 
-from holsrv import hints, pool, textinfo
+from holsrv import hints, pool, runaway, textinfo
 from holsrv.answers import goals, judging, placement
 from holsrv.answers.common import Context, blocked_message, read, replace
-from holsrv.errors import BadRequest, ServerTimeout
+from holsrv.errors import BadRequest, RanAway, ServerTimeout
 from holsrv.files import Script
 from holsrv.lsp import hol
 from holsrv.positions import Text
@@ -35,8 +35,12 @@ async def compiled(ctx: Context, session: Session, deadline: float) -> None:
 
 
 async def goals_at(ctx: Context, session: Session, text: Text, offset: int, deadline: float) -> goals.Reply:
-    """HOL's goal state at `offset` of the server's text: the goals before the tactic there."""
+    """HOL's goal state at `offset` of the server's text: the goals before the tactic there;
+    None where the daemon asks no walk (a proof that loops: `runaway.walk_refusal`)."""
     line, col = textinfo.of(text.text).index.line_col(offset)
+    loops = ctx.pool.loops.known(session.path, text.text)
+    if runaway.walk_refusal(session.file, text.text, line, loops, ctx.clock(), ctx.settings):
+        return None
     position = text.to_lsp(line, col, session.encoding)
     while True:
         timeout = max(0.1, min(ctx.settings.request_timeout_s, deadline - ctx.clock()))
@@ -56,10 +60,23 @@ async def run(
     took a real HOL about 2 s (transcript candidate-loops).
     """
     trial = span.put(text, tactic)
+    # A runaway while HOL had not taken the text: the candidate before would
+    # not let go; this one was not tried, and is tried on the fresh server.
     out = await _sent(session, trial, span.name, tactic, timeout)
     if out.state == "not_tried":
         return out
-    return hinted(await _checked(ctx, session, trial, span, out, before, timeout))
+    try:
+        return hinted(await _checked(ctx, session, trial, span, out, before, timeout))
+    except RanAway as ran:
+        raise Looped(ran_away(tactic, ran), ran) from None
+
+
+class Looped(Exception):
+    """The server was replaced as a runaway while it ran this candidate: the candidate loops."""
+
+    def __init__(self, candidate: m.TryCandidate, ran: RanAway) -> None:
+        super().__init__(str(ran))
+        self.candidate, self.ran = candidate, ran
 
 
 def hinted(out: m.TryCandidate) -> m.TryCandidate:
@@ -82,7 +99,9 @@ async def _sent(session: Session, trial: str, name: str, tactic: str, timeout: f
     sent = session.clock()
     await session.sync(trial.encode(), trial)
     out = m.TryCandidate(tactic=tactic, state="timed_out")
-    release = limits.try_release_s(timeout)
+    # A text HOL does not take within letgo_s makes the server a runaway, replaced
+    # meanwhile (`runaway`): the wait outlasts that, and ends in `RanAway` then.
+    release = max(limits.try_release_s(timeout), runaway.noticed_within(session.settings))
     taken = await session.wait_until(lambda: has_taken(session, name, sent), release)
     out.taken_s = round(session.clock() - sent, 3)
     if not taken:
@@ -107,8 +126,12 @@ async def _checked(
             if failure is not None:
                 failure.time_s, failure.taken_s = round(ctx.clock() - started, 3), out.taken_s
                 return failure
-            reply = await goals_at(ctx, session, Text(trial), span.start + len(out.tactic), deadline)
-            await session.wait_until(lambda: verdict_in(session, span.name), deadline - ctx.clock())
+            # The verdict first, and the goals only once the check has ended: a
+            # walk of a tactic that loops never ends on some HOL builds, and holds
+            # the whole server (transcript walk-of-a-loop).  A candidate still
+            # checking at its deadline is cut off unwalked.
+            if await session.wait_until(lambda: verdict_in(session, span.name), deadline - ctx.clock()):
+                reply = await goals_at(ctx, session, Text(trial), span.start + len(out.tactic), deadline)
     except ServerTimeout:
         pass  # a walk HOL did not answer in time: the candidate is cut off like a loop
     out.time_s = round(ctx.clock() - started, 3)
@@ -129,6 +152,13 @@ def not_tried(tactic: str) -> m.TryCandidate:
     ))
 
 
+def ran_away(tactic: str, ran: RanAway) -> m.TryCandidate:
+    """The candidate the server was on when it was replaced as a runaway: it loops."""
+    return hinted(m.TryCandidate(tactic=tactic, state="timed_out", message=(
+        f"This candidate loops: {ran} The next candidates are tried there; do not run this one again as it is."
+    )))
+
+
 def verdict_in(session: Session, name: str) -> bool:
     entry = session.file.proofs.get(name)
     return session.phase != "compiling" and (entry is None or entry.status != "checking")
@@ -141,9 +171,14 @@ async def restore(ctx: Context, session: Session, file: str) -> Script:
     one is what every later answer must be about.
     """
     now = ctx.pool.texts.over(await read(ctx, file))  # an editor's buffer is never overwritten
+    if session.server.runaway is not None:
+        return now  # killed: its fresh server opened the file's text itself
     session.trials.doing("restoring the file's text")
-    await session.sync(now.data, now.text, now.hash)
-    await session.wait_until(lambda: session.phase != "compiling", ctx.settings.lookup_wait_s)
+    try:
+        await session.sync(now.data, now.text, now.hash)
+        await session.wait_until(lambda: session.phase != "compiling", ctx.settings.lookup_wait_s)
+    except RanAway:
+        pass  # it would not let go of the last candidate: its fresh server opened the file's text
     return now
 
 

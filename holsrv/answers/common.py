@@ -18,11 +18,12 @@ from holsrv import files, stepping, textinfo
 from holsrv.answers.scope import Ancestries
 from holsrv.cache import AnswerCache
 from holsrv.editorbuffers import EditorBuffers
-from holsrv.errors import BadRequest, HolsrvError, Starting
+from holsrv.errors import BadRequest, HolsrvError, RanAway, Starting
 from holsrv.pool import Lease, Pool
 from holsrv.prefetch import Prefetches
 from holsrv.rpc import limits
 from holsrv.rpc import messages as m
+from holsrv.runaway import Runaway
 from holsrv.session import Session
 from holsrv.settings import Settings
 
@@ -124,6 +125,17 @@ def note(lease: Lease) -> m.ServerNote:
     """Which server answered, and whether this call had to start it."""
     return m.ServerNote(pid=lease.session.pid or 0, start=lease.start, note=lease.note,
                         stderr_tail=lease.stderr_tail)
+
+
+def told(reply: m.Reply, ran: RanAway) -> m.Reply:
+    """`reply`, from the fresh server that replaced a runaway the call waited on, saying so."""
+    server = getattr(reply, "server", None)
+    if not isinstance(server, m.ServerNote) or not isinstance(ran.runaway, Runaway):
+        return reply
+    story = ran.runaway.story(server.pid or None)
+    said = [] if ran.runaway.reason in server.note else [server.note]  # the fresh server's lease told it
+    note = "; ".join(filter(None, [f"{story} This answer is from the new one", *said]))
+    return replace(reply, server=replace(server, start="restarted", note=note))
 
 
 def replace(struct, **changes):

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 from pathlib import Path
 
-from holsrv import ancestors, files, looping, outstanding, stepping, verdict
+from holsrv import ancestors, files, looping, outstanding, runaway, stepping, verdict
 from holsrv.answers import goals
 from holsrv.answers.common import Context, Report, check_expect_hash, note, opened, read, replace, starting_message
 from holsrv.files import Script, content_hash
@@ -115,11 +115,13 @@ async def _result(ctx: Context, src: Script, lease: Lease, stale: list[str], wai
         # that text, so the answer must say so.
         text, content = session.file.text, content_hash(session.data)
     data = session.data
+    loops = ctx.pool.loops.known(src.path, text)
     # In slices: a file of tens of thousands of proofs must not hold up other clients.
     result = await stepping.sliced(verdict.build_steps(
         session.file, text, content, session.encoding, ctx.clock(), ctx.settings, note(lease),
-        session.footprint, waited_s, session.walk_errors,
+        session.footprint, waited_s, session.walk_errors, loops,
     ))
+    result.warnings[:0] = [looped(loop) for loop in loops.values()]
     if session.data != data:
         result.warnings.append(
             "The file changed on disk while this answer was made, so parts of it may be about the newer "
@@ -141,6 +143,15 @@ async def _result(ctx: Context, src: Script, lease: Lease, stale: list[str], wai
     return result
 
 
+def looped(loop: runaway.Loop) -> str:
+    """The warning about a proof known to loop as it is."""
+    return (
+        f"LOOPS: proof {loop.name} (line {loop.line}) loops as it is: {loop.why}; its server was replaced by "
+        "a fresh one. Edit that proof (or replace it with cheat for now): its check runs the same loop, and "
+        "the daemon asks HOL no goal state in it until its tactics change."
+    )
+
+
 async def settle(ctx: Context, session: Session, deadline: float, report: Report | None = None) -> None:
     """Wait until the file is settled, only slow or looping proofs are left, or the deadline."""
     reported, last = 0.0, m.Progress("")
@@ -154,7 +165,9 @@ async def settle(ctx: Context, session: Session, deadline: float, report: Report
                 await report(progress)
                 reported, last = now, progress
         quiet = outstanding.quiet_for(file, ctx.settings)
-        if now >= deadline or file.settled(now, quiet) or outstanding.complete_but_slow(file, now, ctx.settings):
+        loops = ctx.pool.loops.known(session.path, file.text)
+        if now >= deadline or file.settled(now, quiet) or outstanding.complete_but_slow(file, now, ctx.settings,
+                                                                                         loops):
             return
         # Besides a notification, only time can change the answer: the quiet
         # period ending, or a proof turning "far slower" or "probably looping".

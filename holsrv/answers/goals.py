@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from holsrv import script, textinfo
+from holsrv import runaway, script, textinfo
 from holsrv.answers.common import (
     NO_SERVER,
     Context,
@@ -102,6 +102,9 @@ async def answered(
     key = cache_key(session, src.hash, base.line, base.column)
     text = textinfo.of(src.text).lines
     text.to_lsp(base.line, base.column or 1, "utf-8")  # and again for the text synced, if it changed
+    refusal = not_walked(ctx, session, src, base.line)
+    if refusal:
+        return replace(base, state="looping", message=refusal)
     where = where_to_ask(src.text, text.lines, base.line, base.column)
     if ahead:
         asked = await _walks(ctx, session, text, base.line, where, deadline,
@@ -123,6 +126,12 @@ async def answered(
         if ahead:
             ctx.prefetches.kept(key)
     return result
+
+
+def not_walked(ctx: Context, session: Session, src: Script, line: int) -> str:
+    """Why the daemon asks HOL no goal state at `line` of `src` (a proof that loops), or ""."""
+    loops = ctx.pool.loops.known(src.path, src.text)
+    return runaway.walk_refusal(session.file, src.text, line, loops, ctx.clock(), ctx.settings)
 
 
 def ask_ahead(

@@ -126,7 +126,10 @@ def _walked(out: m.TryCandidate, status: str) -> m.TryCandidate:
 UNTOUCHED = "; the file on disk was not changed."
 
 
-def message(result: m.TryResult, before: goals.Reply, timeout: float) -> str:
+def message(result: m.TryResult, before: goals.Reply, timeout: float, taken_back: bool = True,
+            letgo_s: float = 10.0) -> str:
+    """The trial's message; `taken_back`: HOL has taken the file's own text back (so it let go
+    of the last candidate's check), or the server was replaced."""
     words = [f"Tried {len(result.candidates)} candidate(s) in place of {result.replaced!r} "
              f"({result.theorem}){UNTOUCHED}"]
     proved = [c.tactic for c in result.candidates if c.state == "proved"]
@@ -139,9 +142,11 @@ def message(result: m.TryResult, before: goals.Reply, timeout: float) -> str:
         words.append("HOL took " + ", ".join(f"{c.taken_s:.1f}s before candidate {n}" for n, c in slow)
                      + " to let go of the check before it; each candidate's time counts from when HOL took it.")
     tried = [(n, c) for n, c in enumerate(result.candidates, 1) if c.state != "not_tried"]
-    if tried and tried[-1][1].state == "timed_out":  # no later candidate's text was taken: it may not have let go
-        words.append(f"Candidate {tried[-1][0]} timed out: HOL may still be stopping its check for a few seconds "
-                     "after this answer (the file's own text has been sent back, which stops it).")
+    if tried and tried[-1][1].state == "timed_out" and not taken_back:
+        # No later text was taken: only what the daemon does next may be promised.
+        words.append(f"Candidate {tried[-1][0]} timed out, and HOL had not yet taken the file's own text back "
+                     "when this answer was given: it lets go of the candidate's check when it does; if it "
+                     f"does not within {letgo_s:g}s, the daemon replaces the server with a fresh one.")
     if result.changed_on_disk:
         words.append(
             "The file changed on disk during the trial: candidates were tried against the text it had "

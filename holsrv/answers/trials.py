@@ -19,12 +19,13 @@ from collections.abc import AsyncIterator
 
 from holsrv import filewrite, goaldiff
 from holsrv.answers import applying, candidates, goals, judging, placement
-from holsrv.answers.common import Context, Report, note, read, starting_message
-from holsrv.errors import BadRequest, Starting, TooManyCandidates
+from holsrv.answers.common import Context, Report, note, read, replace, starting_message
+from holsrv.errors import BadRequest, RanAway, Starting, TooManyCandidates
 from holsrv.files import Script
 from holsrv.lsp import replies
 from holsrv.pool import Lease
 from holsrv.positions import Text
+from holsrv.rpc import limits
 from holsrv.rpc import messages as m
 
 MAX_TACTIC_CHARS = 20_000  # one candidate; a frame holds the whole call anyway
@@ -48,36 +49,82 @@ async def try_tactics(ctx: Context, req: m.Try, client: str, report: Report | No
 async def _trial(
     ctx: Context, req: m.Try, client: str, report: Report | None
 ) -> tuple[m.TryResult, Script, placement.Span]:
-    """The candidates tried one by one, the server given the disk text back; the text they were tried on."""
+    """The candidates tried one by one, the server given the disk text back; the text they were tried on.
+
+    If the file's server is replaced as a runaway meanwhile (a walk that never
+    ended), the candidate it was on is reported as looping, and the rest are
+    tried on the fresh server, each with its own full time: not tried only once
+    the call's own deadline (`_deadline`) is spent.
+    """
     timeout = ctx.settings.try_timeout_s if req.timeout is None else max(0.1, req.timeout)
     started = ctx.clock()
+    deadline = _deadline(ctx, req, timeout, started)
+    tried: list[m.TryCandidate] = []
+    told: list[str] = []  # what the runaways were: the answer's server note says it
+    while True:
+        try:
+            return await _round(ctx, req, client, report, timeout, started, tried, told)
+        except RanAway as ran:
+            told.append(str(ran))
+            if len(tried) < len(req.tactics) and ctx.clock() < deadline:
+                continue  # on the fresh server
+            raise
+
+
+def _deadline(ctx: Context, req: m.Try, timeout: float, started: float) -> float:
+    """When the call's own time is spent, as its client counts it (`rpc.calls`): a start,
+    the wait, and each candidate's limit with HOL's letting go of the one before."""
+    each = timeout + limits.try_release_s(timeout)
+    return started + ctx.settings.start_wait_s + max(0.0, req.wait) + len(req.tactics) * each
+
+
+async def _round(
+    ctx: Context, req: m.Try, client: str, report: Report | None, timeout: float, started: float,
+    tried: list[m.TryCandidate], told: list[str],
+) -> tuple[m.TryResult, Script, placement.Span]:
+    """The candidates not yet in `tried`, on the file's server as it is now."""
+    begun = ctx.clock()
     async with _held(ctx, req.file, client, req.wait) as (src, lease):
         session = lease.session
         footprint = session.footprint_mb()  # to tell bloat the trial caused from what it found
         span = placement.span(src.text, req.line, req.column)
-        await candidates.compiled(ctx, session, started + max(0.0, req.wait))
-        before_reply = await candidates.goals_at(ctx, session, Text(src.text), span.start, started + max(0.0, req.wait))
+        await candidates.compiled(ctx, session, begun + max(0.0, req.wait))
+        before_reply = await candidates.goals_at(ctx, session, Text(src.text), span.start, begun + max(0.0, req.wait))
         before = goals.goals_of(before_reply) if isinstance(before_reply, replies.GoalState) else []
+        server = note(lease)
+        if told:
+            server = replace(server, start="restarted", note="; ".join([*told, server.note] if server.note else told))
         result = m.TryResult(
             file=str(src.path), content_hash=src.hash, line=req.line, column=req.column, theorem=span.name,
-            replaced=src.text[span.start:span.end], before=before, candidates=[], server=note(lease),
+            replaced=src.text[span.start:span.end], before=before, candidates=tried, server=server,
         )
         try:
             count = len(req.tactics)
-            for i, tactic in enumerate(req.tactics):
+            for i, tactic in enumerate(req.tactics[len(tried):], start=len(tried)):
                 if report is not None:
                     await report(m.Progress(f"trying {i + 1} of {count}: {tactic[:60]}", i, count))
                 session.trials.doing(f"candidate {i + 1} of {count}, up to {timeout:.0f}s each")
                 if result.candidates and result.candidates[-1].state == "not_tried":
                     result.candidates.append(candidates.not_tried(tactic))
                     continue
-                result.candidates.append(await candidates.run(ctx, session, src.text, span, tactic, before, timeout))
+                try:
+                    result.candidates.append(
+                        await candidates.run(ctx, session, src.text, span, tactic, before, timeout))
+                except candidates.Looped as looped:
+                    result.candidates.append(looped.candidate)
+                    raise looped.ran from None
         finally:
             now = await candidates.restore(ctx, session, req.file)
         result.changed_on_disk = now.hash != src.hash
-        result.replacing_server, shed = await candidates.shed(ctx, session, footprint)
+        if session.server.runaway is not None:  # it would not let go of the last candidate
+            result.server = replace(server, note="; ".join(filter(None, [server.note, session.server.runaway.story()])))
+            shed = ""
+        else:
+            result.replacing_server, shed = await candidates.shed(ctx, session, footprint)
         result.time_s = round(ctx.clock() - started, 3)
-        result.message = " ".join(w for w in (judging.message(result, before_reply, timeout), shed) if w)
+        taken_back = session.server.runaway is not None or session.phase != "compiling"
+        result.message = " ".join(w for w in (judging.message(result, before_reply, timeout, taken_back,
+                                                              ctx.settings.letgo_s), shed) if w)
         return result, src, span
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -25,6 +26,23 @@ log = logging.getLogger(__name__)
 # next message is read (a large notification folded in slices).
 Notify = Callable[[str, Any], Awaitable[None] | None]
 @dataclass(frozen=True)
+class Owed:
+    """A reply the server owes: to request `method` sent at `sent`, due by `due` (monotonic).
+
+    A request on a short leash (a goal-state walk) is due `letgo_s` after it
+    was sent; any other is due `letgo_s` after the daemon gave up on it and
+    sent `$/cancelRequest`, which HOL answers for every request it can
+    interrupt (PROTOCOL.md §14).  A reply that never comes by then means the
+    server will not let go of the work (see `holsrv.runaway`).
+    """
+
+    method: str
+    sent: float
+    due: float
+    line0: int | None = None  # the line the request is about (a walk's), if any
+
+
+@dataclass(frozen=True)
 class Hung:
     """A request the server let time out without a word, and when it was sent (monotonic)."""
 
@@ -40,6 +58,7 @@ class LspClient:
     def __init__(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, on_notify: Notify,
         hung_after: float = float("inf"), typed_params: Mapping[str, type] | None = None,
+        letgo_s: float = float("inf"), leashed: frozenset[str] = frozenset(),
     ) -> None:
         """`typed_params`: notifications whose params `on_notify` gets as structs (see `framing.decode`)."""
         self._reader = reader
@@ -61,6 +80,11 @@ class LspClient:
         self.hung_after = hung_after
         self.hung: Hung | None = None
         self._heard = time.monotonic()
+        # Replies the server owes, by request id, and how long it may take to
+        # let go of a request (`Owed`); `leashed`: the methods due from sending.
+        self.owed: dict[int, Owed] = {}
+        self.letgo_s = letgo_s
+        self.leashed = leashed
 
     @property
     def closed_reason(self) -> Exception | None:
@@ -102,6 +126,8 @@ class LspClient:
                     log.exception("notification handler failed on %s", message["method"])
             return None
         request_id = message.get("id")
+        if isinstance(request_id, int):
+            self.owed.pop(request_id, None)
         future = self._pending.pop(request_id, None) if isinstance(request_id, int) else None
         if future is None or future.done():
             return None  # the answer to a request we gave up on (or to none of ours)
@@ -118,6 +144,7 @@ class LspClient:
 
     def _fail_pending(self, reason: Exception) -> None:
         self._closed = reason
+        self.owed.clear()
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(reason)
@@ -146,6 +173,10 @@ class LspClient:
         self._pending[request_id] = future
         sent = time.monotonic()
         deadline = asyncio.get_running_loop().time() + timeout
+        leashed = method in self.leashed
+        line0 = ((params or {}).get("position") or {}).get("line")
+        self.owed[request_id] = Owed(method, sent, sent + self.letgo_s if leashed else float("inf"),
+                                     line0 if isinstance(line0, int) else None)
         try:
             self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
             await self._drain(timeout)
@@ -163,6 +194,9 @@ class LspClient:
         except asyncio.CancelledError:
             self._cancel(request_id)  # nobody waits for the answer: stop HOL working on it
             raise
+        except ServerDied:
+            self.owed.pop(request_id, None)  # never sent, or the server is gone: nothing is owed
+            raise
         finally:
             self._pending.pop(request_id, None)
 
@@ -179,8 +213,16 @@ class LspClient:
     def _cancel(self, request_id: int) -> None:
         # Buffered, not drained: a server too busy to answer may be too busy
         # to read, and giving up must not wait on it.
+        owed = self.owed.get(request_id)
+        if owed is not None:  # it must let go within letgo_s from now (a walk: from its sending)
+            self.owed[request_id] = dataclasses.replace(owed, due=min(owed.due, time.monotonic() + self.letgo_s))
         with contextlib.suppress(ServerDied, ConnectionError):
             self._send({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": request_id}})
+
+    def overdue(self, now: float) -> Owed | None:
+        """The oldest reply the server owes past its due time (see `Owed`), if any."""
+        late = [owed for owed in self.owed.values() if owed.due <= now]
+        return min(late, key=lambda owed: owed.sent, default=None)
 
     async def _drain(self, timeout: float) -> None:
         try:

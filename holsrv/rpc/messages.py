@@ -548,7 +548,8 @@ class GoalStateResult(ReplyBase, tag="goalState"):
     # "failed": the tactic here fails (`error`, `failed_range`; `goals` is
     # the state before it); "not_in_proof": not inside Proof…QED;
     # "compiling" / "starting": ask again shortly; "blocked": the file's
-    # dependencies could not be loaded.
+    # dependencies could not be loaded; "looping": the proof here loops (or has
+    # been checking far longer than the rest), so HOL is not asked (`message`).
     state: str
     message: str
     server: ServerNote
