@@ -150,10 +150,12 @@ class Daemon:
         return server
 
     async def _watch_socket(self) -> None:
-        """Make the socket again if its file is deleted; stop if something else took its place."""
+        """Make the socket again if its file is deleted (and the log file, if it went with it);
+        stop if something else took the socket's place."""
         path = self.settings.socket
         while True:
             await asyncio.sleep(SOCKET_CHECK_S)  # a periodic duty: one stat, not a synchronisation
+            _logs_made_again()  # first: what follows is logged where `holctl logs --daemon` looks
             try:
                 info = os.lstat(path)
             except FileNotFoundError:
@@ -261,6 +263,16 @@ class Daemon:
         log.warning("shutting down: ending %d calls still in flight with daemon_stopping",
                     len(self.connections.tasks))
         self.connections.cut_short(m.ErrorReply(DaemonStopping.code, message))
+
+
+def _logs_made_again() -> None:
+    """Make the daemon's log file again if it was deleted under it (a socket directory deleted
+    with the log in it, then made again): one fstat a check, and a line on what was lost."""
+    for handler in logging.getLogger().handlers:
+        make_again = getattr(handler, "make_again", None)  # `main._PrivateLog`: the --log-file
+        if make_again is not None and make_again():
+            log.warning("the log file %s was deleted while this daemon (pid %d) ran: made it again; "
+                        "what was logged before is lost", getattr(handler, "baseFilename", "?"), os.getpid())
 
 
 def _lock(socket_path: Path) -> int:

@@ -8,7 +8,8 @@ ancestor rebuilt) to the new server at its switch, the new server's
 diagnostics and proof states sent at once.  Its buffer is what the server
 checks (`EditorBuffers`); only the newest text is synced, so a burst of keystrokes costs one sync.  Requests
 run concurrently, each after the document's text is in its server.  The
-server's notifications go to the editor through a bounded `Outbox`.  An
+server's notifications go to the editor through a bounded `Outbox`, each
+`version` in them the editor's own (`editorversions`).  An
 editor that goes away releases everything it held, and each of its files
 gets the disk's text back.
 """
@@ -28,6 +29,7 @@ import msgspec
 from holsrv import files, stepping
 from holsrv.answers.common import Context
 from holsrv.connection import Connection
+from holsrv.editorversions import EditorVersions
 from holsrv.errors import BadRequest, EditorUnsaved, FrameError, HolsrvError, LspError, Starting, TrialRunning
 from holsrv.fanout import PROGRESS, Outbox
 from holsrv.lsp import replies
@@ -122,8 +124,8 @@ class EditorChannel:
 
     def _take(self, frame: e.EditorFrame) -> None:
         match frame:
-            case e.EditorOpen(uri, text) | e.EditorChange(uri, text):
-                self._text(uri, text)
+            case e.EditorOpen(uri, text, version) | e.EditorChange(uri, text, version):
+                self._text(uri, text, version)
             case e.EditorSave():
                 pass  # the disk now has what the buffer has: answers see they agree
             case e.EditorClose(uri):
@@ -141,7 +143,7 @@ class EditorChannel:
             case _:
                 log.warning("editor %s sent an unknown frame %r", self.name, frame)
 
-    def _text(self, uri: str, text: str) -> None:
+    def _text(self, uri: str, text: str, version: int | None) -> None:
         doc = self.docs.get(uri)
         if doc is None:
             try:
@@ -154,7 +156,7 @@ class EditorChannel:
                 self.push(e.EditorDocument(uri, code=err.code, message=str(err)))
                 return
             doc = self.docs[uri] = _Document(self, uri, path)
-        doc.edited(text)
+        doc.edited(text, version)
 
     async def _call(self, call: e.EditorCall) -> None:
         try:
@@ -193,11 +195,13 @@ class _Document:
         self._synced = asyncio.Event()  # `session` has the newest text
         self._moved = False  # a replacement switched the file to a new server: take it
         self._noticed: bytes | None = None  # the text whose compile was last reported to the pool
+        self.versions = EditorVersions()  # the editor's version of each of its texts, for HOL's notes
         self.task = asyncio.create_task(self._run(), name=f"editor-doc-{path.name}")
 
-    def edited(self, text: str) -> None:
+    def edited(self, text: str, version: int | None = None) -> None:
         data = text.encode("utf-8", errors="surrogatepass")
         self.buffer = files.Script(self.path, data, text, files.content_hash(data))
+        self.versions.had(self.buffer.hash, version)
         try:
             # At once, before the sync: an agent's call from now on is about this text.
             self.ctx.editors.hold(self.channel, self, self.channel.name, self.buffer)
@@ -288,8 +292,10 @@ class _Document:
         """What `session` said while it caught up, before the editor followed it: its diagnostics,
         and each proof's state as one `$/proofStates` batch per slice (a transition for each, as
         HOL re-announces proofs, so an editor keying them by name ends with the new server's)."""
-        self._note(session, "textDocument/publishDiagnostics",
-                   {"uri": session.uri, "diagnostics": list(session.file.diagnostics)})
+        said = session.file.diagnostics_version  # HOL's version, made the editor's by `_note`
+        self._note(session, "textDocument/publishDiagnostics", {
+            "uri": session.uri, **({"version": said} if said is not None else {}),
+            "diagnostics": list(session.file.diagnostics)})
         for some in stepping.chunks(list(session.file.proofs.values())):
             states = [{"pos": {"line": p.line0, "character": 0}, "name": p.name, "status": p.status,
                        **({"detail": p.detail} if p.detail else {})} for p in some]
@@ -329,6 +335,8 @@ class _Document:
     def _note(self, session: Session, method: str, params: object) -> None:
         if session.trials.trial:
             return  # a trial's candidates are not the editor's text
+        # HOL's version is the daemon's count on a shared server: the editor is told its own (or none).
+        params = self.versions.relabel(params, session.digest_of)
         self.channel.push(e.EditorNote(method, _json.encode(params), self.uri), droppable=method in PROGRESS)
 
     async def _give_back_disk(self) -> None:

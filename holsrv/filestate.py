@@ -49,6 +49,7 @@ class FileState:
     text: str = ""
     phase: str = "compiling"
     diagnostics: list[dict] = field(default_factory=list)
+    diagnostics_version: int | None = None  # the version the last publish named (None: it named none)
     blocked: dict | None = None
     proofs: dict[str, ProofEntry] = field(default_factory=dict)
     last_event: float = 0.0
@@ -165,6 +166,8 @@ class FileState:
 
     def _diagnostics(self, params: dict, now: float) -> None:
         self.diagnostics = list(params.get("diagnostics", []))
+        version = params.get("version")
+        self.diagnostics_version = version if isinstance(version, int) else None
         self.publishes += 1
         self.published_at = now
 

@@ -136,6 +136,27 @@ class _PrivateLog(logging.handlers.RotatingFileHandler):
         fd = paths.open_private(Path(self.baseFilename), os.O_WRONLY | os.O_APPEND)
         return os.fdopen(fd, "a", encoding=self.encoding, errors=self.errors)
 
+    def make_again(self) -> bool:
+        """Open the log file anew if the one being written was deleted and its directory is there
+        (a socket directory deleted and made again, with the log in it): `holctl logs --daemon`
+        reads the file at its name.  True if it was made again."""
+        self.acquire()  # not while a record is written
+        try:
+            stream = self.stream
+            if stream is None or not Path(self.baseFilename).parent.is_dir():
+                return False
+            try:
+                if os.fstat(stream.fileno()).st_nlink > 0:
+                    return False
+                fresh = self._open()
+            except OSError:
+                return False  # still written to the deleted file: nothing is lost from here on
+            stream.close()
+            self.stream = fresh
+            return True
+        finally:
+            self.release()
+
 
 def _ready(fd: int | None, line: bytes) -> None:
     if fd is None:

@@ -266,6 +266,10 @@ class Session:
         """The content hash of `data`."""
         return self._text.digest
 
+    def digest_of(self, version: object) -> str:
+        """The content hash of the text this server was sent as `version` ("" if not known)."""
+        return self._text.digest_of(version)
+
     async def sync(self, data: bytes, text: str, digest: str = "") -> None:
         """Make the server's copy equal `text`: didOpen first, then full-text didChange.
         `digest`: `data`'s content hash, if the caller has it."""

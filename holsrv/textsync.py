@@ -3,12 +3,17 @@
 Whole-text changes cannot desync, and HOL resumes from the first changed
 byte anyway.  The one edit shape HOL gets wrong, one that starts in a proof
 body and runs past its QED, goes in two steps (`_send_statement_edit`).
+
+The versions are ours, one counter per server: HOL's notifications name
+the version they are about, and `digest_of` says which text that was, so
+an editor can be told its own version of that text (`editorversions`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -19,6 +24,9 @@ log = logging.getLogger(__name__)
 
 Notify = Callable[[str, dict[str, Any]], Awaitable[None]]
 WaitUntil = Callable[[Callable[[], bool], float], Awaitable[bool]]
+# How many of the versions sent last keep their text's content hash: a
+# notification names a version at most a few edits old (a compile's, or the latest).
+VERSIONS_KEPT = 64
 
 
 class TextSync:
@@ -33,6 +41,19 @@ class TextSync:
         self._clock = clock
         self._spill_wait_s = spill_wait_s
         self._lock = asyncio.Lock()
+        # Version sent -> content hash of its text ("" when not known: a trial's candidate, an interim text).
+        self._sent: OrderedDict[int, str] = OrderedDict()
+
+    def digest_of(self, version: object) -> str:
+        """The content hash of the text sent as `version` ("" if unknown, not one of the last sent,
+        or a text no caller named: a trial's candidate, the interim text of a statement edit)."""
+        return self._sent.get(version, "") if isinstance(version, int) else ""
+
+    def _record(self, version: int, digest: str) -> None:
+        self._sent[version] = digest
+        self._sent.move_to_end(version)
+        while len(self._sent) > VERSIONS_KEPT:
+            self._sent.popitem(last=False)
 
     @property
     def digest(self) -> str:
@@ -51,14 +72,14 @@ class TextSync:
             # text computed here would be computed in one go, holding the loop.
             await textinfo.prepare(text)
             if self.data is None:
-                await self._send_open(text)
+                await self._send_open(text, digest)
             else:
                 await textinfo.prepare(self.file.text)
                 span = await stepping.sliced(script.edit_span_steps(self.file.text, text))
                 spill = script.spilling_proof(self.file.text, text, span)
                 if spill is not None:
                     await self._send_statement_edit(text, spill)
-                await self._send_change(text)
+                await self._send_change(text, digest)
             self.data, self._digest = data, digest
 
     async def resync(self) -> None:
@@ -66,7 +87,7 @@ class TextSync:
         async with self._lock:
             if self.data is not None:
                 log.warning("HOL server for %s reported a desync; resending the whole text", self.file.uri)
-                await self._send_change(self.file.text)
+                await self._send_change(self.file.text, self.digest)
 
     async def _send_statement_edit(self, text: str, spill: script.ProofBlock) -> None:
         """Send `text` with a space after `spill`'s keyword, and let HOL act on it.
@@ -95,15 +116,17 @@ class TextSync:
                 "confined to proof %s", self.file.uri, self._spill_wait_s, spill.name,
             )
 
-    async def _send_open(self, text: str) -> None:
+    async def _send_open(self, text: str, digest: str) -> None:
         self.file.sent(1, text, self._clock())
+        self._record(1, digest)
         await self._notify(
             "textDocument/didOpen",
             {"textDocument": {"uri": self.file.uri, "languageId": "holscript", "version": 1, "text": text}},
         )
 
-    async def _send_change(self, text: str) -> None:
+    async def _send_change(self, text: str, digest: str = "") -> None:
         version = self.file.version + 1
+        self._record(version, digest)
         await textinfo.prepare(self.file.text)  # `sent` reads its blocks (an interim text's, too)
         span = await stepping.sliced(script.edit_span_steps(self.file.text, text))
         self.file.sent(version, text, self._clock(), span)

@@ -113,17 +113,52 @@ def _daemon_log(socket: Path | None, lines: int, follow: bool) -> None:
         except OSError as err:
             raise click.ClickException(f"cannot run {command[0]} ({err}); the daemon logs to the journal") from None
     log = paths.log_path(path)
+    shown = log
     if not log.is_file():
-        raise click.ClickException(
-            f"no daemon log at {log}: no daemon was started on demand on {path}. Under systemd it logs to the "
-            "journal (journalctl --user -u holsrv); started by hand, to its stderr or its --log-file."
-        )
-    if follow:
+        shown = _log_of_running_daemon(path, log)
+    if follow and shown == log:
         # tail -F follows the file across the daemon's rotations.
         os.execvp("tail", ["tail", "-n", str(lines), "-F", str(log)])
-    with open(log, encoding="utf-8", errors="replace") as text:
+    with open(shown, encoding="utf-8", errors="replace") as text:
         kept = collections.deque(text, maxlen=lines)
     click.echo("".join(kept), nl=False)
+    if follow:  # the deleted file's last lines, then the file the daemon makes again at its name
+        os.execvp("tail", ["tail", "-n", "0", "-F", str(log)])
+
+
+def _log_of_running_daemon(socket: Path, log: Path) -> Path:
+    """Where to read the log of the daemon on `socket` when there is no file at `log`: the deleted
+    file it still writes (its directory was deleted under it), said on stderr; else a clear error."""
+    from holctl import daemonlog
+
+    pid = daemonlog.running_pid(socket)
+    if pid is None and not socket.parent.is_dir():
+        raise click.ClickException(
+            f"no daemon log at {log}, and no daemon answers on {socket}: its directory {socket.parent} does not "
+            "exist. If it was deleted under a running daemon, make it again (mkdir -m 700 "
+            f"{socket.parent}): the daemon makes its socket (and a log deleted with it) again within seconds."
+        )
+    if pid is None:
+        raise click.ClickException(
+            f"no daemon log at {log}: no daemon was started on demand on {socket}. Under systemd it logs to the "
+            "journal (journalctl --user -u holsrv); started by hand, to its stderr or its --log-file."
+        )
+    deleted = daemonlog.deleted_log(pid, log)
+    if deleted is None:
+        raise click.ClickException(
+            f"no daemon log at {log}, though a daemon (pid {pid}) answers on {socket}: either its log was deleted "
+            f"(with its directory) and cannot be read from here, or it logs elsewhere (started by hand: its "
+            "stderr or its --log-file; under systemd: journalctl --user -u holsrv). A daemon makes a deleted log "
+            f"again within seconds once {log.parent} exists; to start afresh: holctl --socket {socket} shutdown "
+            "(the next call starts a daemon, logging there)."
+        )
+    again = (f"It makes {log} again within seconds" if log.parent.is_dir() else
+             f"Its directory was deleted too: once it exists again (mkdir -m 700 {log.parent}), the daemon makes "
+             f"{log} again within seconds")
+    click.echo(
+        f"holctl: {log} was deleted while the daemon (pid {pid}) ran; these lines are from the deleted file it "
+        f"still writes ({deleted}). {again}; what was logged before is then lost.", err=True)
+    return deleted
 
 
 COMMANDS = [status, job, retry_compile, restart, stop, shutdown, logs]

@@ -147,19 +147,20 @@ class Bridge:
         uri = str(document.get("uri", ""))
         match method:
             case "textDocument/didOpen":
-                doc = self.docs.open(uri, str(document.get("text", "")))
-                await self._push(doc, e.EditorOpen(uri, doc.text))
+                doc = self.docs.open(uri, str(document.get("text", "")), _version(document))
+                await self._push(doc, e.EditorOpen(uri, doc.text, doc.version))
             case "textDocument/didChange":
                 doc_ = self.docs.get(uri)
                 if doc_ is not None:
                     doc_.apply(params.get("contentChanges") or [], self.encoding)
+                    doc_.version = _version(document)
                     if self.view.sends_changes:
-                        await self._push(doc_, e.EditorChange(uri, doc_.text))
+                        await self._push(doc_, e.EditorChange(uri, doc_.text, doc_.version))
             case "textDocument/didSave":
                 doc_ = self.docs.get(uri)
                 if doc_ is not None:
                     if doc_.sent != doc_.text:
-                        await self._push(doc_, e.EditorChange(uri, doc_.text))
+                        await self._push(doc_, e.EditorChange(uri, doc_.text, doc_.version))
                     await self.daemon.send(e.EditorSave(uri))
             case "textDocument/didClose":
                 if self.docs.close(uri) is not None:
@@ -258,9 +259,18 @@ class Bridge:
         """Connected to a daemon again: open the editor's documents there, with their text now."""
         self._tokens.clear()
         for doc in self.docs.by_uri.values():
-            await self._push(doc, e.EditorOpen(doc.uri, doc.text))
+            await self._push(doc, e.EditorOpen(doc.uri, doc.text, doc.version))
         count = len(self.docs.by_uri)
         await self._show(INFO, f"holsrv: reconnected; {count} document{'s' * (count != 1)} re-opened")
+
+
+def _version(document: dict[str, Any]) -> int | None:
+    """The editor's version of a document (LSP's `textDocument.version`), None if it named none:
+    the daemon tells the editor this number for diagnostics of that text, and no other."""
+    version = document.get("version")
+    if isinstance(version, int) and not isinstance(version, bool) and -2**31 <= version < 2**31:
+        return version  # LSP's integer
+    return None
 
 
 def _uris(value: Any, mapping: Any) -> Any:

@@ -20,6 +20,7 @@ class Document:
     server_uri: str = ""  # as the server names it (once the daemon said)
     encoding: str = ""  # the server's position encoding (once the daemon said)
     sent: str | None = None  # the text last sent to the daemon
+    version: int | None = None  # the editor's version of `text` (LSP's), sent with it to the daemon
     _lines: list[str] | None = field(default=None, repr=False, compare=False)  # `text` split, once per text
 
     def lines(self) -> list[str]:
@@ -58,8 +59,8 @@ class Documents:
     def __init__(self) -> None:
         self.by_uri: dict[str, Document] = {}
 
-    def open(self, uri: str, text: str) -> Document:
-        doc = self.by_uri[uri] = Document(uri, text)
+    def open(self, uri: str, text: str, version: int | None = None) -> Document:
+        doc = self.by_uri[uri] = Document(uri, text, version=version)
         return doc
 
     def close(self, uri: str) -> Document | None:

@@ -4,8 +4,9 @@ An editor's connection is long-lived and goes both ways: the editor's
 documents (open, whole text on change, save, close) and its LSP requests go
 up; the daemon answers each request by the editor's own id, and pushes the
 notifications HOL sends about the editor's documents.  LSP params and
-results cross as JSON bytes (the LSP side's encoding), as HOL wrote them:
-the daemon neither reads nor rewrites them.  Positions in them are in the
+results cross as JSON bytes (the LSP side's encoding), as HOL wrote them,
+but for one field: a notification's `version` is the editor's own version
+of the text it is about, or absent (`holsrv.editorversions`).  Positions in them are in the
 encoding the document's server negotiated (`EditorDocument.encoding`);
 `holctl lsp` converts to the editor's.
 """
@@ -26,17 +27,19 @@ class EditorFrame(Struct, tag_field="op"):
 
 
 class EditorOpen(EditorFrame, tag="editorOpen"):
-    """The editor opened `uri` (a `file://` URI of a script) with `text` in its buffer."""
+    """The editor opened `uri` (a `file://` URI of a script) with `text` in its buffer, as its `version`."""
 
     uri: str
     text: str
+    version: int | None = None  # the editor's (LSP's textDocument.version); None: it named none
 
 
 class EditorChange(EditorFrame, tag="editorChange"):
-    """The buffer's whole text after an edit (`holctl lsp` applies the ranged changes)."""
+    """The buffer's whole text after an edit (`holctl lsp` applies the ranged changes), as its `version`."""
 
     uri: str
     text: str
+    version: int | None = None
 
 
 class EditorSave(EditorFrame, tag="editorSave"):
