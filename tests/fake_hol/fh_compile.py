@@ -13,6 +13,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+import fh_built
 import fh_catalog
 import fh_goals
 from fh_script import Script
@@ -210,9 +211,7 @@ class Compiler:
         if module.removesuffix("Theory") in known or module in known:
             return True
         exts = ("Theory.uo", "Theory.dat") if module.endswith("Theory") else (".uo",)
-        stem = module.removesuffix("Theory")
-        return any(os.path.exists(os.path.join(d, stem + e))
-                   for d in (".", os.path.join(".hol", "objs")) for e in exts)
+        return fh_built.find(module.removesuffix("Theory"), exts) is not None  # here, or by INCLUDES
 
     def _nothing_to_do(self, doc, script, req):
         """An attempt on an up-to-date file: HOL's shortcut drops every
