@@ -17,7 +17,7 @@ import pytest
 from holsrv.answers import common
 from holsrv.rpc import messages as m
 
-from conftest import wait_until
+from conftest import wait_until, waiting_call
 
 DEADLINE_S = 60.0
 
@@ -219,3 +219,34 @@ def test_an_answer_stays_stale_across_a_sync_while_its_server_is_being_replaced(
     restamped = daemon.run(common.stamp(daemon.daemon.answers, request, during))
     assert restamped.freshness.may_be_stale, restamped.freshness
     assert any(f"pid {old_pid} →" in r for r in restamped.freshness.reasons), restamped.freshness.reasons
+
+
+def test_an_answer_from_a_server_replaced_while_the_call_held_it_stays_stale(daemon, development, tmp_path,
+                                                                             monkeypatch):
+    """The call holds the old server (its compile of the new text waits at a gate) while the
+    successor catches up and takes over; the old server's answer then comes back stale."""
+    old_gate, start_gate = tmp_path / "old-compile-gate", tmp_path / "successor-start-gate"
+    old_gate.touch()
+    monkeypatch.setenv("FAKE_HOL_COMPILE_GATE", str(old_gate))  # read by the first server only
+    build(daemon, development["base"])
+    old_pid = diagnostics(daemon, development["mid"]).server.pid
+    monkeypatch.delenv("FAKE_HOL_COMPILE_GATE")
+    monkeypatch.setenv("FAKE_HOL_START_GATE", str(start_gate))  # absent: the successor waits to start
+
+    development["base"].write_text(BASE + "\n(* rebuilt *)\n")
+    build(daemon, development["base"])
+    wait_until(lambda: diagnostics(daemon, development["mid"]).freshness.may_be_stale, DEADLINE_S,
+               "mid's answers to be marked stale")
+
+    old_gate.unlink()  # the old server's next compile waits
+    development["mid"].write_text(MID + "\n(* a comment *)\n")
+    thread, outcome = waiting_call(daemon, m.Diagnostics(file=str(development["mid"]), wait=DEADLINE_S))
+    start_gate.touch()
+    wait_until(lambda: any(s.file == str(development["mid"]) and s.pid != old_pid
+                           for s in daemon.call(m.Status()).sessions), DEADLINE_S, "the successor to take over")
+    old_gate.touch()
+    thread.join(DEADLINE_S)
+    reply = outcome["reply"]
+    assert reply.server.pid == old_pid  # the call's answer is the old server's
+    assert reply.freshness.may_be_stale, reply.freshness
+    assert any(f"pid {old_pid} →" in r for r in reply.freshness.reasons), reply.freshness.reasons
