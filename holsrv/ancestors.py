@@ -169,7 +169,7 @@ RECHECK_S = 1.0  # without a watch: how stale a build time may be
 # With one: a safety net for what inotify cannot see (writes on another
 # machine of a network file system, an INCLUDES directory created later).
 WATCHED_RECHECK_S = 30.0
-MAX_SCRIPT_DIRS = 64
+MAX_SCRIPT_DIRS = 256  # a development's ancestors may span many directories
 
 
 MAX_DEPTH_THEORIES = 256  # a development's ancestors followed, at most
@@ -207,6 +207,8 @@ class BuildTimes:
         self._watcher: Watcher | None = None  # set up on first use, not at import
         self._lock = threading.Lock()  # shared by the daemons of one process (tests run several)
         self.computed = 0  # times read from the file system, for tests
+        # `development`'s answers, by script directory and names, with the serial they hold for.
+        self._developments: dict[tuple[str, tuple[str, ...]], tuple[int, Development]] = {}
         self._serials = itertools.count(1)
 
     @property
@@ -227,6 +229,11 @@ class BuildTimes:
         watched: `places` and `serial` cover every directory gone through.
         """
         with self._lock:
+            key = (str(script_dir), tuple(names))
+            serial = self._serial(script_dir)
+            kept = self._developments.get(key)
+            if kept is not None and serial is not None and kept[0] == serial:
+                return kept[1]  # nothing it was made of has changed: one poll of the watch
             dev = Development()
             todo: list[tuple[list[str], Path]] = [(list(names), script_dir)]
             deeper: list[str] = []
@@ -247,8 +254,13 @@ class BuildTimes:
                         dev.scripts[name], dev.parents[name] = script, parents
                         todo.append((parents, where))
             top = self._known.get(str(script_dir))
-            if top is not None:
-                top.deeper = tuple(deeper)
+            if top is not None:  # every script of the directory: its serial covers them all
+                top.deeper = tuple(dict.fromkeys([*top.deeper, *deeper]))
+            serial = self._serial(script_dir)
+            if serial is not None:
+                self._developments[key] = (serial, dev)
+                while len(self._developments) > self._max_dirs:
+                    del self._developments[next(iter(self._developments))]
             return dev
 
     @staticmethod
@@ -286,18 +298,23 @@ class BuildTimes:
         when the next `times` reads them again (never asked, a change seen, the re-check due).
         One poll of the watch: cheap enough for every call."""
         with self._lock:
-            self._forget_changed()
-            known = self._known.get(str(script_dir))
-            if known is None or self._clock() - known.checked >= (WATCHED_RECHECK_S if known.watched else RECHECK_S):
+            return self._serial(script_dir)
+
+    def _serial(self, script_dir: Path) -> int | None:
+        self._forget_changed()
+        known = self._known.get(str(script_dir))
+        if known is None or not self._current(known):
+            return None
+        serials = [known.serial]
+        for other in known.deeper:  # the ancestors' own directories (`development`)
+            deeper = self._known.get(other)
+            if deeper is None or not self._current(deeper):
                 return None
-            serials = [known.serial]
-            for other in known.deeper:  # the ancestors' own directories (`development`)
-                deeper = self._known.get(other)
-                if deeper is None or self._clock() - deeper.checked >= (
-                        WATCHED_RECHECK_S if deeper.watched else RECHECK_S):
-                    return None
-                serials.append(deeper.serial)
-            return hash(tuple(serials)) if known.deeper else known.serial
+            serials.append(deeper.serial)
+        return hash(tuple(serials)) if known.deeper else known.serial
+
+    def _current(self, known: _Known) -> bool:
+        return self._clock() - known.checked < (WATCHED_RECHECK_S if known.watched else RECHECK_S)
 
     def close(self) -> None:
         """Drop the watches (the shared instance keeps them for the process's life)."""
