@@ -16,6 +16,7 @@ theirs (the recorded `base` ← `mid` ← `top` development in three directories
 import json
 import os
 import re
+import time
 
 _INCLUDES = re.compile(r"^\s*INCLUDES\s*[+:]?=(.*)$", re.MULTILINE)
 _THEOREM = re.compile(r"^(?:Theorem|Triviality)\s+([A-Za-z_][A-Za-z0-9_']*)", re.MULTILINE)
@@ -104,6 +105,16 @@ def ancestry(theory_names, directory="."):
     return seen
 
 
+def stale_parent(theory, directory="."):
+    """(a theory in `theory`'s ancestry, its parent) where the parent was rebuilt after the theory
+    was built (its record names another build of it); None when every build agrees."""
+    for t in ancestry([theory], directory):
+        for parent, stamp in record(t, directory).get("against", {}).items():
+            if record(parent, directory).get("stamp") != stamp:
+                return t, parent
+    return None
+
+
 def build(name, text, directory="."):
     """The record of building script `text` (theory `name`): each theorem's oracles, with
     `cheat` for a proof that says `cheat` or names a theorem that rests on one, an
@@ -128,4 +139,5 @@ def build(name, text, directory="."):
             else:
                 cheated |= any("cheat" in o for (t, n), o in below.items() if n == word)
         own[thm] = ["DISK_THM", "cheat"] if cheated else ["DISK_THM"]
-    return {"theory": name, "ancestors": parents, "tags": own}
+    against = {p: record(p, directory).get("stamp") for p in parents if record(p, directory).get("stamp")}
+    return {"theory": name, "ancestors": parents, "tags": own, "stamp": time.time_ns(), "against": against}
