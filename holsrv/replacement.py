@@ -65,6 +65,13 @@ class _Refusal:
     late: dict[str, tuple[list[str], Path | None]] | None = None
 
 
+def missing_build(development: ancestors.Development) -> str:
+    """The builds of theories between a script and its rebuilt ancestors that a server needs
+    before it can load them ("" when none is missing)."""
+    late = development.out_of_date()
+    return _missing_build({name: (newer, development.scripts.get(name)) for name, newer in late.items()})
+
+
 def _missing_build(late: dict[str, tuple[list[str], Path | None]]) -> str:
     """The builds a fresh server waits for, and how to run each."""
     parts = []

@@ -250,3 +250,18 @@ def test_an_answer_from_a_server_replaced_while_the_call_held_it_stays_stale(dae
     assert reply.server.pid == old_pid  # the call's answer is the old server's
     assert reply.freshness.may_be_stale, reply.freshness
     assert any(f"pid {old_pid} →" in r for r in reply.freshness.reasons), reply.freshness.reasons
+
+
+def test_a_fresh_server_blocked_on_a_theory_built_against_an_old_ancestor_names_the_build(daemon, development):
+    built(daemon, development)
+    development["base"].write_text(BASE + "\n(* rebuilt *)\n")
+    build(daemon, development["base"])  # mid was built against the old base: HOL will not load it
+    top2 = development["top"].parent / "top2Script.sml"
+    top2.write_text(TOP.replace("Theory top", "Theory top2"))
+    blocked = diagnostics(daemon, top2)
+    assert blocked.verdict == "BLOCKED", blocked.headline
+    assert "`mid` must be rebuilt against the new `base`" in blocked.headline
+    assert f"holmake {development['mid']}" in blocked.headline
+
+    build(daemon, development["mid"])  # the block lifts by itself: the daemon retries the compile
+    wait_until(lambda: diagnostics(daemon, top2).verdict == "CHEATS", DEADLINE_S, "top2 to compile")

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 from pathlib import Path
 
-from holsrv import ancestors, files, inheritedcheats, looping, outstanding, stepping, verdict
+from holsrv import ancestors, files, inheritedcheats, looping, outstanding, replacement, stepping, verdict
 from holsrv.answers import goals
 from holsrv.answers.common import Context, Report, check_expect_hash, note, opened, read, replace, starting_message
 from holsrv.files import Script, content_hash
@@ -133,6 +133,9 @@ async def _result(ctx: Context, src: Script, lease: Lease, stale: list[str], wai
             f"(content {content[:12]}), not the one the call started with."
         )
     await _inherited(ctx, session, src.path, text, result)
+    if result.verdict == "BLOCKED" and (missing := replacement.missing_build(
+            ancestors.development(text, src.path.parent))):
+        result.headline += f" What is missing: {missing} (holctl holmake FILE, or the holmake tool)."
     if session.starting:
         result.outstanding = [starting_message(session, ctx.clock())]
         result.headline = (
