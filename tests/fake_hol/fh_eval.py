@@ -46,7 +46,7 @@ BASIS = frozenset("""
 # What poly-init2.ML marks loaded at boot: the loader is quiet about these.
 _MARKED_LOADED = frozenset("Real Int List Binaryset Binarymap Listsort Array Array2 Vector".split())
 # HOL modules in the heap besides fh_catalog's libraries.
-_HEAP = fh_catalog.STD_LIBS | frozenset("DB Lib Feedback Globals Portable Thm Term Type Theory".split())
+_HEAP = fh_catalog.STD_LIBS | frozenset("DB Lib Feedback Globals Portable Thm Term Type Theory Tag Dep".split())
 
 _TACTICS = (frozenset(fh_catalog.SML_VALUES) - {"print"}) | fh_catalog.PROVERS
 _EXPORTS = {
@@ -276,6 +276,8 @@ def tags_query(body, env):
         for theory in _strings(m.group(1)):
             out += [f"{theory}.{n}" for n, o in fh_built.tags(theory).items() if "cheat" in o]
         return '"' + " ".join(out) + '"\n'
+    if body == "PolyML.print (current_theory ())":  # the open file's theory, in the server's session
+        return f'"{env.get(OWN, ("", []))[0]}"\n'
     m = _TAG_OF.fullmatch(body)
     if m:
         oracles = fh_built.tags(m.group(1)).get(m.group(2))
