@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from holsrv import holproject, textinfo
+from holsrv import ancestry, holproject, textinfo
 from holsrv.ancestry import ancestors  # noqa: F401  # re-exported: callers use ancestors.ancestors
 from holsrv.inotify import BUILD_SUFFIXES, Watcher
 
@@ -64,8 +64,57 @@ def _makefile_includes(script_dir: Path) -> list[Path]:
 
 
 def built_times(text: str, script_dir: Path) -> dict[str, float]:
-    """For each ancestor, the newest time one of its built files was written (0: none found)."""
-    return shared.times(textinfo.of(text).ancestors, script_dir)
+    """For each ancestor, however deep, the newest time one of its built files was written
+    (0: none found).  A server loads its ancestors' ancestors too: a rebuilt `base` two
+    levels up is as much a change to it as a rebuilt parent (see `BuildTimes.development`)."""
+    return shared.development(textinfo.of(text).ancestors, script_dir).times
+
+
+def development(text: str, script_dir: Path) -> Development:
+    """The ancestors of the script `text` in `script_dir` that the development builds, however deep."""
+    return shared.development(textinfo.of(text).ancestors, script_dir)
+
+
+@dataclass
+class Development:
+    """A script's ancestors, however deep, as the development's build directories show them.
+
+    Each theory built in one of the directories Holmake looks in (`include_dirs`
+    of the script naming it) is followed to its own script, `<name>Script.sml`
+    beside its build files, whose `Ancestors` header names the next level.  A
+    theory with no build found there (a standard one, or one not built) ends
+    its branch: its time is 0.
+    """
+
+    times: dict[str, float] = field(default_factory=dict)  # by theory name, however deep
+    parents: dict[str, list[str]] = field(default_factory=dict)  # a built theory's own ancestors
+    scripts: dict[str, Path] = field(default_factory=dict)  # a built theory's script, where found
+
+    def built(self) -> list[str]:
+        """The theories the development built (a build file was found), nearest first."""
+        return [name for name, t in self.times.items() if t > 0]
+
+    def out_of_date(self) -> dict[str, list[str]]:
+        """Each built ancestor whose build is older than one of its own built ancestors', with those:
+        HOL refuses to load it against the newer one (`link_parents`), so the next build of it is what
+        is missing.  Only the lowest such theories: what is above them waits for them anyway."""
+        late: dict[str, list[str]] = {}
+        for name in self.built():
+            newer = [p for p in self.parents.get(name, []) if self.times.get(p, 0.0) > self.times[name]]
+            if newer:
+                late[name] = newer
+        return {name: newer for name, newer in late.items()
+                if not any(below in late for below in self._below(name))}
+
+    def _below(self, name: str) -> set[str]:
+        seen: set[str] = set()
+        todo = list(self.parents.get(name, []))
+        while todo:
+            parent = todo.pop()
+            if parent not in seen:
+                seen.add(parent)
+                todo += self.parents.get(parent, [])
+        return seen
 
 
 class Watch:
@@ -120,7 +169,10 @@ RECHECK_S = 1.0  # without a watch: how stale a build time may be
 # With one: a safety net for what inotify cannot see (writes on another
 # machine of a network file system, an INCLUDES directory created later).
 WATCHED_RECHECK_S = 30.0
-MAX_SCRIPT_DIRS = 64
+MAX_SCRIPT_DIRS = 256  # a development's ancestors may span many directories
+
+
+MAX_DEPTH_THEORIES = 256  # a development's ancestors followed, at most
 
 
 @dataclass
@@ -132,6 +184,10 @@ class _Known:
     serial: int  # new with each learning: the times below hold while it is the same
     times: dict[str, float] = field(default_factory=dict)
     built: dict[str, list[Path]] | None = None  # `_listing(dirs)`, once a time is asked for
+    # A built theory's own ancestors and script, read once per learning (a build
+    # of it changes a place, which drops this entry): (script dir, script, parents).
+    parents: dict[str, tuple[Path, Path, list[str]]] = field(default_factory=dict)
+    deeper: tuple[str, ...] = ()  # the other script directories the last `development` went through
 
 
 class BuildTimes:
@@ -151,6 +207,8 @@ class BuildTimes:
         self._watcher: Watcher | None = None  # set up on first use, not at import
         self._lock = threading.Lock()  # shared by the daemons of one process (tests run several)
         self.computed = 0  # times read from the file system, for tests
+        # `development`'s answers, by script directory and names, with the serial they hold for.
+        self._developments: dict[tuple[str, tuple[str, ...]], tuple[int, Development]] = {}
         self._serials = itertools.count(1)
 
     @property
@@ -163,11 +221,76 @@ class BuildTimes:
         with self._lock:
             return self._times(names, script_dir)
 
+    def development(self, names: Iterable[str], script_dir: Path) -> Development:
+        """`names`, the ancestors of a script in `script_dir`, and theirs, however deep (`Development`).
+
+        Each level's times are read where the script naming it looks (its
+        directory's `include_dirs`), so a rebuild anywhere below is seen, and
+        watched: `places` and `serial` cover every directory gone through.
+        """
+        with self._lock:
+            key = (str(script_dir), tuple(names))
+            serial = self._serial(script_dir)
+            kept = self._developments.get(key)
+            if kept is not None and serial is not None and kept[0] == serial:
+                return kept[1]  # nothing it was made of has changed: one poll of the watch
+            dev = Development()
+            todo: list[tuple[list[str], Path]] = [(list(names), script_dir)]
+            deeper: list[str] = []
+            while todo and len(dev.times) < MAX_DEPTH_THEORIES:
+                level, directory = todo.pop(0)
+                fresh = [n for n in level if n not in dev.times]
+                if not fresh:
+                    continue
+                if directory != script_dir and str(directory) not in deeper:
+                    deeper.append(str(directory))
+                times = self._times(fresh, directory)
+                known = self._known[str(directory)]
+                for name in fresh:
+                    dev.times[name] = times[name]
+                    found = self._parents(known, name) if times[name] > 0 else None
+                    if found is not None:
+                        where, script, parents = found
+                        dev.scripts[name], dev.parents[name] = script, parents
+                        todo.append((parents, where))
+            top = self._known.get(str(script_dir))
+            if top is not None:  # every script of the directory: its serial covers them all
+                top.deeper = tuple(dict.fromkeys([*top.deeper, *deeper]))
+            serial = self._serial(script_dir)
+            if serial is not None:
+                self._developments[key] = (serial, dev)
+                while len(self._developments) > self._max_dirs:
+                    del self._developments[next(iter(self._developments))]
+            return dev
+
+    @staticmethod
+    def _parents(known: _Known, name: str) -> tuple[Path, Path, list[str]] | None:
+        """Where theory `name`'s script is, and the ancestors its header names (None: no script beside its build)."""
+        if name not in known.parents:
+            for built in (known.built or {}).get(name, ()):
+                where = built.parent.parent.parent if built.parent.name == "objs" else built.parent
+                script = where / f"{name}Script.sml"
+                try:
+                    text = script.read_text(errors="replace")
+                except OSError:
+                    continue
+                known.parents[name] = (where, script, [p for p in ancestry.ancestors(text) if p != name])
+                break
+        return known.parents.get(name)
+
     def places(self, script_dir: Path) -> frozenset[Path]:
-        """Where a rebuild of `script_dir`'s ancestors would show, as last learnt (empty if never asked)."""
+        """Where a rebuild of `script_dir`'s ancestors, however deep, would show, as last
+        learnt (empty if never asked)."""
         with self._lock:
             known = self._known.get(str(script_dir))
-            return known.places if known is not None else frozenset()
+            if known is None:
+                return frozenset()
+            places = set(known.places)
+            for other in known.deeper:
+                deeper = self._known.get(other)
+                if deeper is not None:
+                    places |= deeper.places
+            return frozenset(places)
 
     def serial(self, script_dir: Path) -> int | None:
         """A number that stays the same exactly as long as `times` for `script_dir` gives the
@@ -175,11 +298,23 @@ class BuildTimes:
         when the next `times` reads them again (never asked, a change seen, the re-check due).
         One poll of the watch: cheap enough for every call."""
         with self._lock:
-            self._forget_changed()
-            known = self._known.get(str(script_dir))
-            if known is None or self._clock() - known.checked >= (WATCHED_RECHECK_S if known.watched else RECHECK_S):
+            return self._serial(script_dir)
+
+    def _serial(self, script_dir: Path) -> int | None:
+        self._forget_changed()
+        known = self._known.get(str(script_dir))
+        if known is None or not self._current(known):
+            return None
+        serials = [known.serial]
+        for other in known.deeper:  # the ancestors' own directories (`development`)
+            deeper = self._known.get(other)
+            if deeper is None or not self._current(deeper):
                 return None
-            return known.serial
+            serials.append(deeper.serial)
+        return hash(tuple(serials)) if known.deeper else known.serial
+
+    def _current(self, known: _Known) -> bool:
+        return self._clock() - known.checked < (WATCHED_RECHECK_S if known.watched else RECHECK_S)
 
     def close(self) -> None:
         """Drop the watches (the shared instance keeps them for the process's life)."""

@@ -206,7 +206,8 @@ class Dispatch:
             uptime_s=round(time.monotonic() - self.started, 1),
             socket=str(self.settings.socket),
             max_servers=self.settings.max_servers,
-            sessions=await editors.marked(self.answers, self.pool.status_rows(now)),
+            sessions=self.answers.ancestor_cheats.marked(
+                await editors.marked(self.answers, self.pool.status_rows(now)), self.pool.sessions.get),
             cache_hits=self.cache.hits,
             cache_misses=self.cache.misses,
             settings=[m.SettingSource(name, value, source) for name, value, source in self.settings.effective()],

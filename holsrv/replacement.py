@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +46,8 @@ from holsrv.successor import CannotTakeOver, Replacement, catch_up, forward
 
 log = logging.getLogger(__name__)
 
+MAX_REPLACED_KEPT = 64  # replaced servers whose answers' staleness is remembered
+
 
 @dataclass
 class _Refusal:
@@ -56,12 +59,37 @@ class _Refusal:
     # None: no room, or the build still being written: tried on every call.
     built: dict[str, float] | None = None
     waiting: bool = False  # the build is still being written: it starts by itself
+    # A theory between the file and a rebuilt ancestor, built against the old one: HOL
+    # refuses to load it (`link_parents`), so its next build is what is missing.  By name,
+    # with the newer ancestors it lags behind and its script (see `ancestors.Development`).
+    late: dict[str, tuple[list[str], Path | None]] | None = None
+
+
+def missing_build(development: ancestors.Development) -> str:
+    """The builds of theories between a script and its rebuilt ancestors that a server needs
+    before it can load them ("" when none is missing)."""
+    late = development.out_of_date()
+    return _missing_build({name: (newer, development.scripts.get(name)) for name, newer in late.items()})
+
+
+def _missing_build(late: dict[str, tuple[list[str], Path | None]]) -> str:
+    """The builds a fresh server waits for, and how to run each."""
+    parts = []
+    for name, (newer, script) in late.items():
+        how = f": holmake {script}" if script is not None else " (holmake in its directory)"
+        below = ", ".join(f"`{p}`" for p in newer)
+        parts.append(f"`{name}` must be rebuilt against the new {below}{how}")
+    return "; ".join(parts)
 
 
 def _rebuilt_reason(rebuilt: list[str], refused: _Refusal | None) -> str:
     """What answers from a server that loaded the builds before `rebuilt` say, with no successor under way."""
     said = (f"{', '.join(rebuilt)} changed after this HOL server loaded it; HOL never reloads a theory, "
             "so these answers use the old one.")
+    if refused is not None and refused.late:
+        return (f"STALE: {said} {_missing_build(refused.late)} (holctl holmake FILE, or the holmake tool): "
+                "HOL refuses to load a theory built against an older ancestor, so a fresh server would be "
+                "BLOCKED until then. After that build this server is replaced in the background by itself.")
     if refused is not None and refused.waiting:
         return (f"STALE: {said} A fresh server starts in the background once the build has been left alone "
                 f"for {BUILD_QUIET_S:.0f}s; ask again shortly.")
@@ -82,6 +110,13 @@ class Replacer:
         # Why a server is not being replaced (no room, its successor failed),
         # by file, with the id of the server it is about.
         self._refused: dict[Path, _Refusal] = {}
+        # What answers from a replaced server say, by its pid, after it is gone from
+        # `retiring` too: an answer it gave is stamped after the call let go of it.
+        self._replaced: OrderedDict[int, str] = OrderedDict()
+
+    def replaced_reason(self, pid: int) -> str:
+        """Why an answer from the server with `pid` is stale because it was replaced ("" if it was not)."""
+        return self._replaced.get(pid, "")
 
     def sessions(self) -> list[Session]:
         return [*(r.new for r in self.running.values()), *self.retiring]
@@ -102,7 +137,8 @@ class Replacer:
     def consider(self, session: Session) -> None:
         """Start `session`'s replacement if an ancestor was rebuilt since it loaded them, and there is room."""
         path = session.path
-        built = ancestors.built_times(session.file.text, path.parent)
+        development = ancestors.development(session.file.text, path.parent)
+        built = development.times
         self.watch.watch(path.parent)
         if session.phase == "completed":
             session.ancestors.loaded(built)  # a pass got past preload: these are what it has
@@ -118,6 +154,11 @@ class Replacer:
         if time.time() - newest < BUILD_QUIET_S:  # wall clock: file times are
             self._refused[path] = _Refusal(session.id, "the build is still being written", waiting=True)
             self.watch.recheck_in(BUILD_QUIET_S)
+            return
+        late = development.out_of_date()
+        if late:  # looked at again on every call and once each build goes quiet
+            self._refused[path] = _Refusal(session.id, "a theory between must be rebuilt first", late={
+                name: (newer, development.scripts.get(name)) for name, newer in late.items()})
             return
         why = self._no_room(session)
         if why:
@@ -247,6 +288,10 @@ class Replacer:
         rep.new.clients |= rep.old.clients
         rep.new.last_used = rep.old.last_used
         self.retiring[rep.old] = rep.retired_reason()
+        if rep.old.pid and rep.retired_reason():
+            self._replaced[rep.old.pid] = rep.retired_reason()
+            while len(self._replaced) > MAX_REPLACED_KEPT:
+                self._replaced.popitem(last=False)
         self.pool.install(path, rep.new)  # once the old one is retiring: both are in the record
         self.pool.holds.switched(rep.old, rep.new)  # an editor's document follows: it does not keep the old one
         log.info("replaced %s: pid %s → %s (%s), after %.1fs", path, rep.old.pid, rep.new.pid,

@@ -109,3 +109,38 @@ def test_the_serial_of_a_directorys_times_holds_until_a_build_is_seen_or_the_rec
     assert again is not None and again != serial
     watched._clock.now += ancestors.WATCHED_RECHECK_S  # the safety net's re-read is due
     assert watched.serial(tmp_path) is None
+
+
+def _development(root):
+    """base ← mid ← top in three directories, each Holmakefile naming the one below; base and mid built."""
+    for name, below in (("base", None), ("mid", "base"), ("top", "mid")):
+        (root / name).mkdir()
+        header = f"Ancestors {below}\n" if below else ""
+        (root / name / f"{name}Script.sml").write_text(f"Theory {name}\n{header}\n")
+        if below:
+            (root / name / "Holmakefile").write_text(f"INCLUDES = ../{below}\n")
+    built(root / "base" / ".hol" / "objs" / "baseTheory.uo", 1000)
+    built(root / "mid" / ".hol" / "objs" / "midTheory.uo", 1100)
+    return root / "top"
+
+
+def test_ancestors_are_followed_however_deep_and_a_rebuild_two_levels_up_is_noticed(tmp_path, watched):
+    top = _development(tmp_path)
+    dev = watched.development(["mid"], top)
+    assert dev.times == {"mid": 1100.0, "base": 1000.0} and dev.out_of_date() == {}
+    assert dev.scripts["mid"] == tmp_path / "mid" / "midScript.sml" and dev.parents["mid"] == ["base"]
+    computed = watched.computed
+    assert watched.development(["mid"], top) is dev and watched.computed == computed  # kept while nothing changes
+    serial = watched.serial(top)
+
+    os.utime(tmp_path / "base" / ".hol" / "objs" / "baseTheory.uo", (1200, 1200))  # base rebuilt, mid not
+    assert watched.serial(top) != serial  # base's directory is not top's, nor in its INCLUDES
+    dev = watched.development(["mid"], top)
+    assert dev.times["base"] == 1200.0 and dev.out_of_date() == {"mid": ["base"]}
+    assert any(place.is_relative_to(tmp_path / "base") for place in watched.places(top))
+
+
+def test_only_the_lowest_theory_built_against_an_old_ancestor_is_named(tmp_path):
+    dev = ancestors.Development(times={"top": 1.0, "mid": 2.0, "base": 3.0},
+                                parents={"top": ["mid"], "mid": ["base"], "base": []})
+    assert dev.out_of_date() == {"mid": ["base"]}  # top waits for mid anyway

@@ -381,3 +381,35 @@ def _status(run: HolmakeRun) -> str:
 
 def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
+
+
+# -- a development: a cheat one theory below ---------------------------------
+
+DEV_BASE = "Theory base\n\nDefinition dbl_def:\n  dbl n = 2 * n\nEnd\n"
+DEV_MID = ("Theory mid\nAncestors base\n\nTheorem dbl_even:\n  !n. ?k. dbl n = 2 * k\nProof\n  cheat\nQED\n")
+DEV_TOP = ("Theory top\nAncestors mid\n\nTheorem dbl_3_even:\n  ?k. dbl 3 = 2 * k\nProof\n"
+           "  metis_tac[midTheory.dbl_even]\nQED\n\nTheorem dbl_2:\n  dbl 2 = 4\nProof\n"
+           "  simp[baseTheory.dbl_def]\nQED\n")
+
+
+def test_a_proof_using_a_cheated_lemma_of_an_ancestor_theory_is_not_ok_as_holmake_says_cheated(
+    daemon_factory, real_hol, holmake, tmp_path
+):
+    """Recorded as `inherited-cheat`: HOL's pool says `proved`, Holmake says CHEATED; holsrv agrees with Holmake."""
+    for name, text, below in (("base", DEV_BASE, None), ("mid", DEV_MID, "base"), ("top", DEV_TOP, "mid")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / f"{name}Script.sml").write_text(text, encoding="utf-8")
+        if below:
+            (tmp_path / name / "Holmakefile").write_text(f"INCLUDES = ../{below}\n", encoding="utf-8")
+    runs = {name: _run_holmake(holmake, tmp_path / name) for name in ("base", "mid", "top")}
+    assert all(run.status == 0 for run in runs.values()), runs
+    top_output = (tmp_path / "top" / "holmake.out").read_text()
+    assert "CHEATED" in top_output, top_output  # what the recording shows the real Holmake says
+
+    daemon = daemon_factory(hol_bin=real_hol, quiet_s=1.0, start_timeout_s=180, request_timeout_s=120,
+                            stop_timeout_s=10, max_servers=2)
+    request = m.Diagnostics(str(tmp_path / "top" / "topScript.sml"), wait=WAIT_S)
+    result = test_real_hol.diagnostics_with_one_more_wait(daemon, request)
+    assert result.verdict == "CHEATS", result.headline
+    assert "midTheory.dbl_even" in result.headline
+    assert [(c.theorem, c.rests_on) for c in result.inherited_cheats] == [("dbl_3_even", ["midTheory.dbl_even"])]

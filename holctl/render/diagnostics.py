@@ -15,6 +15,9 @@ def _diagnostics(reply: DiagnosticsResult) -> list[str]:
         lines.append(f"note: {reply.note}")
     lines += [f"outstanding: {o}" for o in reply.outstanding]
     lines += [f"cheat at line {c.line}" + (f", in theorem {c.theorem}" if c.theorem else "") for c in reply.cheats]
+    lines += [f"line {c.line}: {c.theorem} rests on cheated {', '.join(c.rests_on)}"
+              + (f" (through {', '.join(c.through)})" if c.through else "") + " (linked by the names its proof uses)"
+              for c in reply.inherited_cheats]
     for p in reply.proofs:
         if p.status != "proved":
             lines += [_proof(p), *([f"      hint: {p.hint}"] if p.hint else [])]

@@ -54,6 +54,11 @@ def _status(reply: StatusResult) -> list[str]:
         f"{duration(s.last_eval_s or 0)} ago: what it changed in HOL's state is shared by every call on that file"
         for s in reply.sessions if s.evals
     ]
+    lines += [
+        f"{s.file}: proofs resting on cheated ancestor theorems (Holmake would mark it CHEATED): "
+        + "; ".join(s.inherited_cheats)
+        for s in reply.sessions if s.inherited_cheats
+    ]
     return lines + [
         f"replacing {s.file} (pid {s.pid} → {s.replacement_pid or 'starting'}, for "
         f"{duration(s.replacing_since_s or 0)}): {s.replacing}"

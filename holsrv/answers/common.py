@@ -19,6 +19,7 @@ from holsrv.answers.scope import Ancestries
 from holsrv.cache import AnswerCache
 from holsrv.editorbuffers import EditorBuffers
 from holsrv.errors import BadRequest, HolsrvError, RanAway, Starting
+from holsrv.inheritedcheats import AncestorCheats
 from holsrv.pool import Lease, Pool
 from holsrv.prefetch import Prefetches
 from holsrv.rpc import limits
@@ -42,8 +43,11 @@ class Context:
     ancestries: Ancestries = field(default_factory=Ancestries)  # what each server says the ancestors are
     prefetches: Prefetches = field(default_factory=lambda: Prefetches(0))  # goal states asked ahead
     editors: EditorBuffers = field(default_factory=EditorBuffers)  # files an editor holds (`holctl lsp`)
+    # Each server's cheated ancestor theorems, asked once (`inheritedcheats`).
+    ancestor_cheats: AncestorCheats = field(default_factory=AncestorCheats)
 
     def __post_init__(self) -> None:
+        self.ancestor_cheats.timeout_s = self.settings.request_timeout_s  # every request to HOL has one
         # Where the editors' object is made: the pool's syncs with no call send its buffers (`textsource`).
         self.pool.texts.held = self.editors.text
 
@@ -242,8 +246,23 @@ def stamped(ctx: Context, request: m.Request, reply: m.Reply, now: files.Script 
     before = getattr(reply, "freshness", None)
     age = before.age_s if before is not None else 0.0
     fresh = freshness(ctx, now, about, settled=answer_settled(reply, session), age_s=age,
-                            expect_hash=getattr(request, "expect_hash", ""))
+                      expect_hash=getattr(request, "expect_hash", ""), stale=_answering_reasons(ctx, reply, now))
     return replace(reply, freshness=fresh)  # a copy: the reply may be the very object the cache holds
+
+
+def _answering_reasons(ctx: Context, reply: m.Reply, now: files.Script | HolsrvError) -> list[str] | None:
+    """The staleness reasons of the server that gave `reply`, when it is no longer the file's
+    (replaced while the call held it); None: the file's server gave it, ask the pool as usual.
+    An answer is stale for as long as the server that gave it has a stale reason."""
+    server = getattr(reply, "server", None)
+    pid = getattr(server, "pid", 0)
+    if not pid or not isinstance(now, files.Script):
+        return None
+    current = ctx.pool.sessions.get(now.path)
+    if current is not None and current.pid == pid:
+        return None
+    replaced = ctx.pool.replacer.replaced_reason(pid)
+    return [replaced, *ctx.pool.stale_reasons(now.path)] if replaced else None
 
 
 def answer_settled(reply: m.Reply, session: Session | None) -> bool:

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 from pathlib import Path
 
-from holsrv import ancestors, files, looping, outstanding, runaway, stepping, verdict
+from holsrv import ancestors, files, inheritedcheats, looping, outstanding, replacement, runaway, stepping, verdict
 from holsrv.answers import goals
 from holsrv.answers.common import Context, Report, check_expect_hash, note, opened, read, replace, starting_message
 from holsrv.files import Script, content_hash
@@ -134,6 +134,10 @@ async def _result(ctx: Context, src: Script, lease: Lease, stale: list[str], wai
             f"The file changed on disk during this call; this answer is about the newer text "
             f"(content {content[:12]}), not the one the call started with."
         )
+    await _inherited(ctx, session, src.path, text, result)
+    if result.verdict == "BLOCKED" and (missing := replacement.missing_build(
+            ancestors.development(text, src.path.parent))):
+        result.headline += f" What is missing: {missing} (holctl holmake FILE, or the holmake tool)."
     if session.starting:
         result.outstanding = [starting_message(session, ctx.clock())]
         result.headline = (
@@ -150,6 +154,28 @@ def looped(loop: runaway.Loop) -> str:
         "a fresh one. Edit that proof (or replace it with cheat for now): its check runs the same loop, and "
         "the daemon asks HOL no goal state in it until its tactics change."
     )
+
+
+async def _inherited(ctx: Context, session: Session, path: Path, text: str, result: m.DiagnosticsResult) -> None:
+    """`result` with the proofs resting on cheated theorems of the development's ancestor theories
+    (`inheritedcheats`): asked of HOL once per server, after its first compile."""
+    if session.starting or session.data is None or session.phase != "completed":
+        return  # not past its compile: blocked (it loaded nothing), or no verdict to judge yet
+    theories = ancestors.development(text, path.parent).built()
+    if not theories:
+        return  # only standard theories below: nothing asked, nothing to find
+    cheated = await ctx.ancestor_cheats.of(session, theories, ctx.settings.request_timeout_s)
+    if cheated is None:
+        said = (f"HOL did not say in time whether the ancestor theories {', '.join(theories[:5])} hold cheated "
+                "theorems, so a proof resting on one may be missing from this answer")
+        result.warnings.append(f"{said}; ask again.")
+        result.complete = False  # not kept: the next answer asks again
+        if result.verdict == "OK":
+            result.verdict, result.headline = "INCOMPLETE", f"INCOMPLETE: {said}. Call diagnostics again."
+        return
+    found = inheritedcheats.find(text, cheated)
+    inheritedcheats.judged(result, found)
+    ctx.ancestor_cheats.said[session] = inheritedcheats.rows(found)
 
 
 async def settle(ctx: Context, session: Session, deadline: float, report: Report | None = None) -> None:

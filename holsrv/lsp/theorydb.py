@@ -30,6 +30,7 @@ from holsrv.lsp.quirks import readable, sml_string, sml_unquote
 
 # Appended to every call: HOL's words for what went wrong, rather than an uncaught exception.
 _FAILED = ' handle e => "!" ^ Feedback.exn_to_string e);'
+FAILED = _FAILED  # for other modules' queries in the same shape (`inheritedcheats`)
 
 
 class DbError(Exception):

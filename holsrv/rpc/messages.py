@@ -397,6 +397,17 @@ class CheatUse(Struct):
     col: int
 
 
+class InheritedCheat(Struct):
+    """A proof of the file that rests on a cheated theorem of an ancestor theory: HOL's pool
+    says `proved`, Holmake marks the theory CHEATED.  Linked by the names its proof uses
+    (the server cannot tell what a proof of the file really used)."""
+
+    theorem: str
+    line: int  # of its declaration, 1-based
+    rests_on: list[str]  # the cheated ancestor theorems, `midTheory.dbl_even`
+    through: list[str] = []  # the file's own proofs by which it rests on them, if not directly
+
+
 class Blocked(Struct):
     modules: list[str]
     message: str
@@ -466,6 +477,9 @@ class SessionStatus(Struct):
     hol_version: str = ""  # serverInfo.version of the HOL server, when it said
     # The verdict of the last diagnostics answer about this server's file.
     last_verdict: str = ""
+    # Its proofs that rest on cheated theorems of ancestor theories, as that answer found them:
+    # "theorem: midTheory.dbl_even, …" (see DiagnosticsResult.inherited_cheats).
+    inherited_cheats: list[str] = []
     # A replacement under way because an ancestor was rebuilt: why, for how
     # long, and the new server's pid (answers come from this one meanwhile).
     replacing: str = ""
@@ -534,6 +548,9 @@ class DiagnosticsResult(ReplyBase, tag="diagnostics"):
     # Said once for the whole answer: which proofs HOL checked while compiling
     # (no pool entry: inside `local … in … end`), and what their status means.
     note: str = ""
+    # Proofs that rest on cheated theorems of ancestor theories (verdict CHEATS: Holmake
+    # would mark this theory CHEATED), found by the names they use.
+    inherited_cheats: list[InheritedCheat] = []
 
 
 class GoalStateResult(ReplyBase, tag="goalState"):

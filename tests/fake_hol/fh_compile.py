@@ -13,6 +13,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+import fh_built
 import fh_catalog
 import fh_goals
 from fh_script import Script
@@ -184,12 +185,13 @@ class Compiler:
         doc.blocked = deps
         doc.running = False
         for m, _, _ in missing:
-            stderr(f"Cannot find file {m}.ui")
-            stderr(f'error in load {m} : Fail "Cannot find file {m}.ui"')
+            if not self._available(m):
+                stderr(f"Cannot find file {m}.ui")
+            stderr(f'error in load {m} : Fail "{self._why(m)}"')
         lines = script.lines
         doc.compile_diags = [
             {"range": lines.range(a, b, self.s.enc), "severity": 1,
-             "message": f"cannot load {m}: Cannot find file {m}.ui\n\n"
+             "message": f"cannot load {m}: {self._why(m)}\n\n"
                         "not compiling this file until its Ancestors / Libs change"}
             for m, a, b in missing]
         self.publish(doc, version)
@@ -204,21 +206,31 @@ class Compiler:
     def _block_params(self, doc, script, missing=None):
         if missing is None:
             missing = self._missing(script) or [(m, 0, 0) for m in doc.blocked]
-        message = "; ".join(f"cannot load {m}: Cannot find file {m}.ui" for m, _, _ in missing)
+        message = "; ".join(f"cannot load {m}: {self._why(m)}" for m, _, _ in missing)
         return {"uri": doc.uri, "modules": list(doc.blocked or script.dep_modules()), "message": message}
 
     def _missing(self, script):
         return [(m, a, b) for m, a, b in (script.header().deps if script.header() else [])
-                if not self._available(m)]
+                if not self._available(m) or self._stale(m)]
+
+    def _stale(self, module):
+        """(theory, parent): a theory below `module` built against another build of its parent, which
+        HOL refuses to load (`link_parents`, as the issue's session saw); None when all agree."""
+        return fh_built.stale_parent(module.removesuffix("Theory")) if module.endswith("Theory") else None
+
+    def _why(self, module):
+        """Why `module` cannot be loaded.  The link_parents wording is a guess: no recording has it."""
+        stale = self._stale(module) if self._available(module) else None
+        if stale:
+            return f"link_parents: {stale[0]}Theory was built against another build of {stale[1]}Theory"
+        return f"Cannot find file {module}.ui"
 
     def _available(self, module):
         known = fh_catalog.STD_THEORIES if module.endswith("Theory") else fh_catalog.STD_LIBS
         if module.removesuffix("Theory") in known or module in known:
             return True
         exts = ("Theory.uo", "Theory.dat") if module.endswith("Theory") else (".uo",)
-        stem = module.removesuffix("Theory")
-        return any(os.path.exists(os.path.join(d, stem + e))
-                   for d in (".", os.path.join(".hol", "objs")) for e in exts)
+        return fh_built.find(module.removesuffix("Theory"), exts) is not None  # here, or by INCLUDES
 
     def _nothing_to_do(self, doc, script, req):
         """An attempt on an up-to-date file: HOL's shortcut drops every

@@ -25,10 +25,10 @@ opaque ones (`fn`).  `EVAL` knows `LENGTH [..]` and ground `+`/`*`; `DB.find`
 searches `fh_catalog.THEOREMS`.  Loops run until cancelled.
 """
 
-import os
 import re
 import sys
 
+import fh_built
 import fh_catalog
 
 _TYPE_ERROR = ("Type error in function application.\n"
@@ -46,7 +46,7 @@ BASIS = frozenset("""
 # What poly-init2.ML marks loaded at boot: the loader is quiet about these.
 _MARKED_LOADED = frozenset("Real Int List Binaryset Binarymap Listsort Array Array2 Vector".split())
 # HOL modules in the heap besides fh_catalog's libraries.
-_HEAP = fh_catalog.STD_LIBS | frozenset("DB Lib Feedback Globals Portable Thm Term Type Theory".split())
+_HEAP = fh_catalog.STD_LIBS | frozenset("DB Lib Feedback Globals Portable Thm Term Type Theory Tag Dep".split())
 
 _TACTICS = (frozenset(fh_catalog.SML_VALUES) - {"print"}) | fh_catalog.PROVERS
 _EXPORTS = {
@@ -174,6 +174,10 @@ def run(text, start, env):
         shown = message.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
         out.append(("toplevelOut", at, f'"{shown}"\n'))  # as PolyML.print shows a string
         return out
+    tagged = tags_query(body, env)
+    if tagged is not None:  # what a theorem rests on, as HOL's tags record it
+        out.append(("toplevelOut", at, tagged))
+        return out
     printed = db_query(body)
     if printed is not None:  # one of the daemon's theorem-database queries: one printed string
         shown = printed.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
@@ -243,6 +247,48 @@ _DEPENDENCIES = re.compile(
 _STORED = re.compile(r'val _ = PolyML\.print \(String\.concatWith " " \(List\.mapPartial \(fn n => case List\.find '
                      r'\(fn t => Lib\.can \(DB\.fetch t\) n\) ' + _STRS + r' of SOME t => SOME \(t \^ "\." \^ n\) '
                      r'\| NONE => NONE\) ' + _STRS + r'\)' + _FAILS)
+
+
+# The daemon's question about cheats below (holsrv.inheritedcheats.query_code).
+_CHEATED = re.compile(r'val _ = PolyML\.print \(String\.concatWith " " \(List\.concat \(map \(fn t => '
+                      r'List\.mapPartial \(fn \(n, th\) => if Lib\.mem "cheat" \(#1 \(Tag\.dest_tag '
+                      r'\(Thm\.tag th\)\)\) then SOME \(t \^ "\." \^ n\) else NONE\) \(DB\.thms t\) '
+                      r'handle _ => \[\]\) ' + _STRS + r'\)\)' + _FAILS)
+# As recorded (theorem-tags, inherited-cheat): one theorem's tag, and a theory's theorems with theirs.
+_TAG_OF = re.compile(r"PolyML\.print \(Tag\.dest_tag \(Thm\.tag ([A-Za-z_][A-Za-z0-9_']*)Theory\."
+                     r"([A-Za-z_][A-Za-z0-9_']*)\)\)")
+_TAGS_OF = re.compile(r'PolyML\.print \(map \(fn \(n, th\) => \(n, Tag\.dest_tag \(Thm\.tag th\)\)\) '
+                      r'\(DB\.theorems ' + _STR + r'\)\)')
+OWN = object()  # env key: (the open file's theory, its theorems), which carry a placeholder tag
+
+
+def _tag(oracles):
+    return "([" + ", ".join(f'"{o}"' for o in oracles) + "], [])"
+
+
+def tags_query(body, env):
+    """A recorded tag print, answered as HOL did: an ancestor's theorem loaded from disk has its
+    real tag (`fh_built`), the open file's own theorems the placeholder `lsp_deferred`; None
+    for other code.  The daemon's own question gets the `theory.name` words of the cheated."""
+    m = _CHEATED.fullmatch(body)
+    if m:
+        out = []
+        for theory in _strings(m.group(1)):
+            out += [f"{theory}.{n}" for n, o in fh_built.tags(theory).items() if "cheat" in o]
+        return '"' + " ".join(out) + '"\n'
+    if body == "PolyML.print (current_theory ())":  # the open file's theory, in the server's session
+        return f'"{env.get(OWN, ("", []))[0]}"\n'
+    m = _TAG_OF.fullmatch(body)
+    if m:
+        oracles = fh_built.tags(m.group(1)).get(m.group(2))
+        return None if oracles is None else _tag(oracles) + "\n"
+    m = _TAGS_OF.fullmatch(body)
+    if m:
+        theory, names = env.get(OWN, ("", []))
+        if m.group(1) in ("-", theory):
+            return "[" + ", ".join(f'("{n}", {_tag(["lsp_deferred"])})' for n in names) + "]\n"
+        return "[" + ", ".join(f'("{n}", {_tag(o)})' for n, o in fh_built.tags(m.group(1)).items()) + "]\n"
+    return None
 
 
 def _strings(listed):
@@ -376,8 +422,7 @@ def _loadable(module):
     if module in _HEAP or (module.endswith("Theory") and module.removesuffix("Theory") in fh_catalog.STD_THEORIES):
         return True
     exts = ("Theory.uo", "Theory.dat") if module.endswith("Theory") else (".uo",)
-    stem = module.removesuffix("Theory")
-    return any(os.path.exists(os.path.join(d, stem + e)) for d in (".", os.path.join(".hol", "objs")) for e in exts)
+    return fh_built.find(module.removesuffix("Theory"), exts) is not None  # here, or by INCLUDES
 
 
 # ------------------------------------------------------------ expressions

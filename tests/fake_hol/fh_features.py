@@ -4,6 +4,7 @@ hover, definition, symbols, completion, `$/eval` and `$/hol/search`."""
 import re
 import threading
 
+import fh_built
 import fh_catalog
 import fh_eval
 import fh_goals
@@ -299,10 +300,19 @@ class Features:
         if incr == 2 and not cancel.is_set():
             self.s.notify("$/eval/1", {"id": mid, "out": {"kind": "compileCompleted"}})
 
+    def _own_theorems(self):
+        """The open file's theory and theorems: in the server's session they carry the
+        placeholder tag `lsp_deferred` (transcript inherited-cheat)."""
+        for doc in list(self.s.docs.values()):
+            text = doc.text
+            theory = re.search(r"^Theory\s+([A-Za-z_][A-Za-z0-9_']*)", text, re.M)
+            return (theory.group(1) if theory else "", fh_built.own_theorems(text))
+        return ("", [])
+
     def _run_code(self, code, cancel):
         """Yield (reports, start, end) per declaration, then a final
         ([] or [interrupted], None, None)."""
-        lines, env = _code_lines(code), {}
+        lines, env = _code_lines(code), {fh_eval.OWN: self._own_theorems()}
         for a, b in fh_eval.split_decls(code):
             text = code[a:b]
             if fh_eval.loops(text):

@@ -410,6 +410,35 @@ def test_recorded_eval_errors_match_the_fake_but_for_the_layout_of_a_printed_lis
     assert named.findall(got_out["body"]) == named.findall(want_out["body"])
 
 
+INHERITED_BASE = "Theory base\n\nDefinition dbl_def:\n  dbl n = 2 * n\nEnd\n"
+INHERITED_MID = "Theory mid\nAncestors base\n\nTheorem dbl_even:\n  !n. ?k. dbl n = 2 * k\nProof\n  cheat\nQED\n"
+
+
+def test_recorded_inherited_cheat_matches_the_fake_with_the_development_built_by_its_holmake(tmp_path):
+    """inherited-cheat.jsonl, replayed in base ← mid ← top built by the fake Holmake (which, as the
+    real one, reports mid and top CHEATED): the pool says `proved`, and every `$/eval` answer is the
+    recorded one: the ancestor's real tag, the open file's placeholders, the built theory's tags."""
+    path = os.path.join(TRANSCRIPTS, "inherited-cheat.jsonl")
+    if not os.path.exists(path):
+        pytest.skip("recorded transcripts are not available here")
+    records = tr.load(path)
+    opened = next(r["msg"]["params"]["textDocument"]["text"] for r in records
+                  if r["dir"] == "C->S" and r["msg"].get("method") == "textDocument/didOpen")
+    verdicts = {}
+    for name, text, below in (("base", INHERITED_BASE, None), ("mid", INHERITED_MID, "base"), ("top", opened, "mid")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / f"{name}Script.sml").write_text(text, encoding="utf-8")
+        if below:
+            (tmp_path / name / "Holmakefile").write_text(f"INCLUDES = ../{below}\n")
+        done = subprocess.run([sys.executable, tr.HOLMAKE], cwd=tmp_path / name, capture_output=True, timeout=60,
+                              text=True)
+        verdicts[name] = done.stdout.split()[-1]
+    assert verdicts == {"base": "OK", "mid": "CHEATED", "top": "CHEATED"}
+    expected, received = tr.replay(records, str(tmp_path / "top"))
+    assert tr.reduce(received) == tr.reduce(expected)
+    assert tr.exact_parts(records, received, str(tmp_path)) == tr.exact_parts(records, expected, str(tmp_path))
+
+
 # ---------------------------------------------------------------- §19.7
 
 BLK = "Theory blk\nAncestors\n  mylib\n\nTheorem t:\n  T\nProof\n  simp[]\nQED\n"
