@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from holsrv import looping
 from holsrv.errors import MemoryBudget, ServerBusy
 from holsrv.session import Session
 from holsrv.settings import Settings
@@ -242,6 +243,12 @@ class Admission:
         if self._shedder.replacing(session.path):
             return True, f"REPLACING: {grew} a fresh server is catching up in the background and takes over by itself."
         if not quiet(session):
+            now = session.clock()
+            looping_ = [e for e in session.file.checking() if looping.suspicious(session.file, e, now, self.settings)]
+            if looping_:  # its checks may never be done: promise nothing the daemon will not do
+                named = ", ".join(f"{e.name} (line {e.line0 + 1})" for e in looping_[:3])
+                return False, (f"{grew} it would be replaced in the background once its checks are done, but "
+                               f"{named} may loop: edit that proof, or call restart on the file.")
             return False, (f"{grew} it is replaced in the background once its checks are done "
                     "(or call restart on the file).")
         why = self._shedder.shed(session, mb)

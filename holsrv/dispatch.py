@@ -221,6 +221,8 @@ class Dispatch:
             editors=await editors.status(self.answers),
             prefetch_asked=self.answers.prefetches.asked,
             prefetch_hits=self.answers.prefetches.hits,
+            runaways=self.pool.runaways,
+            last_runaway=self.pool.last_runaway,
         )
 
 

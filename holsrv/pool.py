@@ -92,7 +92,8 @@ class Pool:
         self.admission = Admission(settings, busy=self.busy, current=self.sessions.get, shedder=self.replacer)
         self.staleness = Staleness(self.replacer, self.unblocker, self.builds, clock, self.sessions.get)
         self.loops = runaway.Loops()  # proofs known to loop, per file, across its servers
-        self.runaways = 0  # servers replaced as runaways, for status
+        self.runaways = 0  # servers replaced as runaways, and the last one's story, for status
+        self.last_runaway = ""
 
     # -- leases ----------------------------------------------------------------
 
@@ -316,6 +317,7 @@ class Pool:
         if why.loop is not None:
             self.loops.mark(path, why.loop)
         self.runaways += 1
+        self.last_runaway = f"{path.name}: {why.reason}"
         current = self.sessions.get(path) is session
         self.stop_later(session, f"a runaway: {why.reason}", name=f"runaway-{session.pid}")
         if not current or self.closing:

@@ -15,6 +15,7 @@ from unittest import mock
 
 import pytest
 
+from holctl.render import render
 from holsrv.errors import ServerTimeout
 from holsrv.filestate import FileState
 from holsrv.lsp import framing
@@ -75,6 +76,9 @@ def test_a_walk_that_never_ends_is_answered_from_a_fresh_server_that_names_the_l
     assert "This answer is from the new one" in answer.server.note
     assert answer.server.pid != old
     wait_until(lambda: not pid_alive(old), what="the runaway killed")
+    status = daemon.call(m.Status())
+    assert status.runaways == 1 and "goal-state walk of proof spins" in status.last_runaway
+    assert "runaways: 1 server(s) replaced" in render(status)
     # The next answers name the loop, and do not wait on it.
     verdict = daemon.call(m.Diagnostics(str(path), wait=30), timeout=120)
     assert any(w.startswith("LOOPS: proof spins (line 10)") for w in verdict.warnings), verdict.warnings

@@ -24,6 +24,9 @@ def _status(reply: StatusResult) -> list[str]:
         f"cache: {reply.cache_hits} hits, {reply.cache_misses} misses",
         f"prefetch: {reply.prefetch_asked} goal-state walks asked ahead, {reply.prefetch_hits} hits",
     ]
+    if reply.runaways:
+        lines.append(f"runaways: {reply.runaways} server(s) replaced that would not let go of their work; "
+                     f"the last: {reply.last_runaway}")
     if reply.memory_budget_mb:
         lines.append(f"memory: {reply.memory_used_mb:.0f} of {reply.memory_budget_mb} MB budget used"
                      + (f" (budget: {reply.memory_budget_source})" if reply.memory_budget_source else ""))

@@ -760,6 +760,9 @@ class StatusResult(ReplyBase, tag="status"):
     # Goal-state walks asked of HOL ahead of any call, and the answers so asked that a call was then given (each once).
     prefetch_asked: int = 0
     prefetch_hits: int = 0
+    # Servers replaced as runaways (they would not let go of their work: `holsrv.runaway`), and the last why.
+    runaways: int = 0
+    last_runaway: str = ""
 
 
 class Progress(ReplyBase, tag="progress"):
