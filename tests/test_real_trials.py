@@ -68,3 +68,43 @@ def test_a_real_hol_looping_candidate_does_not_time_out_the_good_one_after_it(
         assert "still stopping" in good.message
     after = daemon.call(m.Diagnostics(str(path), wait=WAIT_S), CALL_TIMEOUT_S)
     assert after.verdict == "OK", after.headline
+
+
+LOOP = "REPEAT ALL_TAC >> simp[]"
+LETGO_S = 10.0
+
+
+def test_a_real_hol_looping_candidate_leaves_a_server_that_answers_the_next_calls(
+        daemon_factory, write_script, real_hol):  # noqa: F811
+    """transcript walk-of-a-loop: on a HOL whose walker has no time limit a walk of the looping
+    candidate would hold the server for good. The next diagnostics and goalState are answered,
+    by the same server or, if it ran away, by a fresh one within letgo_s and a start."""
+    daemon = _daemon(daemon_factory, real_hol)
+    path = write_script(SCRIPT, name="realtryScript.sml")
+    assert _diagnostics_or_skip(daemon, path).verdict == "OK"
+    result = daemon.call(m.Try(str(path), LINE, [LOOP, "simp[]"], timeout=3), CALL_TIMEOUT_S)
+    loops, good = result.candidates
+    assert loops.state == "timed_out" and not loops.goals, loops
+    assert good.state == "proved", good
+    after = daemon.call(m.Diagnostics(str(path), wait=LETGO_S + WAIT_S), CALL_TIMEOUT_S)
+    assert after.verdict == "OK" and after.complete, after.headline
+    goals = daemon.call(m.GoalState(str(path), LINE, 3, wait=LETGO_S + WAIT_S), CALL_TIMEOUT_S)
+    assert goals.state == "goals", goals
+
+
+def test_a_real_hol_loop_written_into_the_file_then_fixed_is_ok(
+        daemon_factory, write_script, real_hol):  # noqa: F811
+    daemon = _daemon(daemon_factory, real_hol)
+    path = write_script(SCRIPT, name="realtryScript.sml")
+    assert _diagnostics_or_skip(daemon, path).verdict == "OK"
+    path.write_text(SCRIPT.replace("  simp[]\nQED\n\nTheorem add0", f"  {LOOP}\nQED\n\nTheorem add0", 1),
+                    encoding="utf-8")
+    looping = daemon.call(m.Diagnostics(str(path), wait=5), CALL_TIMEOUT_S)
+    assert looping.verdict != "OK", looping.headline
+    # Asked at the loop: HOL is not left holding a walk that never ends.
+    at = daemon.call(m.GoalState(str(path), LINE, len(LOOP) + 3, wait=LETGO_S + WAIT_S), CALL_TIMEOUT_S)
+    assert at.state in ("looping", "goals", "failed"), at
+    path.write_text(SCRIPT, encoding="utf-8")
+    fixed = daemon.call(m.Diagnostics(str(path), wait=LETGO_S + WAIT_S), CALL_TIMEOUT_S)
+    assert fixed.verdict == "OK" and fixed.complete, fixed.headline
+    assert not any(w.startswith("LOOPS") for w in fixed.warnings), fixed.warnings
