@@ -63,8 +63,9 @@ def _workspace_symbols(reply: WorkspaceSymbolResult) -> list[str]:
 
 
 def _search(reply: SearchResult) -> list[str]:
+    via = [f"({reply.via})"] if reply.via else []
     if not reply.hits:
-        return [reply.message or f"nothing matches {reply.query!r}"]
+        return [reply.message or f"nothing matches {reply.query!r}", *via]
     lines = []
     for h in reply.hits:
         where = f"{h.path}:{h.line}" if h.path and h.line else h.path
@@ -79,7 +80,7 @@ def _search(reply: SearchResult) -> list[str]:
         lines.append(f"also matching in theories this script does not build on: {listed}; scope \"all\" lists them")
     if reply.capped:
         lines.append("HOL stopped at the daemon's cap, so there may be more: narrow the query")
-    return lines
+    return lines + via
 
 
 def _uses(reply: UsesResult) -> list[str]:
