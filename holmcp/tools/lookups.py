@@ -27,7 +27,8 @@ class LookupTools:
         self, ctx: Context, file: File, line: Line, column: Column, wait: LookupWait = None
     ) -> CallToolResult:
         """The type of the term or constant at a position, or the theorem's statement (and, for this
-        file's theorems, whether its proof is proved). Check a lemma's exact form before using it.
+        file's theorems, whether its proof is proved). Check a lemma's exact form before using it. A HOL
+        without hover says so (`message`).
         """
         request = messages.Hover(file=self.daemon.path(file), line=line, column=column, wait=wait)
         return await self.daemon.ask(ctx, request)
@@ -78,9 +79,9 @@ class LookupTools:
         page: Annotated[int, Field(ge=1, description="1-based page.")] = 1,
         wait: LookupWait = None,
     ) -> CallToolResult:
-        """Find the theorems, definitions and constants a script can see (its own and its ancestors')
-        by part of their name: `name: ⊢ statement`, theory and place, a page at a time with how many
-        more.
+        """Find the theorems, definitions and constants a script can see (its own; its ancestors' where
+        this HOL can list them, else `note` says so) by part of their name: `name: ⊢ statement`, theory
+        and place, a page at a time with how many more.
         """
         request = messages.WorkspaceSymbol(
             file=self.daemon.path(file), query=query, limit=limit, page=page, wait=wait
@@ -110,6 +111,7 @@ class LookupTools:
         in single quotes, anything else a term pattern (variables match any term); each narrows. Gives
         name, kind, theory, statement, place, a page at a time; a theorem re-exported with the same
         statement is one hit, its other theories in also_in. An empty answer says why and what to relax.
+        Without HOL's search backend it searches through eval (`via`).
         """
         request = messages.Search(
             file=self.daemon.path(file), query=query, limit=limit, page=page, expect_hash=expect_hash,
