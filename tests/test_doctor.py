@@ -131,18 +131,18 @@ def test_doctor_stops_the_hol_server_of_its_handshake_and_never_starts_a_daemon(
     assert sent[:3] == ["initialize", "initialized", "textDocument/didOpen"]
     assert sent[-2:] == ["shutdown", "exit"]
     assert set(sent[3:-2]) - {None} == {"$/hol/goalState", "textDocument/hover", "textDocument/definition",
-                                        "$/hol/search", "workspace/symbol"}
+                                        "$/hol/search", "workspace/symbol", "textDocument/completion"}
     assert not place.socket.exists() and not place.socket.parent.exists()
 
 
 def test_doctor_lists_which_of_hol_s_services_work_by_a_live_probe(place):
     lines = place.lines()
     assert lines["services"] == ("ok on a scratch script: compile and verdicts works, goal states works, hover works, "
-                                 "definition works, search works, symbols works.")
+                                 "definition works, search works, symbols works, completion works.")
     found = msgspec.json.decode(place.doctor("--json").stdout, type=Report)
     services = next(c for c in found.checks if c.name == "services")
     assert services.services == {name: "works" for name in ("compile and verdicts", "goal states", "hover",
-                                                            "definition", "search", "symbols")}
+                                                            "definition", "search", "symbols", "completion")}
     assert not services.needed
 
 
@@ -152,7 +152,7 @@ def test_doctor_names_the_services_this_hol_lacks_and_how_it_showed(place):
     assert lines["exit"] == "0"  # advice: the daemon answers around what is missing
     said = lines["services"]
     assert said.startswith("warn on a scratch script: compile and verdicts works, goal states lacking, hover lacking, "
-                           "definition works, search lacking, symbols lacking.")
+                           "definition works, search lacking, symbols lacking, completion works.")
     assert "not even bool.TRUTH" in said and "does not know `textDocument/hover` (error -32600)" in said
     assert "no goal-state walker" in said and "not name the ancestors' theorems" in said
     assert "Fix: nothing to do for the daemon's sake" in said

@@ -107,3 +107,22 @@ def test_definition_on_a_hol_without_definition_points_at_the_stored_theorem(lac
     alone = daemon.call(m.Definition(str(path), 7, 14))  # `simp`: no theorem of that name
     assert alone.targets == [] and "cannot find definitions" in render(alone)
 
+
+
+@pytest.mark.parametrize("how", ["completion", "completion:unknown"])
+def test_completion_on_a_hol_without_completion_says_so_and_offers_stored_theorems(lacking, write_script, how):
+    daemon = lacking(how)
+    path = write_script(GOOD_SCRIPT.replace("simp[]\nQED\n\nTheorem conj", "simp[ADD_C]\nQED\n\nTheorem conj"))
+    daemon.call(m.Diagnostics(str(path)))
+    reply = daemon.call(m.Completion(str(path), 7, 24))  # after `ADD_C`
+    assert [(i.label, i.kind) for i in reply.items] == [("ADD_COMM", "theorem"), ("ADD_CLAUSES", "theorem")]
+    assert reply.message.startswith("This HOL cannot complete names:") and "workspaceSymbol" in reply.message
+    assert "This HOL cannot complete names" in render(reply)
+
+
+def test_completion_that_finds_nothing_on_a_hol_with_completion_is_not_called_missing(daemon, write_script):
+    path = write_script(GOOD_SCRIPT.replace("simp[]\nQED\n\nTheorem conj", "simp[ZZQ]\nQED\n\nTheorem conj"))
+    daemon.call(m.Diagnostics(str(path)))
+    reply = daemon.call(m.Completion(str(path), 7, 22))  # after `ZZQ`
+    assert reply.items == [] and reply.message == ""
+    assert daemon.call(m.Status()).sessions[0].services == {"completion": "works"}

@@ -205,7 +205,7 @@ def test_doctor_lists_which_of_a_real_hol_s_services_work(real_hol, short_tmp):
     found = msgspec.json.decode(done.stdout, type=Report)
     services = next(c for c in found.checks if c.name == "services")
     assert set(services.services) == {"compile and verdicts", "goal states", "hover", "definition", "search",
-                                      "symbols"}, services
+                                      "symbols", "completion"}, services
     assert services.services["compile and verdicts"] == "works", services.message
     assert set(services.services.values()) <= {"works", "lacking", "unknown"}
     for name, state in services.services.items():

@@ -4,8 +4,8 @@ The handshake's server is given a two-theorem script in doctor's empty
 directory: one proof that holds, one that fails.  Compile and verdicts work
 when the pool reports both rightly; then, each under its own deadline, a goal
 state inside the good proof, hover on its `simp`, definition on its name,
-theorem search and workspace symbols for boolTheory's `TRUTH`
-(`holsrv.lsp.services`).  A service that answers -32600 or nothing where the
+theorem search and workspace symbols for boolTheory's `TRUTH`, completion
+of `si` (`holsrv.lsp.services`).  A service that answers -32600 or nothing where the
 answer is known is lacking: the daemon then answers another way or says so.
 """
 
@@ -34,9 +34,11 @@ Proof
   simp[]
 QED
 """
-# 0-based LSP places in SCRIPT (ASCII, so any encoding): after `gen_tac`, on `simp`, on `probe_good`.
+# 0-based LSP places in SCRIPT (ASCII, so any encoding): after `gen_tac`, on `simp`, after its `si`,
+# on `probe_good`.
 GOAL_AT = {"line": 6, "character": 9}
 HOVER_AT = {"line": 6, "character": 14}
+COMPLETE_AT = {"line": 6, "character": 15}
 NAME_AT = {"line": 3, "character": 10}
 VERDICTS = {"probe_good": "proved", "probe_bad": "failed"}
 
@@ -91,10 +93,16 @@ async def probe(server, cwd: str, verdicts: Verdicts, timeout_s: float) -> dict:
         "a theorem's own name")
     found[Service.SEARCH] = await services.probe_search(lambda q, n, t: calls.search(q, n, t))
     found[Service.SYMBOLS] = await services.probe_symbols(lambda q, t: calls.workspace_symbol(q, t))
+
+    async def completed() -> list:
+        return (await calls.completion(COMPLETE_AT, services.PROBE_S))[0]
+    found[Service.COMPLETION] = await services.probe_at(
+        Service.COMPLETION, "textDocument/completion", completed, "`si` before `simp`")
     if found[Service.COMPILE].support is not Support.WORKS:
         # Lookups read what the compile reached: with none, their silence says nothing of them.
         for service, finding in found.items():
-            if service in (Service.GOALS, Service.HOVER, Service.DEFINITION) and finding.support is Support.LACKS:
+            lookup = service in (Service.GOALS, Service.HOVER, Service.DEFINITION, Service.COMPLETION)
+            if lookup and finding.support is Support.LACKS:
                 found[service] = Finding(Support.UNKNOWN, "not told: the compile did not finish")
     return found
 

@@ -25,8 +25,9 @@ def _references(reply: ReferencesResult) -> list[str]:
 def _completion(reply: CompletionResult) -> list[str]:
     shown = reply.items[:MAX_COMPLETIONS]
     if not shown:
-        return ["no completions here"]
+        return [reply.message or "no completions here"]
     lines = ["  ".join(filter(None, [i.label, f"({i.kind})", i.detail])) for i in shown]
+    lines += [f"note: {reply.message}"] if reply.message else []
     more = max(reply.total, len(reply.items)) - len(shown)
     if more > 0 or reply.incomplete:
         lines.append(f"{more} more; type more of the name to narrow the list" if more > 0

@@ -151,9 +151,39 @@ async def lacked(session: Session, service: Service, text: str, timeout: float) 
     empty answer at an identifier means, asked once per server."""
     finding = session.services.found.get(service)
     if finding is None:
-        probe = hover_support if service is Service.HOVER else definition_support
+        probe = {Service.HOVER: hover_support, Service.DEFINITION: definition_support}.get(
+            service, completion_support)
         finding = await probe(session, text, timeout)
     return finding if finding.support is Support.LACKS else None
+
+
+COMPLETION_INSTEAD = "Use workspaceSymbol with part of the name (theorems), or eval for an SML value."
+
+
+async def completion_support(session: Session, text: str, timeout: float) -> Finding:
+    """Completion of the first two letters of a tactic HOL checked: it must offer that tactic."""
+    place, _ = probe_places(session, text)
+    if place is None:
+        return Finding(Support.UNKNOWN, "")
+    line, column, what = place
+    position = textinfo.of(text).lines.to_lsp(line, column + 2, session.encoding)
+    bound = min(timeout, services.PROBE_S)
+
+    async def items() -> list:
+        return (await session.hol.completion(position, bound))[0]
+    return await session.services.probe(Service.COMPLETION, lambda: services.probe_at(
+        Service.COMPLETION, "textDocument/completion", items, f"the start of {what} (line {line})"))
+
+
+async def theorems_starting(session: Session, prefix: str, cap: int) -> list[replies.SearchHit]:
+    """The stored theorems whose name starts with `prefix` (any case), through whichever search works."""
+    if len(prefix) < 2 or not _IDENT.fullmatch(prefix):
+        return []
+    try:
+        hits, _ = await theorem_search(session, f'"{prefix}"', cap, [], [prefix], "")
+    except (Unanswerable, theorydb.DbError, LspError):
+        return []
+    return [h for h in hits if h.name.lower().startswith(prefix.lower())]
 
 
 def learn_unknown(session: Session, service: Service, method: str, err: LspError) -> Finding:

@@ -137,12 +137,47 @@ async def references(ctx: Context, req: m.References, client: str) -> m.Referenc
 
 async def completion(ctx: Context, req: m.Completion, client: str) -> m.CompletionResult:
     async with _at(ctx, req, client) as (src, lease, position, timeout):
-        raw, incomplete = await lease.session.hol.completion(position, timeout=timeout)
+        session = lease.session
+        try:
+            raw, incomplete = await session.hol.completion(position, timeout=timeout)
+        except LspError as err:
+            lacking.learn_unknown(session, Service.COMPLETION, "textDocument/completion", err)
+            raw, incomplete = [], False
         items = _once_each(raw)
-        return m.CompletionResult(
+        result = m.CompletionResult(
             file=str(src.path), content_hash=src.hash, total=len(items), incomplete=incomplete,
-            server=note(lease), note=frontier_note(lease.session), items=items[:m.MAX_COMPLETIONS],
+            server=note(lease), note=frontier_note(session), items=items[:m.MAX_COMPLETIONS],
         )
+        prefix = _prefix(src.text, req.line, req.column)
+        if not items and prefix:
+            await _without_completion(session, src.text, prefix, result, timeout)
+        return result
+
+
+def _prefix(text: str, line: int, column: int) -> str:
+    """The identifier characters just before (line, column), as HOL reads a completion's prefix (§6.6)."""
+    before = textinfo.of(text).lines.lines[line - 1][:column - 1]
+    return before[len(before.rstrip(_NAME_CHARS)):]
+
+
+_NAME_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_'"
+
+
+async def _without_completion(
+    session: Session, text: str, prefix: str, result: m.CompletionResult, timeout: float
+) -> None:
+    """No completion, from a server found to have none: said, and the stored theorems whose
+    name starts with the prefix given from the theorem database instead."""
+    lacks = await lacking.lacked(session, Service.COMPLETION, text, timeout)
+    if lacks is None:
+        return
+    result.message = f"This HOL cannot complete names: {lacks.why}. {lacking.COMPLETION_INSTEAD}"
+    hits = await lacking.theorems_starting(session, prefix, MAX_SYMBOL_PAGE)
+    if hits:
+        result.items = [m.CompletionItem(label=h.name, kind="theorem", detail=f"{h.theory}Theory")
+                        for h in hits][:m.MAX_COMPLETIONS]
+        result.total = len(hits)
+        result.message += " The theorems listed come from the theorem database, by the start of their name."
 
 
 def _once_each(raw: list[replies.CompletionItem]) -> list[m.CompletionItem]:

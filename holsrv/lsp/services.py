@@ -40,6 +40,7 @@ class Service(enum.Enum):
     DEFINITION = "definition"
     SEARCH = "search"
     SYMBOLS = "symbols"
+    COMPLETION = "completion"
 
 
 class Support(enum.Enum):

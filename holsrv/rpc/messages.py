@@ -653,6 +653,9 @@ class CompletionResult(ReplyBase, tag="completion"):
     # Set when the answer may be incomplete: the file is still compiling or blocked.
     note: str = ""
     freshness: Freshness | None = None  # how fresh this answer is (see Freshness)
+    # Set when this HOL server has no completion: that it cannot, and what to use instead
+    # (`items` then holds the theorem database's theorems whose name starts with the prefix).
+    message: str = ""
 
 
 class DocumentSymbolResult(ReplyBase, tag="documentSymbol"):
