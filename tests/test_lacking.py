@@ -126,3 +126,17 @@ def test_completion_that_finds_nothing_on_a_hol_with_completion_is_not_called_mi
     reply = daemon.call(m.Completion(str(path), 7, 22))  # after `ZZQ`
     assert reply.items == [] and reply.message == ""
     assert daemon.call(m.Status()).sessions[0].services == {"completion": "works"}
+
+
+@pytest.mark.parametrize("how", ["goalstate"])
+def test_goal_state_inside_a_proof_on_a_hol_without_a_walker_says_so_not_outside_a_proof(lacking, write_script, how):
+    daemon = lacking(how)
+    path = str(write_script(GOOD_SCRIPT))
+    daemon.call(m.Diagnostics(path))
+    reply = daemon.call(m.GoalState(path, 7, 14))  # `simp` in add0's proof
+    assert reply.state == "unsupported"
+    assert reply.message.startswith("This HOL cannot show goal states:") and "try" in reply.message
+    assert "not inside a Proof" not in render(reply)
+    outside = daemon.call(m.GoalState(path, 1, 1))  # the Theory line: outside any proof, whatever the HOL
+    assert outside.state == "not_in_proof"
+    assert daemon.call(m.Status()).sessions[0].services == {"goal states": "lacking"}

@@ -111,7 +111,7 @@ class LookupTools:
         in single quotes, anything else a term pattern (variables match any term); each narrows. Gives
         name, kind, theory, statement, place, a page at a time; a theorem re-exported with the same
         statement is one hit, its other theories in also_in. An empty answer says why and what to relax.
-        Without HOL's search backend it searches through eval (`via`).
+        No search backend in HOL: eval searches (`via`).
         """
         request = messages.Search(
             file=self.daemon.path(file), query=query, limit=limit, page=page, expect_hash=expect_hash,

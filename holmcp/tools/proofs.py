@@ -72,8 +72,8 @@ class ProofTools:
         """Show the goals in a proof (Proof...QED): at a column, before the tactic there (on the QED
         line: what is left); without one, before the line's first tactic and after its last, to see
         what the line did. `state`: goals, proved_here (none left), failed (the tactic fails: error,
-        range), not_in_proof, compiling or starting (call again), blocked. positions: many in one call,
-        an entry each (state error: that one alone).
+        range), not_in_proof, compiling or starting (call again), blocked, unsupported (HOL has none).
+        positions: many in one call, an entry each (state error: that one alone).
         """
         try:
             at = _positions(line, column, positions)

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import re
 
+import msgspec
+
 from holsrv import textinfo
-from holsrv.errors import LspError
+from holsrv.errors import HolsrvError, LspError
 from holsrv.lsp import replies, services, theorydb
-from holsrv.lsp.quirks import is_unknown_method
+from holsrv.lsp.quirks import is_pending, is_unknown_method
 from holsrv.lsp.services import Finding, Service, Support
+from holsrv.rpc import messages as m
 from holsrv.session import Session
 
 # How long HOL is given to list the theorem database through eval.
@@ -151,10 +154,65 @@ async def lacked(session: Session, service: Service, text: str, timeout: float) 
     empty answer at an identifier means, asked once per server."""
     finding = session.services.found.get(service)
     if finding is None:
-        probe = {Service.HOVER: hover_support, Service.DEFINITION: definition_support}.get(
-            service, completion_support)
+        probe = {Service.HOVER: hover_support, Service.DEFINITION: definition_support,
+                 Service.GOALS: goals_support}.get(service, completion_support)
         finding = await probe(session, text, timeout)
     return finding if finding.support is Support.LACKS else None
+
+
+GOALS_INSTEAD = ("Use try to test a tactic in place (HOL's verdict on it), and diagnostics for each proof's verdict "
+                 "and the step that fails.")
+
+
+async def goals_support(session: Session, text: str, timeout: float) -> Finding:
+    """A goal state at the first tactic of a proof HOL checked (a finished check, so no walk of a
+    tactic that loops): a full state, or `null` from a server without a goal-state walker."""
+    place, _ = probe_places(session, text)
+    if place is None:
+        return Finding(Support.UNKNOWN, "")
+    line, column, what = place
+    position = textinfo.of(text).lines.to_lsp(line, column, session.encoding)
+    bound = min(timeout, services.PROBE_S)
+    method = "$/hol/goalState"
+
+    async def ask() -> Finding:
+        try:
+            reply = await session.hol.goal_state(position, timeout=bound)
+        except LspError as err:
+            if is_unknown_method(err, method):
+                return services.unknown_method(Service.GOALS, method)
+            return Finding(Support.UNKNOWN, f"`{method}` failed: {err}")
+        except HolsrvError as err:
+            return Finding(Support.UNKNOWN, f"`{method}` got no answer: {err}")
+        if is_pending(reply):
+            return Finding(Support.UNKNOWN, f"`{method}` said pending")
+        if reply is None:
+            return Finding(Support.LACKS, f"this HOL server answers no goal state (`{method}` gives null) even at "
+                                          f"{what} (line {line}): it has no goal-state walker")
+        return Finding(Support.WORKS, f"`{method}` answered at {what}")
+    return await session.services.probe(Service.GOALS, ask)
+
+
+async def without_goals(session: Session, text: str, result: m.GoalStateResult, timeout: float) -> m.GoalStateResult:
+    """A goal-state answer of "not in a proof" where the text has one: from a server found to
+    have no goal-state walker, `unsupported` with what to use instead; else `result` as it is."""
+    if not _in_proof(text, result.line, result.column):
+        return result
+    lacks = await lacked(session, Service.GOALS, text, timeout)
+    if lacks is None:
+        return result
+    return msgspec.structs.replace(
+        result, state="unsupported",
+        message=f"This HOL cannot show goal states: {lacks.why}. Line {result.line} is inside a proof. "
+                f"{GOALS_INSTEAD}")
+
+
+def _in_proof(text: str, line: int, column: int | None) -> bool:
+    """Whether (line, column), or some of the line with no column, is inside a proof's body."""
+    info = textinfo.of(text)
+    start = info.index.offset(line, column or 1)
+    end = start if column is not None else start + len(info.lines.lines[line - 1])
+    return any(block.body_start <= end and start <= block.body_end for block in info.blocks)
 
 
 COMPLETION_INSTEAD = "Use workspaceSymbol with part of the name (theorems), or eval for an SML value."

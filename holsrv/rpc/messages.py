@@ -551,7 +551,8 @@ class GoalStateResult(ReplyBase, tag="goalState"):
     # "failed": the tactic here fails (`error`, `failed_range`; `goals` is
     # the state before it); "not_in_proof": not inside Proof…QED;
     # "compiling" / "starting": ask again shortly; "blocked": the file's
-    # dependencies could not be loaded.
+    # dependencies could not be loaded; "unsupported": this HOL server has no
+    # goal-state walker (`message` says what to use instead).
     state: str
     message: str
     server: ServerNote
