@@ -140,3 +140,11 @@ def test_goal_state_inside_a_proof_on_a_hol_without_a_walker_says_so_not_outside
     outside = daemon.call(m.GoalState(path, 1, 1))  # the Theory line: outside any proof, whatever the HOL
     assert outside.state == "not_in_proof"
     assert daemon.call(m.Status()).sessions[0].services == {"goal states": "lacking"}
+
+
+def test_the_hover_probe_skips_a_comment_at_the_start_of_a_proof(daemon, write_script):
+    path = str(write_script(GOOD_SCRIPT.replace("  gen_tac >> simp[]", "  (* first *) gen_tac >> simp[]")))
+    daemon.call(m.Diagnostics(path))
+    reply = daemon.call(m.Hover(path, 6, 2))  # `Proof`: nothing to show, and hover works on `gen_tac`
+    assert reply.message == ""
+    assert daemon.call(m.Status()).sessions[0].services == {"hover": "works"}

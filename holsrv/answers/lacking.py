@@ -14,7 +14,7 @@ import re
 
 import msgspec
 
-from holsrv import textinfo
+from holsrv import masking, textinfo
 from holsrv.errors import HolsrvError, LspError
 from holsrv.lsp import replies, services, theorydb
 from holsrv.lsp.quirks import is_pending, is_unknown_method
@@ -103,12 +103,13 @@ def probe_places(session: Session, text: str) -> tuple[tuple[int, int, str] | No
         entry = session.file.proofs.get(name)
         if entry is None or entry.status not in ("proved", "failed") or session.phase != "completed":
             continue
-        word = next((w for w in _IDENT.finditer(text, block.body_start, block.body_end)
-                     if w.group() not in _NOT_VALUES), None)
+        # Comments and strings blanked (same length): a word there is nothing HOL could hover on.
+        body = masking.blank_comments_and_strings(text[block.body_start:block.body_end])
+        word = next((w for w in _IDENT.finditer(body) if w.group() not in _NOT_VALUES), None)
         named = re.compile(rf"\b{re.escape(block.name)}\b").search(text, block.start, block.body_start)
         if word is None or named is None:
             continue
-        return _place(info, word.start(), f"`{word.group()}` in {name}'s proof"), \
+        return _place(info, block.body_start + word.start(), f"`{word.group()}` in {name}'s proof"), \
             _place(info, named.start(), f"the theorem `{block.name}`'s own name")
     return None, None
 
