@@ -22,7 +22,7 @@ from holsrv.changes import Changes
 from holsrv.errors import ServerStopped
 from holsrv.filestate import FileState
 from holsrv.holserver import HolServer
-from holsrv.lsp import hol, replies
+from holsrv.lsp import hol, replies, services
 from holsrv.lsp.client import LspClient
 from holsrv.notifications import Notifications
 from holsrv.process import ChildProcess, ProcessState
@@ -82,6 +82,8 @@ class Session:
         self.clients: set[str] = set()
         self._text = TextSync(self.file, self.notify, self.wait_until, clock, settings.spill_wait_s)
         self.hol = hol.HolCalls(self.uri, self.request, self.notify)  # HOL's typed requests about this file
+        # Which of HOL's services this server has, learnt when an answer comes back empty (`lsp.services`).
+        self.services = services.Services()
         self.trials = TrialGate()  # a `try` holds the server alone while it has other text
         # A trial left it past the soft footprint: replaced once idle (`Pool.shed_bloat`).
         self.bloated_by_trial = False

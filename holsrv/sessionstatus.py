@@ -10,6 +10,7 @@ from holsrv import stepping, tally
 from holsrv.filestate import FileState
 from holsrv.holserver import HolServer
 from holsrv.lsp.client import LspClient
+from holsrv.lsp.services import Services
 from holsrv.rpc import messages as m
 
 
@@ -39,6 +40,7 @@ class Described(Protocol):
     clients: set[str]
     last_verdict: str
     evals: EvalUse
+    services: Services
 
     @property
     def pid(self) -> int | None: ...
@@ -71,6 +73,7 @@ def row(s: Described, pool_tally: m.Tally, now: float, restarts: int, soft_footp
         peak_mb=round(s.peak, 1) if s.peak is not None else None,
         evals=s.evals.count,
         last_eval_s=round(now - s.evals.last_at, 1) if s.evals.last_at is not None else None,
+        services=s.services.shown(),
     )
 
 

@@ -126,8 +126,36 @@ def test_doctor_stops_the_hol_server_of_its_handshake_and_never_starts_a_daemon(
     assert not pid_alive(pids[0])
     entries = [json.loads(line) for line in log.read_text().splitlines()]
     sent = [entry["msg"].get("method") for entry in entries if entry["dir"] == "C->S"]
-    assert sent == ["initialize", "initialized", "shutdown", "exit"]
+    # The handshake, the probe of its services on a scratch script, and the goodbye (None: a
+    # reply to HOL's own progress request).
+    assert sent[:3] == ["initialize", "initialized", "textDocument/didOpen"]
+    assert sent[-2:] == ["shutdown", "exit"]
+    assert set(sent[3:-2]) - {None} == {"$/hol/goalState", "textDocument/hover", "textDocument/definition",
+                                        "$/hol/search", "workspace/symbol", "textDocument/completion"}
     assert not place.socket.exists() and not place.socket.parent.exists()
+
+
+def test_doctor_lists_which_of_hol_s_services_work_by_a_live_probe(place):
+    lines = place.lines()
+    assert lines["services"] == ("ok on a scratch script: compile and verdicts works, goal states works, hover works, "
+                                 "definition works, search works, symbols works, completion works.")
+    found = msgspec.json.decode(place.doctor("--json").stdout, type=Report)
+    services = next(c for c in found.checks if c.name == "services")
+    assert services.services == {name: "works" for name in ("compile and verdicts", "goal states", "hover",
+                                                            "definition", "search", "symbols", "completion")}
+    assert not services.needed
+
+
+def test_doctor_names_the_services_this_hol_lacks_and_how_it_showed(place):
+    place.env["FAKE_HOL_LACKS"] = "search,hover:unknown,goalstate,symbols"
+    lines = place.lines()
+    assert lines["exit"] == "0"  # advice: the daemon answers around what is missing
+    said = lines["services"]
+    assert said.startswith("warn on a scratch script: compile and verdicts works, goal states lacking, hover lacking, "
+                           "definition works, search lacking, symbols lacking, completion works.")
+    assert "not even bool.TRUTH" in said and "does not know `textDocument/hover` (error -32600)" in said
+    assert "no goal-state walker" in said and "not name the ancestors' theorems" in said
+    assert "Fix: nothing to do for the daemon's sake" in said
 
 
 def test_doctor_without_any_hol_fails_and_says_where_to_point_it(place):
@@ -137,6 +165,7 @@ def test_doctor_without_any_hol_fails_and_says_where_to_point_it(place):
     assert lines["hol"].startswith("FAIL cannot find HOL4")
     assert "Fix: set HOL_BIN" in lines["hol"]
     assert lines["proof_server"] == "skip not tried: no `hol` to start."
+    assert lines["services"] == "skip not probed: no `hol` to start."
     assert lines["holmake"].startswith("FAIL cannot find Holmake")
     assert not place.pidfile.exists()
 
@@ -430,7 +459,7 @@ def test_doctor_json_is_one_typed_entry_per_check_and_agrees_with_the_exit_statu
     del place.env["HOL_BIN"]
     done = place.doctor("--json")
     found = msgspec.json.decode(done.stdout, type=Report)
-    assert [c.name for c in found.checks] == [*NEEDED[:4], "daemon", "memory", *ADVICE]
+    assert [c.name for c in found.checks] == [*NEEDED[:3], "services", "holmake", "daemon", "memory", *ADVICE]
     assert {c.name for c in found.checks if c.needed} == set(NEEDED)
     assert (found.ok, done.returncode, found.version) == (False, 1, __version__)
     hol = next(c for c in found.checks if c.name == "hol")
@@ -438,7 +467,8 @@ def test_doctor_json_is_one_typed_entry_per_check_and_agrees_with_the_exit_statu
     raw = json.loads(done.stdout)
     assert set(raw) == {"ok", "version", "checks"}
     for entry in raw["checks"]:
-        assert set(entry) == {"name", "status", "needed", "message", *(["fix"] if entry.get("fix") else [])}
+        assert set(entry) == {"name", "status", "needed", "message", *(["fix"] if entry.get("fix") else []),
+                              *(["services"] if entry.get("services") else [])}
         assert entry["status"] in ("ok", "warn", "fail", "skip")
 
 

@@ -186,3 +186,44 @@ def _check_symbols(daemon, path: Path, unsupported: Unsupported) -> None:
     if workspace is not None:
         found = [s for s in workspace.symbols if s.name == "ADD_COMM"]
         assert found and any("arithmetic" in s.theory for s in found), workspace.symbols
+
+
+def test_doctor_lists_which_of_a_real_hol_s_services_work(real_hol, short_tmp):
+    """doctor's live probe on the configured HOL: every service named, compile and verdicts working,
+    and each one not working named with how it showed."""
+    import os
+    import subprocess
+    import sys
+
+    import msgspec
+
+    from holctl.doctor.report import Report, Status
+
+    env = {**os.environ, "HOL_BIN": real_hol, "HOLSRV_SOCKET": str(short_tmp / "none" / "holsrv.sock")}
+    done = subprocess.run([sys.executable, "-m", "holctl", "doctor", "--json", "--hol-timeout", str(WAIT_S)],
+                          cwd=short_tmp, env=env, capture_output=True, text=True, timeout=CALL_TIMEOUT_S)
+    found = msgspec.json.decode(done.stdout, type=Report)
+    services = next(c for c in found.checks if c.name == "services")
+    assert set(services.services) == {"compile and verdicts", "goal states", "hover", "definition", "search",
+                                      "symbols", "completion"}, services
+    assert services.services["compile and verdicts"] == "works", services.message
+    assert set(services.services.values()) <= {"works", "lacking", "unknown"}
+    for name, state in services.services.items():
+        if state != "works":
+            assert f"{name}: " in services.message, services.message  # with its evidence
+    assert services.status is (Status.OK if set(services.services.values()) == {"works"} else Status.WARN)
+
+
+def test_search_finds_a_list_theorem_by_name_whatever_this_hol_s_search_backend(daemon_factory, write_script,
+                                                                                  real_hol):
+    """The issue's case: `FILTER` must find list's FILTER_APPEND_DISTRIB, through HOL's search or,
+    on a HOL without its backend, through eval (whose SML must compile on a real HOL)."""
+    daemon = daemon_factory(hol_bin=real_hol, quiet_s=1.0, start_timeout_s=180, request_timeout_s=120)
+    path = write_script(SCRIPT.replace("Ancestors arithmetic", "Ancestors list"), name="realcheckScript.sml")
+    _diagnostics_or_skip(daemon, path)
+    reply = daemon.call(m.Search(str(path), '"FILTER_APPEND"'), CALL_TIMEOUT_S)
+    assert ("list", "FILTER_APPEND_DISTRIB") in [(h.theory, h.name) for h in reply.hits], (reply.message, reply.via)
+    assert all(h.statement.startswith("⊢") for h in reply.hits), reply.hits
+    hover_at = _at(SCRIPT, "  gen_tac >> simp[]", "gen_tac")
+    hover = daemon.call(m.Hover(str(path), *hover_at), CALL_TIMEOUT_S)
+    assert hover.text or hover.message.startswith("This HOL cannot hover"), hover

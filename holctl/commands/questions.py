@@ -127,7 +127,8 @@ def document_symbol(target: Target, file: str, wait: float | None, no_wait: bool
 def workspace_symbol(
     target: Target, file: str, query: str, limit: int, page: int, wait: float | None, no_wait: bool, as_json: bool
 ) -> None:
-    """Search the theorems and constants FILE can see for names containing QUERY (2 characters or more)."""
+    """Search the theorems and constants FILE can see for names containing QUERY (2 characters or more):
+    FILE's own, and its ancestors' where this HOL can list them (else the answer's note says so)."""
     request = messages.WorkspaceSymbol(
         file=absolute(file), query=query, limit=limit, page=page, wait=lookup_wait(wait, no_wait)
     )

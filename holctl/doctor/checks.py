@@ -14,8 +14,8 @@ def run(socket: Path | None, cwd: Path, environ: Mapping[str, str], hol_timeout_
     """The checks' results; needed ones first (see `report.Check.needed`)."""
     found, settings = daemon.settings(environ)
     which, command = hol.which_hol(settings, environ)
-    server, info = hol.handshake(settings, command, hol_timeout_s)
-    results = [found, which, server, hol.holmake(settings, command, environ)]
+    server, probed, info = hol.handshake(settings, command, hol_timeout_s)
+    results = [found, which, server, probed, hol.holmake(settings, command, environ)]
     manager, tool = systemd.user_manager(environ)
     units, via_systemd = systemd.units(environ, tool)
     # systemd listens on the socket the units name: the default one, not a --socket given here.

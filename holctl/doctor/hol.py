@@ -11,6 +11,7 @@ from pathlib import Path
 
 import msgspec
 
+from holctl.doctor import services
 from holctl.doctor.report import Check, Status
 from holsrv.errors import HolNotFound, HolsrvError
 from holsrv.settings import Settings
@@ -63,16 +64,24 @@ def holdir_of(hol: str | None) -> str:
     return str(tree) if (tree / "sigobj").is_dir() else ""
 
 
-def handshake(settings: Settings, hol: str | None, timeout_s: float) -> tuple[Check, Hol | None]:
-    """Start `hol lsp --lsp-check-proofs` in an empty directory, initialize, read serverInfo, stop it."""
+def handshake(settings: Settings, hol: str | None, timeout_s: float) -> tuple[Check, Check, Hol | None]:
+    """Start `hol lsp --lsp-check-proofs` in an empty directory, initialize, read serverInfo, probe
+    its services on a scratch script (`services`), stop it: the proof_server and services checks."""
     if hol is None:
-        return Check("proof_server", Status.SKIP, True, "not tried: no `hol` to start."), None
+        return (Check("proof_server", Status.SKIP, True, "not tried: no `hol` to start."),
+                services.not_probed("no `hol` to start"), None)
     heap = ["--maxheap", str(settings.max_heap_mb)] if settings.max_heap_mb > 0 else []
     argv = [hol, *heap, "lsp", "--lsp-check-proofs"]
     try:
-        info, capabilities = _shake(settings, argv, timeout_s)
+        info, capabilities, found_services = _shake(settings, argv, timeout_s)
     except HolsrvError as err:
-        return _failed(err, timeout_s), None
+        return _failed(err, timeout_s), services.not_probed("the proof server did not start"), None
+    probed = services.check(found_services) if found_services else services.not_probed("the probe got no answer")
+    shaken, found = _described(argv, info, capabilities, hol)
+    return shaken, probed, found
+
+
+def _described(argv: list[str], info: dict, capabilities: dict, hol: str) -> tuple[Check, Hol]:
     found = Hol(hol, str(info.get("version", "")), str(info.get("holdir", "")))
     offered = [name for key, name in _FEATURES if capabilities.get(key)]
     if not info:
@@ -105,8 +114,9 @@ def _failed(err: HolsrvError, timeout_s: float) -> Check:
                  "`hol lsp --lsp-check-proofs` by hand in an empty directory and see what it says")
 
 
-def _shake(settings: Settings, argv: list[str], timeout_s: float) -> tuple[dict, dict]:
-    """The daemon's own start and stop of a HOL server, bounded; asyncio only in here."""
+def _shake(settings: Settings, argv: list[str], timeout_s: float) -> tuple[dict, dict, dict]:
+    """The daemon's own start and stop of a HOL server, bounded, and the probe of its services
+    (`services.probe`: {} when it failed); asyncio only in here."""
     import asyncio
     import logging
 
@@ -114,12 +124,18 @@ def _shake(settings: Settings, argv: list[str], timeout_s: float) -> tuple[dict,
 
     bounded = dataclasses.replace(settings, start_timeout_s=timeout_s, stop_timeout_s=STOP_STEP_S)
 
-    async def shake() -> tuple[dict, dict]:
-        server = HolServer("holctl doctor", bounded, lambda method, params: None, lambda: None, lambda: "")
+    async def shake() -> tuple[dict, dict, dict]:
+        verdicts = services.Verdicts()
+        server = HolServer("holctl doctor", bounded, verdicts.notified, lambda: None, lambda: "")
         try:
             await server.start(argv, cwd)
             assert server.lsp is not None
-            return dict(server.lsp.server_info), dict(server.lsp.capabilities)
+            shaken = dict(server.lsp.server_info), dict(server.lsp.capabilities)
+            try:
+                found = await services.probe(server, cwd, verdicts, timeout_s)
+            except HolsrvError:
+                found = {}  # the server died or stopped answering: the handshake's line still stands
+            return (*shaken, found)
         finally:
             await server.stop()  # shutdown/exit, then stdin, SIGTERM, SIGKILL: each step bounded
 

@@ -23,6 +23,8 @@ class Check(msgspec.Struct, omit_defaults=True):
     needed: bool
     message: str
     fix: str = ""
+    # The `services` check's finding for each of HOL's services: "works", "lacking" or "unknown".
+    services: dict[str, str] = {}
 
 
 class Report(msgspec.Struct):

@@ -76,10 +76,12 @@ def _result_lines(reply: Result) -> list[str]:
             lines = _goal_states(reply)
         case HoverResult():
             status = [f"proof status: {reply.proof_status}"] if reply.proof_status else []
-            lines = [reply.text or "nothing to show here", *status, *_noted(reply.note),
+            said = [reply.text, *_noted(reply.message)] if reply.text else [reply.message or "nothing to show here"]
+            lines = [*said, *status, *_noted(reply.note),
                      *_footer(reply.content_hash, reply.server)]
         case DefinitionResult():
-            found = [_location(t) for t in reply.targets] or ["no definition found"]
+            found = [_location(t) for t in reply.targets]
+            found = [*found, *_noted(reply.message)] if found else [reply.message or "no definition found"]
             lines = [*found, *_noted(reply.note), *_footer(reply.content_hash, reply.server)]
         case ReferencesResult():
             lines = [*_references(reply), *_footer(reply.content_hash, reply.server)]

@@ -25,8 +25,9 @@ def _references(reply: ReferencesResult) -> list[str]:
 def _completion(reply: CompletionResult) -> list[str]:
     shown = reply.items[:MAX_COMPLETIONS]
     if not shown:
-        return ["no completions here"]
+        return [reply.message or "no completions here"]
     lines = ["  ".join(filter(None, [i.label, f"({i.kind})", i.detail])) for i in shown]
+    lines += [f"note: {reply.message}"] if reply.message else []
     more = max(reply.total, len(reply.items)) - len(shown)
     if more > 0 or reply.incomplete:
         lines.append(f"{more} more; type more of the name to narrow the list" if more > 0
@@ -63,8 +64,9 @@ def _workspace_symbols(reply: WorkspaceSymbolResult) -> list[str]:
 
 
 def _search(reply: SearchResult) -> list[str]:
+    via = [f"({reply.via})"] if reply.via else []
     if not reply.hits:
-        return [reply.message or f"nothing matches {reply.query!r}"]
+        return [reply.message or f"nothing matches {reply.query!r}", *via]
     lines = []
     for h in reply.hits:
         where = f"{h.path}:{h.line}" if h.path and h.line else h.path
@@ -79,7 +81,7 @@ def _search(reply: SearchResult) -> list[str]:
         lines.append(f"also matching in theories this script does not build on: {listed}; scope \"all\" lists them")
     if reply.capped:
         lines.append("HOL stopped at the daemon's cap, so there may be more: narrow the query")
-    return lines
+    return lines + via
 
 
 def _uses(reply: UsesResult) -> list[str]:

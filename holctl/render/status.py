@@ -62,6 +62,12 @@ def _status(reply: StatusResult) -> list[str]:
         + "; ".join(s.inherited_cheats)
         for s in reply.sessions if s.inherited_cheats
     ]
+    lines += [
+        f"{s.file}'s server (pid {s.pid}): " + ", ".join(f"{name} {state}" for name, state in s.services.items())
+        + ("; what it lacks is answered through eval or said in the answer"
+           if "lacking" in s.services.values() else "")
+        for s in reply.sessions if s.services
+    ]
     return lines + [
         f"replacing {s.file} (pid {s.pid} → {s.replacement_pid or 'starting'}, for "
         f"{duration(s.replacing_since_s or 0)}): {s.replacing}"

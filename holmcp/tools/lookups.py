@@ -78,9 +78,9 @@ class LookupTools:
         page: Annotated[int, Field(ge=1, description="1-based page.")] = 1,
         wait: LookupWait = None,
     ) -> CallToolResult:
-        """Find the theorems, definitions and constants a script can see (its own and its ancestors')
-        by part of their name: `name: ⊢ statement`, theory and place, a page at a time with how many
-        more.
+        """Find the theorems, definitions and constants a script can see (its own; its ancestors' where
+        this HOL lists them, else `note` says) by part of their name: `name: ⊢ statement`, theory and
+        place, a page at a time with how many more.
         """
         request = messages.WorkspaceSymbol(
             file=self.daemon.path(file), query=query, limit=limit, page=page, wait=wait
@@ -109,7 +109,8 @@ class LookupTools:
         """Search the theorems the script's HOL has loaded: "name fragment" in double quotes, 'theory'
         in single quotes, anything else a term pattern (variables match any term); each narrows. Gives
         name, kind, theory, statement, place, a page at a time; a theorem re-exported with the same
-        statement is one hit, its other theories in also_in. An empty answer says why and what to relax.
+        statement is one hit, its other theories in also_in. An empty answer says why and what to relax;
+        without HOL's search, eval does it (`via`).
         """
         request = messages.Search(
             file=self.daemon.path(file), query=query, limit=limit, page=page, expect_hash=expect_hash,

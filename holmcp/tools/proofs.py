@@ -70,12 +70,9 @@ class ProofTools:
         ] = None,
     ) -> CallToolResult:
         """Show the goals in a proof (Proof...QED): at a column, before the tactic there (on the QED
-        line: what is left); without one, before the line's first tactic and after its last, to see
-        what the line did. `state`: goals, proved_here (none left), failed (the tactic fails: error,
-        range), not_in_proof, compiling or starting (call again), blocked, looping (the proof loops, or
-        has checked far longer than the rest: HOL is not asked, since a walk of a looping tactic can hold
-        it; message says what to do). positions: many in one call,
-        an entry each (state error: that one alone).
+        line: what is left); without one, before and after the line's tactics. `state`: goals, proved_here (none left), failed (the tactic fails: error,
+        range), not_in_proof, compiling or starting (call again), blocked, looping or unsupported (see
+        message). positions: many in one call, an entry each (state error: that one alone).
         """
         try:
             at = _positions(line, column, positions)

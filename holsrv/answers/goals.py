@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from holsrv import runaway, script, textinfo
+from holsrv.answers import lacking
 from holsrv.answers.common import (
     NO_SERVER,
     Context,
@@ -113,6 +114,9 @@ async def answered(
         async with ctx.prefetches.real(session):
             asked = await _walks(ctx, session, text, base.line, where, deadline)
     result = _result(base, asked[0], asked[-1], text, session, where)
+    if result.state == "not_in_proof" and not ahead:
+        # HOL said null inside a proof: a server without a goal-state walker, found out once (`lacking`).
+        result = await lacking.without_goals(session, src.text, result, within(ctx, deadline))
     if session.data != src.data:
         # Another call synced a newer text while this one waited.
         return replace(

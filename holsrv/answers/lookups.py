@@ -12,12 +12,16 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from holsrv import files, proofs, script, textinfo
+from holsrv.answers import lacking
 from holsrv.answers.common import Context, compiled, frontier_note, note, opened, position_check, within
-from holsrv.errors import BadRequest
+from holsrv.errors import BadRequest, LspError
 from holsrv.lsp import replies
+from holsrv.lsp.services import Service
+from holsrv.lsp.theorydb import DbError
 from holsrv.pool import Lease
 from holsrv.positions import Text
 from holsrv.rpc import messages as m
+from holsrv.session import Session
 
 COMPLETION_KINDS = {
     1: "text", 2: "method", 3: "function", 4: "constructor", 5: "field", 6: "value",
@@ -50,24 +54,71 @@ async def _at(
 async def hover(ctx: Context, req: m.Hover, client: str) -> m.HoverResult:
     async with _at(ctx, req, client) as (src, lease, position, timeout):
         session = lease.session
-        reply = await session.hol.hover(position, timeout=timeout)
+        try:
+            reply = await session.hol.hover(position, timeout=timeout)
+        except LspError as err:
+            lacking.learn_unknown(session, Service.HOVER, "textDocument/hover", err)
+            reply = None
         text = textinfo.of(src.text).lines
         word = text.word_at(req.line, req.column)
-        return m.HoverResult(
+        result = m.HoverResult(
             file=str(src.path), content_hash=src.hash, text=(reply.text or None) if reply else None,
             server=note(lease), note=frontier_note(session),
             range=text.lsp_range(reply.range.as_lsp(), session.encoding) if reply and reply.range else None,
             proof_status=proofs.theorem_status(session.file, src.text, session.encoding, word, ctx.clock()),
         )
+        if result.text is None and word:
+            await _without_hover(session, src.text, word, result, timeout)
+        return result
+
+
+async def _without_hover(session: Session, text: str, word: str, result: m.HoverResult, timeout: float) -> None:
+    """An empty hover on a name, from a server found to have no hover: said, and a theorem's
+    statement given from the theorem database instead."""
+    lacks = await lacking.lacked(session, Service.HOVER, text, timeout)
+    if lacks is None:
+        return
+    result.message = f"This HOL cannot hover: {lacks.why}. {lacking.HOVER_INSTEAD}"
+    hit = await lacking.theorem_named(session, word)
+    if hit is not None:
+        result.text = f"{hit.theory}.{hit.name}: {_one_line(hit.statement)}"
+        result.message += " The statement shown is the theorem database's, found by its name."
 
 
 async def definition(ctx: Context, req: m.Definition, client: str) -> m.DefinitionResult:
     async with _at(ctx, req, client) as (src, lease, position, timeout):
-        targets = await lease.session.hol.definition(position, timeout=timeout)
-        return m.DefinitionResult(
-            file=str(src.path), content_hash=src.hash, server=note(lease), note=frontier_note(lease.session),
-            targets=[_location(t, src, lease.session.encoding) for t in targets],
+        session = lease.session
+        try:
+            targets = await session.hol.definition(position, timeout=timeout)
+        except LspError as err:
+            lacking.learn_unknown(session, Service.DEFINITION, "textDocument/definition", err)
+            targets = []
+        result = m.DefinitionResult(
+            file=str(src.path), content_hash=src.hash, server=note(lease), note=frontier_note(session),
+            targets=[_location(t, src, session.encoding) for t in targets],
         )
+        word = textinfo.of(src.text).lines.word_at(req.line, req.column)
+        if not targets and word:
+            await _without_definition(session, src, word, result, timeout)
+        return result
+
+
+async def _without_definition(
+    session: Session, src: files.Script, word: str, result: m.DefinitionResult, timeout: float
+) -> None:
+    """No target, from a server found to have no definition backend: said, and a stored
+    theorem's place given from the theorem database instead, where it has one."""
+    lacks = await lacking.lacked(session, Service.DEFINITION, src.text, timeout)
+    if lacks is None:
+        return
+    result.message = f"This HOL cannot find definitions: {lacks.why}. {lacking.DEFINITION_INSTEAD}"
+    hit = await lacking.theorem_named(session, word)
+    if hit is not None and hit.uri and hit.line:
+        path = replies.path_of(hit.uri)
+        result.targets = [m.Location(path=path, range=m.Range(hit.line, 1, hit.line, 1))]
+        result.message += f" The place shown is where the theorem database says {hit.theory}.{hit.name} is stored."
+    elif hit is not None:
+        result.message += f" The name is {hit.theory}Theory's {hit.name}: {_one_line(hit.statement)}."
 
 
 async def references(ctx: Context, req: m.References, client: str) -> m.ReferencesResult:
@@ -86,12 +137,47 @@ async def references(ctx: Context, req: m.References, client: str) -> m.Referenc
 
 async def completion(ctx: Context, req: m.Completion, client: str) -> m.CompletionResult:
     async with _at(ctx, req, client) as (src, lease, position, timeout):
-        raw, incomplete = await lease.session.hol.completion(position, timeout=timeout)
+        session = lease.session
+        try:
+            raw, incomplete = await session.hol.completion(position, timeout=timeout)
+        except LspError as err:
+            lacking.learn_unknown(session, Service.COMPLETION, "textDocument/completion", err)
+            raw, incomplete = [], False
         items = _once_each(raw)
-        return m.CompletionResult(
+        result = m.CompletionResult(
             file=str(src.path), content_hash=src.hash, total=len(items), incomplete=incomplete,
-            server=note(lease), note=frontier_note(lease.session), items=items[:m.MAX_COMPLETIONS],
+            server=note(lease), note=frontier_note(session), items=items[:m.MAX_COMPLETIONS],
         )
+        prefix = _prefix(src.text, req.line, req.column)
+        if not items and prefix:
+            await _without_completion(session, src.text, prefix, result, timeout)
+        return result
+
+
+def _prefix(text: str, line: int, column: int) -> str:
+    """The identifier characters just before (line, column), as HOL reads a completion's prefix (§6.6)."""
+    before = textinfo.of(text).lines.lines[line - 1][:column - 1]
+    return before[len(before.rstrip(_NAME_CHARS)):]
+
+
+_NAME_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_'"
+
+
+async def _without_completion(
+    session: Session, text: str, prefix: str, result: m.CompletionResult, timeout: float
+) -> None:
+    """No completion, from a server found to have none: said, and the stored theorems whose
+    name starts with the prefix given from the theorem database instead."""
+    lacks = await lacking.lacked(session, Service.COMPLETION, text, timeout)
+    if lacks is None:
+        return
+    result.message = f"This HOL cannot complete names: {lacks.why}. {lacking.COMPLETION_INSTEAD}"
+    hits = await lacking.theorems_starting(session, prefix, MAX_SYMBOL_PAGE)
+    if hits:
+        result.items = [m.CompletionItem(label=h.name, kind="theorem", detail=f"{h.theory}Theory")
+                        for h in hits][:m.MAX_COMPLETIONS]
+        result.total = len(hits)
+        result.message += " The theorems listed come from the theorem database, by the start of their name."
 
 
 def _once_each(raw: list[replies.CompletionItem]) -> list[m.CompletionItem]:
@@ -126,15 +212,25 @@ async def workspace_symbol(ctx: Context, req: m.WorkspaceSymbol, client: str) ->
     async with opened(ctx, req.file, client, req.wait) as (src, lease):
         session = lease.session
         await compiled(ctx, session, req.wait)
-        found = await session.hol.workspace_symbol(query)
+        found, ancestors_named = await lacking.workspace_symbols(session, query)
         # workspace/symbol stops at 200 matches and has no statements; the
-        # theorem database's search has both, for what the server has loaded.
-        hits = await session.hol.search(f'"{query}"', SEARCH_LIMIT)
+        # theorem database's search has both, for what the server has loaded
+        # (through eval on a server without a search backend).
+        said = []
+        try:
+            hits, via = await lacking.theorem_search(session, f'"{query}"', SEARCH_LIMIT, [], [query], "")
+            said += [f"{via}."] if via else []
+        except (lacking.Unanswerable, DbError) as err:
+            hits = []
+            if not ancestors_named:
+                said.append(f"Only this file's names are listed: this HOL's workspace/symbol does not name the "
+                            f"ancestors' theorems, and {err}")
         items = _symbol_items(found, hits, src, session.holdir)
         first = (req.page - 1) * req.limit
         page = items[first:first + req.limit]
         return m.WorkspaceSymbolResult(
-            file=str(src.path), query=req.query, server=note(lease), note=frontier_note(session),
+            file=str(src.path), query=req.query, server=note(lease),
+            note=" ".join(filter(None, [frontier_note(session), *said])),
             symbols=page, page=req.page, total=len(items), more=max(0, len(items) - first - len(page)),
             capped=len(hits) >= SEARCH_LIMIT,
         )

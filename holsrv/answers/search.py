@@ -16,7 +16,7 @@ import re
 from collections import Counter
 
 from holsrv import textinfo
-from holsrv.answers import scope
+from holsrv.answers import lacking, scope
 from holsrv.answers.common import Context, compiled, frontier_note, note, opened
 from holsrv.answers.lookups import _one_line, _short
 from holsrv.errors import BadRequest
@@ -80,10 +80,19 @@ async def search(ctx: Context, req: m.Search, client: str) -> m.SearchResult:
         session = lease.session
         await compiled(ctx, session, req.wait)
         query = hol_query(req)
-        listed = await session.hol.search(query, SEARCH_CAP)
-        hits = [h for h in listed if req.kind in ANY_KIND or KINDS.get(h.class_, "theorem") == req.kind]
         result = m.SearchResult(file=str(src.path), query=req.query, hits=[], server=note(lease),
-                                note=frontier_note(session), capped=len(listed) >= SEARCH_CAP)
+                                note=frontier_note(session))
+        theories, names, pattern = split(query)
+        try:
+            listed, result.via = await lacking.theorem_search(session, query, SEARCH_CAP, theories, names, pattern)
+        except lacking.Unanswerable as err:
+            result.empty_because, result.message = "unsupported", str(err)
+            return result
+        except theorydb.DbError as err:  # only through eval: HOL's own search says nothing of a bad pattern
+            result.empty_because, result.message = _why_empty(req, pattern, str(err), _side(req))
+            return result
+        result.capped = len(listed) >= SEARCH_CAP
+        hits = [h for h in listed if req.kind in ANY_KIND or KINDS.get(h.class_, "theorem") == req.kind]
         try:
             hits = await _polarity(session, req, hits)
         except _Unparsable as err:

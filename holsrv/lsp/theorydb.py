@@ -16,7 +16,11 @@ Every function called is in HOL's `src/`:
   named back through the numbers of the theory's theorems, as
   `src/AI/machine_learning/mlThmData.sml` (`thmid_of_depid`) does;
 * `Parse.Term`, `Feedback.exn_to_string`, `Lib.can`, and the Basis's `String.concatWith`,
-  `List.find`, `List.mapPartial`.
+  `List.find`, `List.mapPartial`;
+* for a server without a `$/hol/search` backend (`find_code`): `DB.listDB`,
+  `DB.match : string list -> term -> data list`, `DB.definitions`, `DB.axioms`
+  (postkernel/DB.sig), `Parse.thm_to_string`; the data's theorem is
+  fetched again by name rather than taken apart, as its tuple grew over HOL's versions.
 
 A failure inside the code is printed as `!` and HOL's words, so it is an
 answer (`DbError`), not a compile error.
@@ -70,14 +74,51 @@ def stored_code(names: list[str], theories: list[str]) -> str:
             + _FAILED)
 
 
-async def ask(hol, code: str, timeout: float) -> list[str]:
-    """Run one of the codes above; the words it printed.  Raises `DbError` with HOL's words
+def find_code(theories: list[str], names: list[str], pattern: str, cap: int) -> str:
+    """The code listing, one a line as `theory TAB name TAB class TAB statement`, the theorems of the
+    loaded theories whose theory is one of `theories` (any when empty), whose name holds every one of
+    `names` (any case, as plain text: `DB.find` would read a fragment as a regular expression), and,
+    with a `pattern`, whose conclusion has a subterm it matches (`DB.match`); at most `cap` of them."""
+    among = ", ".join(sml_string(t) for t in theories)
+    held = ", ".join(sml_string(n.lower()) for n in names)
+    found = f"DB.match [] (Parse.Term [QUOTE {sml_string(pattern)}])" if pattern else "DB.listDB ()"
+    return ("val _ = PolyML.print (let fun low s = String.map Char.toLower s "
+            f"fun has (l, x) = List.exists (fn y => y = x) l val thys = [{among}] val names = [{held}] "
+            f"val found = {found} "
+            "fun keep ((thy, name), _) = (null thys orelse has (thys, thy)) andalso "
+            "List.all (fn n => String.isSubstring n (low name)) names "
+            "fun cls (thy, name) = if has (map #1 (DB.definitions thy), name) then \"Def\" "
+            "else if has (map #1 (DB.axioms thy), name) then \"Axm\" else \"Thm\" "
+            "fun flat s = String.translate (fn #\"\\n\" => \" \" | c => String.str c) s "
+            "fun show ((thy, name), _) = String.concatWith \"\\t\" "
+            "[thy, name, cls (thy, name), flat (Parse.thm_to_string (DB.fetch thy name))] "
+            f"val kept = List.filter keep found in String.concatWith \"\\n\" "
+            f"(map show (List.take (kept, Int.min ({cap}, length kept)))) end" + _FAILED)
+
+
+def found_rows(printed: str) -> list[tuple[str, str, str, str]]:
+    """`find_code`'s answer as (theory, name, class, statement) rows."""
+    rows = []
+    for line in printed.splitlines():
+        parts = line.split("\t", 3)
+        if len(parts) == 4:
+            rows.append((parts[0], parts[1], parts[2], readable(parts[3]).strip()))
+    return rows
+
+
+async def printed(hol, code: str, timeout: float) -> str:
+    """Run one of the codes above; the string it printed.  Raises `DbError` with HOL's words
     when the code failed inside, `LspError` when the eval itself did."""
     reports = decode_eval_reports(await hol.eval(code, timeout, holdep=0))
     errors = [r for r in reports if isinstance(r, ErrorReport) and r.hard]
     if errors:
         raise LspError(f"HOL did not compile the daemon's database query: {errors[0].msg.strip()}")
-    printed = sml_unquote("".join(r.body for r in reports if isinstance(r, ToplevelOut)).strip())
-    if printed.startswith("!"):
-        raise DbError(" ".join(readable(printed[1:]).split()))
-    return printed.split()
+    said = sml_unquote("".join(r.body for r in reports if isinstance(r, ToplevelOut)).strip())
+    if said.startswith("!"):
+        raise DbError(" ".join(readable(said[1:]).split()))
+    return said
+
+
+async def ask(hol, code: str, timeout: float) -> list[str]:
+    """Run one of the codes above; the words it printed (see `printed`)."""
+    return (await printed(hol, code, timeout)).split()

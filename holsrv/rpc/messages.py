@@ -496,6 +496,9 @@ class SessionStatus(Struct):
     # its buffer differs from the disk (agents' answers are then about the buffer).
     editor: str = ""
     editor_unsaved: bool = False
+    # What this server was found to do, by service ("search", "hover", …): "works" or
+    # "lacking"; a service not listed has not been asked about yet (`holsrv.lsp.services`).
+    services: dict[str, str] = {}
 
 
 class EditorClient(Struct):
@@ -566,7 +569,9 @@ class GoalStateResult(ReplyBase, tag="goalState"):
     # the state before it); "not_in_proof": not inside Proof…QED;
     # "compiling" / "starting": ask again shortly; "blocked": the file's
     # dependencies could not be loaded; "looping": the proof here loops (or has
-    # been checking far longer than the rest), so HOL is not asked (`message`).
+    # been checking far longer than the rest), so HOL is not asked (`message`);
+    # "unsupported": this HOL server has no goal-state walker (`message` says
+    # what to use instead).
     state: str
     message: str
     server: ServerNote
@@ -630,6 +635,9 @@ class HoverResult(ReplyBase, tag="hover"):
     # (failed, cheated, unchecked…): what its proof's status is.
     proof_status: str = ""
     freshness: Freshness | None = None  # how fresh this answer is (see Freshness)
+    # Set when this HOL server has no hover: that it cannot, and what to use instead
+    # (`text` is then the theorem database's statement of the name, when it is a theorem).
+    message: str = ""
 
 
 class DefinitionResult(ReplyBase, tag="definition"):
@@ -640,6 +648,9 @@ class DefinitionResult(ReplyBase, tag="definition"):
     # Set when the answer may be incomplete: the file is still compiling or blocked.
     note: str = ""
     freshness: Freshness | None = None  # how fresh this answer is (see Freshness)
+    # Set when this HOL server has no definition backend: that it cannot, and what to use
+    # instead (`targets` then holds where the theorem database says a theorem is stored).
+    message: str = ""
 
 
 class ReferencesResult(ReplyBase, tag="references"):
@@ -662,6 +673,9 @@ class CompletionResult(ReplyBase, tag="completion"):
     # Set when the answer may be incomplete: the file is still compiling or blocked.
     note: str = ""
     freshness: Freshness | None = None  # how fresh this answer is (see Freshness)
+    # Set when this HOL server has no completion: that it cannot, and what to use instead
+    # (`items` then holds the theorem database's theorems whose name starts with the prefix).
+    message: str = ""
 
 
 class DocumentSymbolResult(ReplyBase, tag="documentSymbol"):
@@ -816,7 +830,8 @@ class SearchResult(ReplyBase, tag="search"):
     total: int = 0  # matches in all pages (HOL's, up to its cap)
     more: int = 0  # after this page
     capped: bool = False  # HOL stopped at the daemon's cap: there may be more than `total`
-    # Why there are no hits: "no_match", "unparsable" (the pattern did not parse), "past_end".
+    # Why there are no hits: "no_match", "unparsable" (the pattern did not parse), "past_end",
+    # "unsupported" (this HOL cannot search its theorems: `message` says what to use instead).
     empty_because: str = ""
     message: str = ""  # for an empty answer: why, with HOL's words, and how to relax the query
     note: str = ""  # the file is still compiling or blocked: the database may lack its theorems
@@ -824,6 +839,9 @@ class SearchResult(ReplyBase, tag="search"):
     scope: list[str] = []  # the theories searched; [] with scope "all"
     # Matches the scope left out, by theory (an empty answer names them and how to widen).
     outside: dict[str, int] = {}
+    # How the hits were found when not by HOL's search: this server has no search backend,
+    # so through eval over its loaded theories (hits then have no path or line).
+    via: str = ""
 
 
 class UsedTheorem(Struct):

@@ -61,6 +61,8 @@ _KNOWN = [
     ("T_DEF", "bool", 40, "⊢ T ⇔ (λx. x) = (λx. x)", "Def"),
     ("I_THM", "combin", 90, "⊢ ∀x. I x = x", "Thm"),
     ("LENGTH_APPEND", "list", 700, "⊢ ∀l1 l2. LENGTH (l1 ++ l2) = LENGTH l1 + LENGTH l2", "Thm"),
+    # What the HOL found through `DB.find "FILTER"` when its search backend answered nothing.
+    ("FILTER_APPEND_DISTRIB", "list", 760, "⊢ ∀P L M. FILTER P (L ++ M) = FILTER P L ++ FILTER P M", "Thm"),
     ("MAP_APPEND", "list", 720, "⊢ ∀f l1 l2. MAP f (l1 ++ l2) = MAP f l1 ++ MAP f l2", "Thm"),
     # rich_list re-exports it under the same name (transcript eval-errors: DB.find lists both).
     ("REVERSE_REVERSE", "list", 1999, "⊢ ∀l. REVERSE (REVERSE l) = l", "Thm"),

@@ -248,6 +248,13 @@ _STORED = re.compile(r'val _ = PolyML\.print \(String\.concatWith " " \(List\.ma
                      r'\(fn t => Lib\.can \(DB\.fetch t\) n\) ' + _STRS + r' of SOME t => SOME \(t \^ "\." \^ n\) '
                      r'\| NONE => NONE\) ' + _STRS + r'\)' + _FAILS)
 
+# The daemon's search through eval, for a server without a `$/hol/search` backend (theorydb.find_code).
+_FIND = re.compile(
+    r'val _ = PolyML\.print \(let fun low s = String\.map Char\.toLower s fun has \(l, x\) = List\.exists '
+    r'\(fn y => y = x\) l val thys = ' + _STRS + r' val names = ' + _STRS + r' val found = '
+    r'(?:DB\.listDB \(\)|DB\.match \[\] \(Parse\.Term \[QUOTE ' + _STR + r'\]\)) (.*) in String\.concatWith '
+    r'"\\n" \(map show \(List\.take \(kept, Int\.min \((\d+), length kept\)\)\)\) end' + _FAILS, re.S)
+
 
 # The daemon's question about cheats below (holsrv.inheritedcheats.query_code).
 _CHEATED = re.compile(r'val _ = PolyML\.print \(String\.concatWith " " \(List\.concat \(map \(fn t => '
@@ -322,6 +329,16 @@ def db_query(body):
             return f"!\nException raised at DB.fetch:\ntheorem {theory}${name} not found\n"
         deps = fh_catalog.DEPENDENCIES.get((theory, name), [])
         return " ".join(f"{t}.{n}" if n else f"{t}#{7 + i}" for i, (t, n) in enumerate(deps))
+    m = _FIND.fullmatch(body)
+    if m:
+        theories, names, cap = _strings(m.group(1)), _strings(m.group(2)), int(m.group(5))
+        pattern = re.sub(r'\\(\d{3}|.)', _unescape, m.group(3)) if m.group(3) is not None else ""
+        if pattern and term_problem(pattern):
+            return f"!\nException raised at Parse.Term:\n{term_problem(pattern)}\n"
+        rows = [f"{t}\t{n}\t{cls}\t{stmt}" for n, t, _, stmt, cls in fh_catalog.THEOREMS
+                if (not theories or t in theories) and all(x in n.lower() for x in names)
+                and (not pattern or token_match(term_tokens(ascii_free(pattern)), term_tokens(stmt)))]
+        return "\n".join(rows[:cap])
     m = _STORED.fullmatch(body)
     if m:
         theories, names = _strings(m.group(1)), _strings(m.group(2))

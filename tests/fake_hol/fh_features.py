@@ -20,11 +20,34 @@ _SYMBOL_KIND = {"Theorem": 14, "Triviality": 14, "Resume": 14, "Definition": 12,
                 "Inductive": 12, "CoInductive": 12, "Datatype": 10, "val": 13, "fun": 12}
 
 
+# A service a server may be built without, and the method that asks it.
+SERVICES = {"search": "$/hol/search", "hover": "textDocument/hover", "definition": "textDocument/definition",
+            "symbols": "workspace/symbol", "goalstate": "$/hol/goalState", "completion": "textDocument/completion",
+            "eval": "$/eval"}
+
+
+def lacking(spec):
+    """FAKE_HOL_LACKS as {method: "empty" | "unknown"}: `name` answers as if nothing matched
+    (what the issue's HOL did), `name:unknown` with -32600 (as the July server does)."""
+    out = {}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        name, _, how = item.partition(":")
+        if name not in SERVICES or how not in ("", "empty", "unknown"):
+            raise SystemExit(f"FAKE_HOL_LACKS: unknown service or mode {item!r}")
+        out[SERVICES[name]] = how or "empty"
+    return out
+
+
 class Features:
     def __init__(self, server):
         self.s = server
 
     def handler(self, method):
+        how = self.s.settings.lacks.get(method)
+        if how == "unknown":
+            return None
+        if how == "empty":
+            return self._without_backend(method)
         return {
             "$/hol/goalState": self.goal_state,
             "textDocument/hover": self.hover,
@@ -35,6 +58,16 @@ class Features:
             "$/eval": self.eval,
             "$/hol/search": self.search,
         }.get(method)
+
+    def _without_backend(self, method):
+        """How a server built without this backend answers: as if nothing matched.  Its
+        workspace/symbol still lists the open files' names, but no ancestor's."""
+        if method == "workspace/symbol":
+            return lambda p, cancel, mid: [s for s in self.workspace_symbol(p, cancel, mid)
+                                           if s["containerName"] == "this file"]
+        empty = {"$/eval": [], "$/hol/search": [], "textDocument/hover": None, "textDocument/definition": [],
+                 "$/hol/goalState": None, "textDocument/completion": {"isIncomplete": True, "items": []}}
+        return lambda p, cancel, mid: empty[method]
 
     def _doc_at(self, p):
         doc = self.s.docs.get(p["textDocument"]["uri"])

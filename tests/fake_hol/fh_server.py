@@ -41,6 +41,8 @@ class Settings:
         # Judge an edit tactic-only from where it starts alone, as the server
         # the daemon's two-proof workaround was written for does.
         self.fast_path_from_start = env.get("FAKE_HOL_FAST_PATH_FROM_START") == "1"
+        # Backends this server lacks (FAKE_HOL_LACKS=search,hover:unknown,…): service -> how it answers.
+        self.lacks = fh_features.lacking(env.get("FAKE_HOL_LACKS", ""))
 
 
 class Server:
