@@ -65,9 +65,16 @@ def of_pool(file: FileState) -> m.Tally:
 
 
 def pool_steps(file: FileState) -> stepping.Steps[m.Tally]:
-    """`of_pool` in steps."""
+    """`of_pool` in steps.  A proof that uses cheat counts as cheated, not as the
+    pool's `proved`: status must not show "6/6 proved" beside the verdict CHEATS
+    (the text's cheats are known once per text, so this costs a lookup a proof)."""
     visible = yield from visible_steps(file, file.text, ordered=False)
-    return tally_of(answer_status(e.status) for e in visible)
+    info = textinfo.of(file.text)
+    return tally_of(_with_cheats(answer_status(e.status), info.cheat_line(e.name)) for e in visible)
+
+
+def _with_cheats(status: str, cheat_line: int | None) -> str:
+    return "cheated" if cheat_line is not None and status in ("proved", "suspended") else status
 
 
 def open_suspensions(file: FileState, proofs: list[ProofEntry]) -> list[str]:

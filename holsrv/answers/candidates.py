@@ -10,7 +10,7 @@ from __future__ import annotations
 from holsrv import hints, pool, textinfo
 from holsrv.answers import goals, judging, placement
 from holsrv.answers.common import Context, blocked_message, read, replace
-from holsrv.errors import BadRequest, ServerTimeout
+from holsrv.errors import ServerTimeout
 from holsrv.files import Script
 from holsrv.lsp import hol
 from holsrv.positions import Text
@@ -23,10 +23,9 @@ SHED_WAIT_S = 5.0
 
 
 async def compiled(ctx: Context, session: Session, deadline: float) -> None:
-    """Wait for the disk text's compile: the goals before the candidates need it."""
+    """Wait for the disk text's compile: the goals before the candidates need it.
+    A blocked file is the caller's to answer (`blocked`), as goalState answers it."""
     await session.wait_until(lambda: session.phase != "compiling", deadline - ctx.clock())
-    if session.phase == "blocked":
-        raise BadRequest(blocked_message(session))
     if session.phase == "compiling":
         raise ServerTimeout(
             f"{session.path.name} is still compiling, so no candidate was tried; call try again in a few "
@@ -120,6 +119,16 @@ def has_taken(session: Session, name: str, sent: float) -> bool:
     entry = session.file.proofs.get(name)
     fresh = entry is not None and entry.status == "checking" and (entry.checking_since or 0.0) >= sent
     return session.phase != "compiling" or fresh
+
+
+def blocked(session: Session, result: m.TryResult, tactics: list[str]) -> m.TryResult:
+    """`result` for a blocked file: a result, not an error, with every candidate not tried."""
+    why = blocked_message(session)
+    said = session.file.blocked or {}
+    result.blocked = m.Blocked(modules=list(said.get("modules", [])), message=str(said.get("message", "")))
+    result.candidates = [m.TryCandidate(tactic=t, state="not_tried", message=f"Not tried: {why}") for t in tactics]
+    result.message = f"No candidate was tried: {why}"
+    return result
 
 
 def not_tried(tactic: str) -> m.TryCandidate:

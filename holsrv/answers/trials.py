@@ -56,6 +56,15 @@ async def _trial(
         footprint = session.footprint_mb()  # to tell bloat the trial caused from what it found
         span = placement.span(src.text, req.line, req.column)
         await candidates.compiled(ctx, session, started + max(0.0, req.wait))
+        if session.phase == "blocked":
+            result = m.TryResult(
+                file=str(src.path), content_hash=src.hash, line=req.line, column=req.column, theorem=span.name,
+                replaced=src.text[span.start:span.end], before=[], candidates=[], server=note(lease),
+            )
+            result = candidates.blocked(session, result, req.tactics)
+            result.time_s = round(ctx.clock() - started, 3)
+            return result, src, span
+        await session.refresh_tally(before_trial=True)  # the file's own tally stands until the trial ends
         before_reply = await candidates.goals_at(ctx, session, Text(src.text), span.start, started + max(0.0, req.wait))
         before = goals.goals_of(before_reply) if isinstance(before_reply, replies.GoalState) else []
         result = m.TryResult(

@@ -948,6 +948,10 @@ class TryResult(ReplyBase, tag="try"):
     replacing_server: bool = False
     # `apply` was asked and a candidate proved the theorem: what was done with it.
     applied: Applied | None = None
+    # The file is blocked (its dependencies could not be loaded): no candidate
+    # was tried (each is `not_tried`), as goalState answers state "blocked".
+    blocked: Blocked | None = None
+    freshness: Freshness | None = None  # how fresh this answer is (see Freshness)
 
 
 class JobRow(Struct):

@@ -1,0 +1,115 @@
+"""Answers that tell one story: each answer's state and sentences agree with each
+other, with the file's diagnostics at the same content hash, and with status.
+
+Through the daemon and the fake HOL.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from holctl.render import render
+from holsrv.rpc import messages as m
+
+from conftest import GOOD_SCRIPT
+
+# The fake walks rpt strip_tac, then the tactic on the `simp[]` line.
+SCRIPT = """\
+Theory demo
+Ancestors arithmetic
+
+Theorem swap:
+  !p q. p /\\ q ==> q /\\ p
+Proof
+  rpt strip_tac >>
+  simp[]
+QED
+
+Theorem other:
+  !x. x ==> x
+Proof
+  rpt strip_tac >> simp[]
+QED
+"""
+LINE = 8  # `  simp[]` in swap
+
+
+def line_of(text: str, needle: str, nth: int = 1) -> int:
+    found = [n for n, line in enumerate(text.splitlines(), 1) if needle in line]
+    return found[nth - 1]
+
+
+def settled(daemon, path) -> m.DiagnosticsResult:
+    result = daemon.call(m.Diagnostics(str(path), wait=20))
+    assert result.complete, result.headline
+    return result
+
+
+# -- try on a blocked file, try's freshness -------------------------------------
+
+
+def test_try_on_a_blocked_file_answers_blocked_as_goal_state_does_not_an_error(daemon, write_script):
+    text = SCRIPT.replace("Ancestors arithmetic", "Ancestors arithmetic mylib")
+    path = write_script(text)
+    assert settled(daemon, path).verdict == "BLOCKED"
+    view = daemon.call(m.GoalState(str(path), LINE))
+    assert view.state == "blocked"
+    result = daemon.call(m.Try(str(path), LINE, ["simp[]", "rw[]"]), timeout=60)
+    assert result.blocked is not None and "mylibTheory" in result.blocked.message
+    assert [c.state for c in result.candidates] == ["not_tried", "not_tried"]
+    assert "blocked" in result.message and "mylibTheory" in result.message
+    shown = render(result)
+    assert "No candidate was tried: The file is blocked" in shown
+    assert "proved at this point" not in shown  # no goals before, which is not a proof
+
+
+def test_a_try_answer_carries_its_freshness_as_every_answer_about_a_file(daemon, write_script):
+    path = write_script(SCRIPT)
+    checked = settled(daemon, path)
+    result = daemon.call(m.Try(str(path), LINE, ["simp[]"]), timeout=60)
+    assert result.freshness is not None
+    assert (result.freshness.content_hash, result.freshness.may_be_stale) == (checked.content_hash, False)
+    assert result.freshness.settled
+
+
+# -- status: its tally agrees with the verdict, and a trial leaves no trace -----
+
+
+def test_status_counts_a_cheated_proof_as_cheated_beside_the_verdict_cheats(daemon, write_script):
+    path = write_script(GOOD_SCRIPT.replace("gen_tac >> simp[]", "gen_tac >> cheat"))
+    assert settled(daemon, path).verdict == "CHEATS"
+    [row] = daemon.call(m.Status()).sessions
+    assert (row.tally.proved, row.tally.cheated, row.tally.total) == (1, 1, 2)
+    assert "2/2 proved" not in render(daemon.call(m.Status()))
+
+
+def test_a_trial_s_failed_candidate_never_shows_in_the_file_s_tally(daemon_factory, write_script, monkeypatch):
+    # A long debounce keeps the first candidate's `failed` in the server's file state
+    # while the second candidate's text waits to be compiled.
+    monkeypatch.setenv("FAKE_HOL_DEBOUNCE_MS", "3000")
+    daemon = daemon_factory()
+    path = write_script(SCRIPT)
+    assert settled(daemon, path).verdict == "OK"
+    second = threading.Event()
+    box: dict = {}
+
+    def trial():
+        def progress(frame: m.Progress) -> None:
+            if frame.message.startswith("trying 2 of 2"):
+                second.set()
+        with daemon.client("agent") as client:
+            box["result"] = client.call(
+                m.Try(str(path), LINE, ['FAIL_TAC "nope"', "simp[]"], timeout=20, progress=True), 120,
+                on_progress=progress)
+
+    thread = threading.Thread(target=trial)
+    thread.start()
+    try:
+        assert second.wait(60), "the trial never reached its second candidate"
+        during = daemon.call(m.Status(), name="other").sessions[0].tally
+    finally:
+        thread.join(120)
+    assert [c.state for c in box["result"].candidates] == ["failed", "proved"]
+    assert during.failed == 0 and during.proved == 2, during
+    after = daemon.call(m.Status()).sessions[0].tally
+    assert after.failed == 0
