@@ -113,3 +113,21 @@ def test_a_trial_s_failed_candidate_never_shows_in_the_file_s_tally(daemon_facto
     assert during.failed == 0 and during.proved == 2, during
     after = daemon.call(m.Status()).sessions[0].tally
     assert after.failed == 0
+
+
+# -- goalState on a cheated proof -----------------------------------------------
+
+
+def test_the_qed_line_of_a_cheated_proof_is_not_proved_here_and_no_sentence_says_it_is_proved(
+        daemon, write_script):
+    text = GOOD_SCRIPT.replace("gen_tac >> simp[]", "gen_tac >> cheat")
+    path = write_script(text)
+    checked = settled(daemon, path)
+    assert checked.verdict == "CHEATS"
+    view = daemon.call(m.GoalState(str(path), line_of(text, "QED")))
+    assert view.content_hash == checked.content_hash
+    assert (view.state, view.goals) == ("cheated", [])
+    cheat = line_of(text, "cheat")
+    assert view.message.startswith(f"This is the QED line: add0 is not proved: it uses cheat at line {cheat}.")
+    assert "prove the goal" not in view.message and "proved at this point" not in render(view)
+    assert "only because of cheat" in view.message

@@ -71,9 +71,9 @@ class ProofTools:
     ) -> CallToolResult:
         """Show the goals in a proof (Proof...QED): at a column, before the tactic there (on the QED
         line: what is left); without one, before the line's first tactic and after its last, to see
-        what the line did. `state`: goals, proved_here (none left), failed (the tactic fails: error,
-        range), not_in_proof, compiling or starting (call again), blocked. positions: many in one call,
-        an entry each (state error: that one alone).
+        what the line did. `state`: goals, proved_here (none left), cheated (none left only by cheat),
+        failed (the tactic fails: error, range), not_in_proof, compiling or starting (call again),
+        blocked. positions: many in one call, an entry each (state error: that one alone).
         """
         try:
             at = _positions(line, column, positions)

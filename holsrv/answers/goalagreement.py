@@ -42,8 +42,8 @@ def agreeing(result: m.GoalStateResult, session: Session, text: str, where: Wher
     cheat = blocks.cheat_line(name)
     if where.kind == "qed" and result.state != "failed":  # a failed walk already says where it failed
         if status == "cheated" and cheat is not None:
-            said = f"This is the QED line: {name} is not proved: it uses cheat at line {cheat}."
-        elif status in _QED_SAYS:
+            return _cheated_qed(result, name, cheat)
+        if status in _QED_SAYS:
             said = _QED_SAYS[status].format(name=name)
         else:
             return result
@@ -52,11 +52,23 @@ def agreeing(result: m.GoalStateResult, session: Session, text: str, where: Wher
             return replace(result, state="proved_here", goals=[], before=None, message=said)
         return replace(result, message=" ".join([said, *_without(result.message, QED_NOTE)]))
     if result.state == "proved_here" and cheat is not None and cheat <= result.line:
-        return replace(result, message=(
+        return replace(result, state="cheated", message=(
             f"No goals are left here only because of cheat (line {cheat}): the goal is not proved, and "
             f"diagnostics counts {name} as a cheat."
         ))
     return result
+
+
+def _cheated_qed(result: m.GoalStateResult, name: str, cheat: int) -> m.GoalStateResult:
+    """The QED line of a proof that uses cheat: never `proved_here`, and no sentence
+    saying the tactics prove the goal (the walk's words are about cheat's "proof")."""
+    said = f"This is the QED line: {name} is not proved: it uses cheat at line {cheat}."
+    if result.state != "proved_here":
+        return replace(result, message=" ".join([said, *_without(result.message, QED_NOTE)]))
+    return replace(result, state="cheated", goals=[], before=None, message=(
+        f"{said} No goals are left at the end of the proof only because of cheat: diagnostics counts "
+        f"{name} as a cheat."
+    ))
 
 
 def _without(message: str, sentence: str) -> list[str]:

@@ -132,7 +132,7 @@ async def goal_diff(ctx: Context, req: m.GoalDiff, client: str) -> m.GoalDiffRes
     first = await goals.goal_state(ctx, m.GoalState(req.file, req.line1, req.column1, wait=req.wait), client)
     second = await goals.goal_state(ctx, m.GoalState(req.file, req.line2, req.column2, wait=req.wait), client)
     for r in (first, second):
-        if r.state not in ("goals", "proved_here", "failed"):
+        if r.state not in ("goals", "proved_here", "cheated", "failed"):
             raise BadRequest(f"no goals at line {r.line}: {r.message}")
     if first.theorem != second.theorem:
         raise BadRequest(

@@ -545,6 +545,7 @@ class GoalStateResult(ReplyBase, tag="goalState"):
     column: int | None
     # What an agent branches on:
     # "goals": goals below; "proved_here": no goals are left at this point;
+    # "cheated": none are left only because of cheat (the goal is not proved);
     # "failed": the tactic here fails (`error`, `failed_range`; `goals` is
     # the state before it); "not_in_proof": not inside Proof…QED;
     # "compiling" / "starting": ask again shortly; "blocked": the file's
