@@ -131,3 +131,30 @@ def test_the_qed_line_of_a_cheated_proof_is_not_proved_here_and_no_sentence_says
     assert view.message.startswith(f"This is the QED line: add0 is not proved: it uses cheat at line {cheat}.")
     assert "prove the goal" not in view.message and "proved at this point" not in render(view)
     assert "only because of cheat" in view.message
+
+
+# -- a try candidate's hint names a line goalState accepts ----------------------
+
+
+def test_a_candidate_s_hint_never_sends_goal_state_to_the_theorem_line(daemon, write_script):
+    from holsrv.answers import candidates, placement
+
+    # HOL puts a proof's failure (`unsolved goals`) on the theorem's name: the Theorem line.
+    span = placement.span(SCRIPT, LINE, None)
+    trial = span.put(SCRIPT, "conj_tac")
+    theorem_line = line_of(SCRIPT, "Theorem swap")
+    out = m.TryCandidate(
+        tactic="conj_tac", state="failed", error="proof failed: Exception raised at Tactical.TAC_PROOF: unsolved goals",
+        failed_range=m.Range(theorem_line, 9, theorem_line, 13),
+    )
+    hinted = candidates.hinted(out, candidates.hint_lines(trial, span))
+    assert f"ask goalState at line {LINE} " in hinted.hint
+    # goalState takes that line in the file (the Theorem line it refuses as not in a proof).
+    path = write_script(SCRIPT)
+    settled(daemon, path)
+    assert daemon.call(m.GoalState(str(path), LINE)).state != "not_in_proof"
+    assert daemon.call(m.GoalState(str(path), theorem_line)).state == "not_in_proof"
+    # A failure in the body before the candidate keeps its own line.
+    body = line_of(SCRIPT, "rpt strip_tac >>")
+    out.failed_range = m.Range(body, 3, body, 16)
+    assert f"at line {body} " in candidates.hinted(out, candidates.hint_lines(trial, span)).hint

@@ -58,11 +58,23 @@ async def run(
     out = await _sent(session, trial, span.name, tactic, timeout)
     if out.state == "not_tried":
         return out
-    return hinted(await _checked(ctx, session, trial, span, out, before, timeout))
+    return hinted(await _checked(ctx, session, trial, span, out, before, timeout), hint_lines(trial, span))
 
 
-def hinted(out: m.TryCandidate) -> m.TryCandidate:
-    """A failed or timed-out candidate with its hint, chosen by HOL's words (or the timeout)."""
+def hint_lines(trial: str, span: placement.Span) -> tuple[int, int]:
+    """(the proof body's first line, the candidate's first line) in `trial`: the lines a
+    hint may send goalState to, since up to the candidate's first line the file has them too."""
+    index = textinfo.of(trial).index
+    return index.line(span.block.body_start), index.line(span.start)
+
+
+def hinted(out: m.TryCandidate, lines: tuple[int, int] | None = None) -> m.TryCandidate:
+    """A failed or timed-out candidate with its hint, chosen by HOL's words (or the timeout).
+
+    A hint that names a line names one goalState accepts in the file (`lines`, from
+    `hint_lines`): the failure's, when it is in the proof body up to the candidate's
+    first line; else the candidate's own line.  HOL puts a proof's failure (`unsolved
+    goals`) on the theorem's name, the `Theorem` line, which goalState refuses."""
     match out.state:
         case "failed":
             said = "\n".join(filter(None, [out.error, out.proof.detail if out.proof else ""]))
@@ -71,6 +83,9 @@ def hinted(out: m.TryCandidate) -> m.TryCandidate:
         case _:
             return out
     line = out.failed_range.line if out.failed_range is not None else None
+    if lines is not None:
+        body, own = lines
+        line = line if line is not None and body <= line <= own else own
     out.hint = hints.hint(said, hints.Context(line=line))
     return out
 
