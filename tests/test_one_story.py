@@ -158,3 +158,66 @@ def test_a_candidate_s_hint_never_sends_goal_state_to_the_theorem_line(daemon, w
     body = line_of(SCRIPT, "rpt strip_tac >>")
     out.failed_range = m.Range(body, 3, body, 16)
     assert f"at line {body} " in candidates.hinted(out, candidates.hint_lines(trial, span)).hint
+
+
+# -- after a compile error, one story --------------------------------------------
+
+HEAD = "Theory demo\nAncestors arithmetic\n\n"
+LATER = """\
+Theorem b:
+  !p q. p /\\ q ==> q /\\ p
+Proof
+  rpt strip_tac >> simp[]
+QED
+
+Theorem c:
+  !x. x ==> x
+Proof
+  rpt strip_tac >> simp[]
+QED
+"""
+
+
+def test_a_theorem_hol_proved_past_an_earlier_error_gets_one_story_from_diagnostics_and_goal_state(
+        daemon, write_script):
+    # A Definition without End swallows b (fh_recover); HOL carries on and proves c.
+    text = HEAD + "Definition f_def:\n  f x = x + 1\n\n" + LATER
+    path = write_script(text)
+    checked = settled(daemon, path)
+    assert checked.verdict != "OK"
+    first = min(d.range.line for d in checked.diagnostics if d.severity == "error")
+    assert first == line_of(text, "Definition f_def")
+    c = next(p for p in checked.proofs if p.name == "c")
+    assert c.status == "proved"  # HOL's word
+    story = f"earlier error at line {first}"
+    assert story in c.detail and "Holmake stops at that first error" in c.detail
+    view = daemon.call(m.GoalState(str(path), line_of(text, "rpt strip_tac", 2)))
+    assert view.content_hash == checked.content_hash
+    assert view.state == "proved_here", view
+    assert story in view.message and "Holmake stops at that first error" in view.message
+    assert "does not count this proof proved" not in view.message
+
+
+def test_what_a_declaration_leaves_unfinished_is_not_put_on_the_next_theorem_s_layout(daemon, write_script):
+    # `Termination` without `End`: HOL reports `expected 'End'` on the next declaration's keyword.
+    text = HEAD + "Definition f_def:\n  f x = x + 1\nTermination\n  simp[]\n\n" + LATER
+    path = write_script(text)
+    checked = settled(daemon, path)
+    [error] = [d for d in checked.diagnostics if d.severity == "error"]
+    assert "expected 'End'" in error.message and error.range.line == line_of(text, "Theorem b")
+    assert checked.verdict != "OK"
+    b = next(p for p in checked.proofs if p.name == "b")
+    assert b.status == "proved" and b.hint == "", b  # b's layout is fine: the Definition is not
+    assert f"earlier error at line {error.range.line}" in b.detail
+    view = daemon.call(m.GoalState(str(path), line_of(text, "rpt strip_tac")))
+    assert view.state == "proved_here" and "Holmake stops at that first error" in view.message
+
+
+def test_the_hint_of_an_error_stays_on_the_theorem_that_holds_it(daemon, write_script):
+    text = HEAD + "Theorem a:\n  !n:num. n + 0 = n\nProof\n  gen_tac >> rw[foo\nQED\n\n" + LATER
+    path = write_script(text)
+    checked = settled(daemon, path)
+    by_name = {p.name: p for p in checked.proofs}
+    assert by_name["a"].status == "parse_error" and "syntax error" in by_name["a"].hint
+    assert [by_name[n].hint for n in ("b", "c")] == ["", ""]
+    assert all("Holmake stops at that first error" in by_name[n].detail for n in ("b", "c"))

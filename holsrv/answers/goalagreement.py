@@ -34,11 +34,15 @@ def agreeing(result: m.GoalStateResult, session: Session, text: str, where: Wher
     if name is None:
         return result
     diagnostics = diagnosticlist.diagnostics(session.file, session.encoding, set(session.walk_errors))
+    listed = proofs.status_of(session.file, blocks, diagnostics, name, session.clock())
+    status = listed.status if listed is not None else ""
+    first = compileerrors.first_error(diagnostics)
+    if status == "proved" and compileerrors.stops_before(blocks, first, name):
+        assert first is not None
+        return _proved_after(result, first, name)
     error = _compile_error(blocks, diagnostics, name, result.line)
     if error is not None:
         return _with_compile_error(result, error, name, blocks)
-    listed = proofs.status_of(session.file, blocks, diagnostics, name, session.clock())
-    status = listed.status if listed is not None else ""
     cheat = blocks.cheat_line(name)
     if where.kind == "qed" and result.state != "failed":  # a failed walk already says where it failed
         if status == "cheated" and cheat is not None:
@@ -69,6 +73,13 @@ def _cheated_qed(result: m.GoalStateResult, name: str, cheat: int) -> m.GoalStat
         f"{said} No goals are left at the end of the proof only because of cheat: diagnostics counts "
         f"{name} as a cheat."
     ))
+
+
+def _proved_after(result: m.GoalStateResult, first: m.Diagnostic, name: str) -> m.GoalStateResult:
+    """A proof diagnostics lists proved past the file's first error: the same sentence as
+    its detail there, before what the walk says (HOL's goals are those it proved)."""
+    said = f"Diagnostics reports {name} {compileerrors.proved_after(first)}: fix line {first.range.line} first."
+    return replace(result, message=" ".join(filter(None, [said, result.message])))
 
 
 def _without(message: str, sentence: str) -> list[str]:
