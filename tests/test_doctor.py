@@ -245,13 +245,18 @@ def test_doctor_reads_the_default_heap_from_the_hol_tree_without_a_holmakefile(p
 
 
 def test_doctor_says_hello_to_a_running_daemon_and_counts_its_memory(place, daemon_factory):
-    running = daemon_factory(socket=place.socket.parent.parent / "live.sock", memory_budget_mb=8192)
+    running = daemon_factory(socket=place.socket.parent.parent / "live.sock", memory_budget_mb=8192,
+                             max_servers=10, max_heap_mb=6144, start_footprint_mb=1024)
     place.env["HOLSRV_SOCKET"] = str(running.socket)
     lines = place.lines()
     assert lines["daemon"].startswith(f"ok running (pid {os.getpid()}, version {__version__}, protocol "
                                       f"{messages.PROTOCOL_VERSION}) on {running.socket}")
-    assert lines["memory"] == ("ok the daemon: budget 8192 MB, servers of 2048 MB each (max_heap_mb): 4 fit "
-                               "(max_servers 4), 0 MB held now, 4 more fit.")
+    # Counted as admission counts a new server (what it is expected to use), not at its heap cap:
+    # doctor says what status says.
+    status = running.call(messages.Status())
+    assert (status.usual_footprint_mb, status.servers_fit) == (1024, 8)
+    assert lines["memory"] == ("ok the daemon: budget 8192 MB, servers of 1024 MB each (expected use, as admission "
+                               "counts a new server): 8 fit (max_servers 10), 0 MB held now, 8 more fit.")
     assert lines["exit"] == "0"
 
 
@@ -329,10 +334,11 @@ def test_doctor_fails_a_config_file_the_daemon_would_refuse(place):
 
 def test_doctor_fails_a_memory_budget_that_fits_no_server(place):
     place.env["HOLSRV_MEMORY_BUDGET_MB"] = "1000"
-    place.env["HOLSRV_MAX_HEAP_MB"] = "4000"
+    place.env["HOLSRV_START_FOOTPRINT_MB"] = "4000"
     lines = place.lines()
     assert lines["memory"].startswith("FAIL a daemon started now: budget 1000 MB, servers of 4000 MB each "
-                                      "(max_heap_mb): not one fits")
+                                      "(expected use before any server is measured: start_footprint_mb): "
+                                      "not one fits")
     assert "HOLSRV_MEMORY_BUDGET_MB" in lines["memory"]
     assert lines["exit"] == "1"
 
