@@ -161,6 +161,26 @@ def test_doctor_tells_an_old_hol_lsp_without_proof_checking(place):
     assert lines["hol"].startswith("ok ")
 
 
+def git_tree(where: Path) -> Path:
+    """A HOL tree that is a git checkout with one tagged commit."""
+    where.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_GLOBAL": os.devnull}
+    for argv in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "k"], ["tag", "trindemossen-2"]):
+        subprocess.run(["git", "-C", str(where), *argv], check=True, env=env, capture_output=True, timeout=30)
+    return where
+
+
+def test_doctor_names_a_hol_build_whose_server_info_says_unknown(place):
+    tree = git_tree(place.root / "HOL")
+    place.env["FAKE_HOL_VERSION"] = "unknown"  # as the recorded servers say (transcripts' second set)
+    place.env["FAKE_HOL_HOLDIR"] = str(tree)
+    line = place.lines()["proof_server"]
+    assert line.startswith("ok ") and "HOL4 unknown" in line
+    assert f"It does not name its build (version unknown): HOLDIR {tree}, hol {os.path.realpath(FAKE_HOL)} of " in line
+    assert "git trindemossen-2" in line
+
+
 def test_doctor_finds_the_hol_tree_beside_a_hol_that_did_not_say_where_it_is(place):
     place.env["FAKE_HOL_OLD"] = "1"  # no handshake, so no serverInfo.holdir
     tree = place.root / "HOL"

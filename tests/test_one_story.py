@@ -221,3 +221,21 @@ def test_the_hint_of_an_error_stays_on_the_theorem_that_holds_it(daemon, write_s
     assert by_name["a"].status == "parse_error" and "syntax error" in by_name["a"].hint
     assert [by_name[n].hint for n in ("b", "c")] == ["", ""]
     assert all("Holmake stops at that first error" in by_name[n].detail for n in ("b", "c"))
+
+
+# -- smaller: status names a HOL build that does not name itself ------------------
+
+
+def test_status_names_the_hol_build_when_its_server_info_says_unknown(daemon_factory, write_script, monkeypatch,
+                                                                      tmp_path):
+    from test_doctor import git_tree
+
+    tree = git_tree(tmp_path / "HOL")
+    monkeypatch.setenv("FAKE_HOL_VERSION", "unknown")  # as the recorded servers say
+    monkeypatch.setenv("FAKE_HOL_HOLDIR", str(tree))
+    daemon = daemon_factory()
+    settled(daemon, write_script(SCRIPT))
+    [row] = daemon.call(m.Status()).sessions
+    assert row.hol_version == "unknown"
+    assert row.hol_build.startswith(f"HOLDIR {tree}, hol ") and row.hol_build.endswith("git trindemossen-2")
+    assert f"HOL: unknown (HOLDIR {tree}, hol " in render(daemon.call(m.Status()))

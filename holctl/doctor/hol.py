@@ -12,6 +12,7 @@ from pathlib import Path
 import msgspec
 
 from holctl.doctor.report import Check, Status
+from holsrv import holbuild
 from holsrv.errors import HolNotFound, HolsrvError
 from holsrv.settings import Settings
 
@@ -83,6 +84,8 @@ def handshake(settings: Settings, hol: str | None, timeout_s: float) -> tuple[Ch
     message = (f"`{' '.join(argv[1:])}` answered: {info.get('name', 'HOL4')} {found.version or '?'}"
                f"{'' if built == found.version else f' (built from {built})'}, HOL tree {found.holdir or '?'}, "
                f"positions {capabilities.get('positionEncoding', 'in bytes')}, offers {', '.join(offered)}.")
+    if not holbuild.said(found.version):
+        message += f" It does not name its build (version {found.version or 'not given'}): {holbuild.describe(hol, found.holdir)}."
     return Check("proof_server", Status.OK, True, message), found
 
 

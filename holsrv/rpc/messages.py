@@ -464,6 +464,9 @@ class SessionStatus(Struct):
     restarts: int = 0
     large: bool = False
     hol_version: str = ""  # serverInfo.version of the HOL server, when it said
+    # When that says nothing ("unknown", or no serverInfo): the HOL tree, `hol`'s
+    # path and date, and `git describe` of the tree if it is a checkout.
+    hol_build: str = ""
     # The verdict of the last diagnostics answer about this server's file.
     last_verdict: str = ""
     # A replacement under way because an ancestor was rebuilt: why, for how
