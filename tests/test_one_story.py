@@ -239,3 +239,16 @@ def test_status_names_the_hol_build_when_its_server_info_says_unknown(daemon_fac
     assert row.hol_version == "unknown"
     assert row.hol_build.startswith(f"HOLDIR {tree}, hol ") and row.hol_build.endswith("git trindemossen-2")
     assert f"HOL: unknown (HOLDIR {tree}, hol " in render(daemon.call(m.Status()))
+
+
+# -- smaller: an eval of several expressions says that only the last is printed ----
+
+
+def test_an_eval_of_several_expressions_says_only_the_last_value_is_printed(daemon, write_script):
+    path = write_script(SCRIPT)
+    result = daemon.call(m.Eval(str(path), "1 + 2;\n3 + 4;\n5 + 6;"))
+    assert result.errors == [] and result.output.strip() == "11"  # HOL prints nothing for a bare expression
+    [note] = [w for w in result.warnings if "only the last expression's value is printed" in w]
+    assert "lines 1, 2" in note and "PolyML.print" in note
+    alone = daemon.call(m.Eval(str(path), "val x = 1;\nx + 1;"))
+    assert alone.output.strip() == "2" and not any("only the last" in w for w in alone.warnings)
