@@ -6,7 +6,10 @@ Through the daemon and the fake HOL.
 
 from __future__ import annotations
 
+import asyncio
 import threading
+
+import pytest
 
 from holctl.render import render
 from holsrv.rpc import messages as m
@@ -252,3 +255,41 @@ def test_an_eval_of_several_expressions_says_only_the_last_value_is_printed(daem
     assert "lines 1, 2" in note and "PolyML.print" in note
     alone = daemon.call(m.Eval(str(path), "val x = 1;\nx + 1;"))
     assert alone.output.strip() == "2" and not any("only the last" in w for w in alone.warnings)
+
+
+# -- smaller: the editor bridge's initialize names HOL before a server runs -------
+
+
+async def initialized_info(daemon):
+    """The serverInfo of `holctl lsp`'s initialize reply to a fresh editor."""
+    import os
+    import sys
+    from pathlib import Path
+
+    from lsprotocol import types
+    from pytest_lsp import ClientServerConfig
+
+    config = ClientServerConfig(
+        server_command=[sys.executable, "-m", "holctl", "--socket", str(daemon.socket), "--no-start", "lsp"],
+        server_env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+    )
+    client = await config.start()
+    try:
+        result = await client.initialize_session(types.InitializeParams(
+            capabilities=types.ClientCapabilities(), client_info=types.ClientInfo(name="pytest-lsp")))
+        return result.server_info
+    finally:
+        await client.shutdown_session()
+        await client.stop()
+
+
+@pytest.mark.asyncio
+async def test_the_editor_bridge_initialize_carries_hol_s_server_info_before_a_server_runs(daemon, write_script):
+    info = await initialized_info(daemon)
+    assert info is not None and (info.name, info.version) == ("HOL4", "unknown")
+    # Once a server has run, its own serverInfo, though none runs any more.
+    path = write_script(SCRIPT)
+    await asyncio.to_thread(settled, daemon, path)
+    await asyncio.to_thread(daemon.call, m.Stop(str(path)))
+    info = await initialized_info(daemon)
+    assert info is not None and (info.name, info.version) == ("HOL4", "fake")
