@@ -7,9 +7,14 @@ Through the daemon and the fake HOL.
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import threading
+from pathlib import Path
 
 import pytest
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig
 
 from holctl.render import render
 from holsrv.rpc import messages as m
@@ -260,27 +265,49 @@ def test_an_eval_of_several_expressions_says_only_the_last_value_is_printed(daem
 # -- smaller: the editor bridge's initialize names HOL before a server runs -------
 
 
-async def initialized_info(daemon):
-    """The serverInfo of `holctl lsp`'s initialize reply to a fresh editor."""
-    import os
-    import sys
-    from pathlib import Path
-
-    from lsprotocol import types
-    from pytest_lsp import ClientServerConfig
-
+async def bridged(daemon, progress: bool):
+    """`holctl lsp` on `daemon`'s socket and a pygls client, with its initialize result."""
     config = ClientServerConfig(
         server_command=[sys.executable, "-m", "holctl", "--socket", str(daemon.socket), "--no-start", "lsp"],
         server_env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
     )
     client = await config.start()
-    try:
-        result = await client.initialize_session(types.InitializeParams(
-            capabilities=types.ClientCapabilities(), client_info=types.ClientInfo(name="pytest-lsp")))
-        return result.server_info
-    finally:
-        await client.shutdown_session()
-        await client.stop()
+    window = types.WindowClientCapabilities(work_done_progress=True) if progress else None
+    result = await client.initialize_session(types.InitializeParams(
+        capabilities=types.ClientCapabilities(window=window), client_info=types.ClientInfo(name="pytest-lsp")))
+    return client, result
+
+
+async def initialized_info(daemon):
+    """The serverInfo of `holctl lsp`'s initialize reply to a fresh editor."""
+    client, result = await bridged(daemon, progress=False)
+    await client.shutdown_session()
+    await client.stop()
+    return result.server_info
+
+
+@pytest.mark.asyncio
+async def test_the_editor_bridge_sends_progress_only_to_an_editor_that_declares_work_done_progress(
+        daemon, write_script):
+    from tests.test_editor import until
+
+    path = write_script(SCRIPT)
+    for declared in (False, True):
+        client, _ = await bridged(daemon, progress=declared)
+        try:
+            uri = path.as_uri()
+            client.text_document_did_open(types.DidOpenTextDocumentParams(
+                types.TextDocumentItem(uri=uri, language_id="holscript", version=1, text=SCRIPT + f"\n(* {declared} *)\n")))
+            # The server compiles the editor's text (HOL sends progress for each compile) and publishes.
+            await until(client, "textDocument/publishDiagnostics", lambda: uri in client.diagnostics,
+                        "the editor's diagnostics")
+            if declared:
+                await until(client, "$/progress", lambda: any(client.progress_reports.values()), "progress")
+            else:
+                assert client.progress_reports == {}
+        finally:
+            await client.shutdown_session()
+            await client.stop()
 
 
 @pytest.mark.asyncio
