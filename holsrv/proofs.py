@@ -92,7 +92,9 @@ def _overridden(
     return status, detail
 
 
-def after_first_error_steps(listed: list[m.Proof], blocks: Blocks, diagnostics_: list[m.Diagnostic]) -> stepping.Steps[None]:
+def after_first_error_steps(
+    listed: list[m.Proof], blocks: Blocks, diagnostics_: list[m.Diagnostic]
+) -> stepping.Steps[None]:
     """Say of each proof HOL proved past the file's first error (where Holmake stops) that
     it did: status `proved` is HOL's word, and the detail tells Holmake's.  goalState says
     the same sentence (`answers.goalagreement`)."""

@@ -289,25 +289,29 @@ async def initialized_info(daemon):
 @pytest.mark.asyncio
 async def test_the_editor_bridge_sends_progress_only_to_an_editor_that_declares_work_done_progress(
         daemon, write_script):
-    from tests.test_editor import until
-
     path = write_script(SCRIPT)
     for declared in (False, True):
-        client, _ = await bridged(daemon, progress=declared)
-        try:
-            uri = path.as_uri()
-            client.text_document_did_open(types.DidOpenTextDocumentParams(
-                types.TextDocumentItem(uri=uri, language_id="holscript", version=1, text=SCRIPT + f"\n(* {declared} *)\n")))
-            # The server compiles the editor's text (HOL sends progress for each compile) and publishes.
-            await until(client, "textDocument/publishDiagnostics", lambda: uri in client.diagnostics,
-                        "the editor's diagnostics")
-            if declared:
-                await until(client, "$/progress", lambda: any(client.progress_reports.values()), "progress")
-            else:
-                assert client.progress_reports == {}
-        finally:
-            await client.shutdown_session()
-            await client.stop()
+        await _opened_with_progress(daemon, path, declared)
+
+
+async def _opened_with_progress(daemon, path, declared: bool) -> None:
+    from tests.test_editor import until
+
+    client, _ = await bridged(daemon, progress=declared)
+    try:
+        uri = path.as_uri()
+        text = SCRIPT + f"\n(* {declared} *)\n"  # a new text each time: HOL compiles it, with progress
+        client.text_document_did_open(types.DidOpenTextDocumentParams(
+            types.TextDocumentItem(uri=uri, language_id="holscript", version=1, text=text)))
+        await until(client, "textDocument/publishDiagnostics", lambda: uri in client.diagnostics,
+                    "the editor's diagnostics")
+        if declared:
+            await until(client, "$/progress", lambda: any(client.progress_reports.values()), "progress")
+        else:
+            assert client.progress_reports == {}
+    finally:
+        await client.shutdown_session()
+        await client.stop()
 
 
 @pytest.mark.asyncio

@@ -85,7 +85,8 @@ def handshake(settings: Settings, hol: str | None, timeout_s: float) -> tuple[Ch
                f"{'' if built == found.version else f' (built from {built})'}, HOL tree {found.holdir or '?'}, "
                f"positions {capabilities.get('positionEncoding', 'in bytes')}, offers {', '.join(offered)}.")
     if not holbuild.said(found.version):
-        message += f" It does not name its build (version {found.version or 'not given'}): {holbuild.describe(hol, found.holdir)}."
+        named = holbuild.describe(hol, found.holdir)
+        message += f" It does not name its build (version {found.version or 'not given'}): {named}."
     return Check("proof_server", Status.OK, True, message), found
 
 
