@@ -324,3 +324,10 @@ async def test_the_editor_bridge_initialize_carries_hol_s_server_info_before_a_s
     await asyncio.to_thread(daemon.call, m.Stop(str(path)))
     info = await initialized_info(daemon)
     assert info is not None and (info.name, info.version) == ("HOL4", "fake")
+
+
+def test_a_goal_diff_answer_carries_its_freshness_too(daemon, write_script):
+    path = write_script(SCRIPT)
+    checked = settled(daemon, path)
+    result = daemon.call(m.GoalDiff(str(path), LINE - 1, LINE))
+    assert result.freshness is not None and result.freshness.content_hash == checked.content_hash

@@ -998,6 +998,7 @@ class GoalDiffResult(ReplyBase, tag="goalDiff"):
     diff: GoalsDiff
     message: str = ""
     server: ServerNote | None = None
+    freshness: Freshness | None = None  # how fresh this answer is (see Freshness)
 
 
 Result = Union[
