@@ -331,3 +331,14 @@ def test_a_goal_diff_answer_carries_its_freshness_too(daemon, write_script):
     checked = settled(daemon, path)
     result = daemon.call(m.GoalDiff(str(path), LINE - 1, LINE))
     assert result.freshness is not None and result.freshness.content_hash == checked.content_hash
+
+
+def test_the_qed_line_of_a_proof_proved_past_an_earlier_error_is_proved_here_with_the_same_story(
+        daemon, write_script):
+    text = HEAD + "Definition f_def:\n  f x = x + 1\n\n" + LATER
+    path = write_script(text)
+    checked = settled(daemon, path)
+    view = daemon.call(m.GoalState(str(path), line_of(text, "QED", 2)))
+    assert view.content_hash == checked.content_hash
+    assert (view.state, view.goals) == ("proved_here", []), view
+    assert "Holmake stops at that first error" in view.message and "diagnostics reports c proved" in view.message

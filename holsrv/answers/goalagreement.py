@@ -39,10 +39,16 @@ def agreeing(result: m.GoalStateResult, session: Session, text: str, where: Wher
     first = compileerrors.first_error(diagnostics)
     if status == "proved" and compileerrors.stops_before(blocks, first, name):
         assert first is not None
-        return _proved_after(result, first, name)
+        return _proved_after(_as_listed(result, blocks, name, status, where), first, name)
     error = _compile_error(blocks, diagnostics, name, result.line)
     if error is not None:
         return _with_compile_error(result, error, name, blocks)
+    return _as_listed(result, blocks, name, status, where)
+
+
+def _as_listed(result: m.GoalStateResult, blocks: Blocks, name: str, status: str, where: Where) -> m.GoalStateResult:
+    """`result` agreeing with diagnostics' `status` for proof `name`: a cheat named as a
+    cheat, the QED line of a proved proof said to be proved."""
     cheat = blocks.cheat_line(name)
     if where.kind == "qed" and result.state != "failed":  # a failed walk already says where it failed
         if status == "cheated" and cheat is not None:
