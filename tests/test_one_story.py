@@ -342,3 +342,11 @@ def test_the_qed_line_of_a_proof_proved_past_an_earlier_error_is_proved_here_wit
     assert view.content_hash == checked.content_hash
     assert (view.state, view.goals) == ("proved_here", []), view
     assert "Holmake stops at that first error" in view.message and "diagnostics reports c proved" in view.message
+
+
+def test_status_counts_a_parse_recovered_proof_as_a_parse_error_beside_the_verdict_errors(daemon, write_script):
+    text = HEAD + "Theorem a:\n  !n:num. n + 0 = n\nProof\n  gen_tac >> rw[foo\nQED\n\n" + LATER
+    path = write_script(text)
+    assert settled(daemon, path).verdict == "ERRORS"
+    [row] = daemon.call(m.Status()).sessions
+    assert (row.tally.proved, row.tally.parse_error, row.tally.total) == (2, 1, 3)
