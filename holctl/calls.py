@@ -102,9 +102,17 @@ class LiveLine:
         self._shown = True
 
     def clear(self) -> None:
+        """End the rewritten line before the answer is printed.
+
+        The last progress line is kept and ended with a newline rather than
+        erased: a terminal that does not honour the erase (or a log of the
+        session, an agent's pty capture) would otherwise show it glued to the
+        first line of the answer on stdout.
+        """
         if self._tty and self._shown:
-            self._stream.write("\r\x1b[K")
+            self._stream.write("\n")
             self._stream.flush()
+            self._shown = False
 
 
 class Target:

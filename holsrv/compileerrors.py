@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from holsrv import stepping
+from holsrv import diagnosticlist, stepping
 from holsrv.lsp import quirks
 from holsrv.proofblocks import Blocks
 from holsrv.rpc import messages as m
@@ -48,9 +48,11 @@ def error_owners(blocks: Blocks, diag: m.Diagnostic) -> list[str] | tuple[str, .
     if named is not None and named.group(1) in blocks.lines:
         return [named.group(1)]
     line = diag.range.line
-    owner = blocks.owner(line)
+    owner = diagnosticlist.holder(blocks, diag)
     if owner is not None:
         return [owner]
+    if blocks.owner(line) is not None:
+        return ()  # what the declaration before this one left unfinished (`holder`): no proof's
     zero_width = (diag.range.line, diag.range.col) == (diag.range.end_line, diag.range.end_col)
     below = blocks.declared_below(line) if zero_width else None
     if below is not None:
@@ -59,6 +61,25 @@ def error_owners(blocks: Blocks, diag: m.Diagnostic) -> list[str] | tuple[str, .
         if first <= line <= last or (zero_width and line < first and _blank_between(blocks, line, first)):
             return names
     return ()
+
+
+def first_error(diagnostics: list[m.Diagnostic]) -> m.Diagnostic | None:
+    """The file's first compile or parse error (`diagnostics` sorted): where Holmake stops."""
+    return next((d for d in diagnostics
+                 if d.severity == "error" and not quirks.is_proof_diagnostic(d.message)), None)
+
+
+def stops_before(blocks: Blocks, error: m.Diagnostic | None, name: str) -> bool:
+    """Whether Holmake stops at `error` before it reaches proof `name`: the error is not
+    `name`'s own and lies at or above its declaration."""
+    return (error is not None and name in blocks.lines and error.range.line <= blocks.lines[name][0]
+            and name not in error_owners(blocks, error))
+
+
+def proved_after(error: m.Diagnostic) -> str:
+    """What both diagnostics and goalState say of a proof HOL proved past an earlier error."""
+    return (f"proved by HOL, which carried on past an earlier error at line {error.range.line} "
+            f"({error_summary(error.message)}); Holmake stops at that first error and never reaches it")
 
 
 def _blank_between(blocks: Blocks, line: int, first: int) -> bool:

@@ -68,12 +68,23 @@ def note_failures(blocks: Blocks, diagnostics: list[m.Diagnostic], complete: boo
         )
 
 
+def holder(blocks: Blocks, diag: m.Diagnostic) -> str | None:
+    """The proof whose lines hold `diag`, but for a parse recovery at the very start of a
+    declaration: HOL reports what a declaration left unfinished (`expected 'End'`,
+    `expected 'QED'`) on the first token after it, the next declaration's keyword, and
+    that is about the one before, not the next (whose layout is fine).  Where the one
+    before is a proof, the two blocks meet there and `owner` already names it."""
+    owner = blocks.owner(diag.range.line)
+    at_keyword = owner is not None and diag.range.col == 1 and blocks.lines[owner][0] == diag.range.line
+    return None if at_keyword and diag.note == PARSE_NOTE else owner
+
+
 def parse_errors(blocks: Blocks, diagnostics: list[m.Diagnostic]) -> dict[str, m.Diagnostic]:
     """The first parse recovery in each proof that has one, by pool name: once
     per answer, not once per proof."""
     found: dict[str, m.Diagnostic] = {}
     for diag in diagnostics:
-        owner = blocks.owner(diag.range.line) if diag.note == PARSE_NOTE else None
+        owner = holder(blocks, diag) if diag.note == PARSE_NOTE else None
         if owner is not None:
             found.setdefault(owner, diag)
     return found

@@ -14,11 +14,12 @@ import contextlib
 import logging
 import os
 import time
+from pathlib import Path
 from typing import assert_never
 
 import msgspec
 
-from holsrv import __version__, files
+from holsrv import __version__, files, holbuild
 from holsrv.answers import (
     cached,
     common,
@@ -58,6 +59,7 @@ class Dispatch:
         self.started = started
         # Shorthands, for the status.
         self.pool, self.cache, self.settings = answers.pool, answers.cache, answers.settings
+        self.build_names = holbuild.BuildNames()  # for status rows whose HOL did not name its build
         # A cancelled trial's `finally` gives the server the file's text back: a sync, then the compile.
         cancel_wait = self.settings.lookup_wait_s + self.settings.request_timeout_s
         self.jobs = Jobs(self.settings.max_jobs, self.settings.job_keep_s, cancel_wait, self.pool.clock)
@@ -195,6 +197,14 @@ class Dispatch:
             return reply
         return await common.stamp(self.answers, job.request, _aged(reply, job, self.pool.clock()))
 
+    async def _named(self, rows: list[m.SessionStatus]) -> list[m.SessionStatus]:
+        """Rows whose HOL said no build (`serverInfo` version "unknown") with what names it."""
+        for row in rows:
+            session = self.pool.sessions.get(Path(row.file))
+            if session is not None and session.lsp is not None and not holbuild.said(row.hol_version):
+                row.hol_build = await self.build_names.of(session.hol_cmd, session.holdir)
+        return rows
+
     async def status(self) -> m.StatusResult:
         for session in list(self.pool.sessions.values()):
             await session.refresh_tally()
@@ -207,7 +217,8 @@ class Dispatch:
             socket=str(self.settings.socket),
             max_servers=self.settings.max_servers,
             sessions=self.answers.ancestor_cheats.marked(
-                await editors.marked(self.answers, self.pool.status_rows(now)), self.pool.sessions.get),
+                await self._named(await editors.marked(self.answers, self.pool.status_rows(now))),
+                self.pool.sessions.get),
             cache_hits=self.cache.hits,
             cache_misses=self.cache.misses,
             settings=[m.SettingSource(name, value, source) for name, value, source in self.settings.effective()],

@@ -71,7 +71,8 @@ class EditorChannel:
         writer = asyncio.create_task(self._write(), name=f"editor-out-{self.name}")
         log.info("editor %s attached", self.name)
         try:
-            self.outbox.put(e.EditorAttached(initialize=self._initialize(), daemon_pid=os.getpid()))
+            self.outbox.put(e.EditorAttached(initialize=self._initialize(), daemon_pid=os.getpid(),
+                                             server_info=self._server_info()))
             await self._read(writer)
         finally:
             for task in self._calls.values():
@@ -94,6 +95,23 @@ class EditorChannel:
             if session.lsp is not None and session.lsp.capabilities:
                 return _json.encode({"capabilities": session.lsp.capabilities, "serverInfo": session.lsp.server_info})
         return b""
+
+    def _server_info(self) -> bytes:
+        """HOL's `serverInfo` for an editor that attaches while no server runs (b"" when no HOL
+        is found): the last server's, which a stopped session keeps, else the configured
+        HOL's tree, with the fields only a running server can fill `"unknown"`, as HOL
+        itself writes them for a build it cannot name (PROTOCOL.md §4.3)."""
+        for session in reversed(self.ctx.pool.sessions.values()):
+            if session.lsp is not None and session.lsp.server_info:
+                return _json.encode(session.lsp.server_info)
+        try:
+            hol = self.ctx.settings.hol_command()
+        except HolsrvError:
+            return b""
+        tree = Path(os.path.realpath(hol)).parent.parent
+        holdir = os.environ.get("HOLDIR") or (str(tree) if (tree / "sigobj").is_dir() else "")
+        return _json.encode({"name": "HOL4", "version": "unknown", "builtFrom": "unknown", "sources": "unknown",
+                             "holdir": holdir})
 
     async def _write(self) -> None:
         while True:

@@ -12,7 +12,8 @@ attribution of a compile error to its theorems `compileerrors`'s.
 from __future__ import annotations
 
 from holsrv import hints, stepping, tally
-from holsrv.compileerrors import compile_errors, does_not_compile
+from holsrv.compileerrors import compile_errors, does_not_compile, proved_after, stops_before
+from holsrv.compileerrors import first_error as compile_errors_first
 from holsrv.diagnosticlist import MAX_MESSAGE_CHARS, diagnostics, parse_errors
 from holsrv.filestate import FileState, ProofEntry
 from holsrv.lsp import quirks
@@ -65,8 +66,11 @@ def proof(
     elif status in _RAN:
         status, detail = _overridden(entry.name, status, detail, blocks, parse)
     said = error.message if error is not None else detail
+    # A hint names a line goalState accepts: the proof's QED line (what is left at its end),
+    # not the Theorem line its entry is at.
+    spans = blocks.lines.get(entry.name)
     listed = m.Proof(name=entry.name, line=entry.line0 + 1, status=status, detail=detail,
-                     hint=hint_for(status, said, entry.line0 + 1))
+                     hint=hint_for(status, said, spans[2] if spans else entry.line0 + 1))
     if entry.status == "checking":
         listed.checking_s = round(file.checking_for(entry, now), 1)
     return listed
@@ -86,6 +90,22 @@ def _overridden(
     if cheat is not None:
         return "cheated", f"uses cheat at line {cheat}: HOL's pool counts it {status}, but it is not proved"
     return status, detail
+
+
+def after_first_error_steps(
+    listed: list[m.Proof], blocks: Blocks, diagnostics_: list[m.Diagnostic]
+) -> stepping.Steps[None]:
+    """Say of each proof HOL proved past the file's first error (where Holmake stops) that
+    it did: status `proved` is HOL's word, and the detail tells Holmake's.  goalState says
+    the same sentence (`answers.goalagreement`)."""
+    first = compile_errors_first(diagnostics_)
+    if first is None:
+        return
+    for chunk in stepping.chunks(listed):
+        for p in chunk:
+            if p.status == "proved" and stops_before(blocks, first, p.name):
+                p.detail = "; ".join(filter(None, [proved_after(first), p.detail]))
+        yield
 
 
 def unreported(known: dict, blocks: Blocks, errors: dict[str, m.Diagnostic], why: str = "") -> list[m.Proof]:

@@ -78,7 +78,7 @@ class Session:
         # Errors of failed goal-state walks: HOL publishes each as a diagnostic
         # of the file until a clean walk or an edit (PROTOCOL.md §0, §11).
         self.walk_errors: deque[str] = deque(maxlen=64)
-        self._tally = sessionstatus.PoolTally(self.file)
+        self._tally = sessionstatus.PoolTally(self.file, lambda: bool(self.trials.trial))
         self.clients: set[str] = set()
         self._text = TextSync(self.file, self.notify, self.wait_until, clock, settings.spill_wait_s)
         self.hol = hol.HolCalls(self.uri, self.request, self.notify)  # HOL's typed requests about this file
@@ -173,9 +173,10 @@ class Session:
         """This server as `status` shows it."""
         return sessionstatus.row(self, self._tally.current(), now, restarts, self.settings.soft_footprint_mb)
 
-    async def refresh_tally(self) -> None:
-        """Bring the pool's tally up to date, in slices (see `sessionstatus.PoolTally`)."""
-        await self._tally.refresh()
+    async def refresh_tally(self, before_trial: bool = False) -> None:
+        """Bring the pool's tally up to date, in slices (see `sessionstatus.PoolTally`);
+        `before_trial`: a trial holds the server but has not yet sent it a candidate."""
+        await self._tally.refresh(before_trial)
 
     def tail(self, lines: int = 30) -> str:
         return self.proc.tail(lines)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -100,20 +101,29 @@ class PoolTally:
 
     Status reads the tally `refresh` made last (status refreshes it first):
     so status costs one tally per change, not one per call and session.
+    While a trial (`try`) holds the server (`in_trial`), the pool's word is
+    about a candidate's text, not the file's: the tally made before it stands,
+    so a failed candidate never shows as a failed proof of the file.
     """
 
-    def __init__(self, file: FileState) -> None:
+    def __init__(self, file: FileState, in_trial: Callable[[], bool] = lambda: False) -> None:
         self.file = file
+        self._in_trial = in_trial
         self._memo: tuple[tuple[int, int], m.Tally] | None = None
 
     def current(self) -> m.Tally:
         if self._memo is None:
-            self._memo = ((self.file.events, self.file.version), tally.of_pool(self.file))
+            # Nothing before the trial to keep: no proof is counted rather than a candidate's.
+            made = m.Tally() if self._in_trial() else tally.of_pool(self.file)
+            self._memo = ((self.file.events, self.file.version), made)
         return self._memo[1]
 
-    async def refresh(self) -> None:
+    async def refresh(self, before_trial: bool = False) -> None:
         """Bring it up to date, in slices: for a file of 30,000 proofs it takes tens
-        of milliseconds, which other clients must not wait for."""
+        of milliseconds, which other clients must not wait for.  `before_trial`:
+        the trial holds the server but has sent no candidate yet (its tally is the file's)."""
         key = (self.file.events, self.file.version)
+        if self._in_trial() and not before_trial:
+            return
         if self._memo is None or self._memo[0] != key:
             self._memo = (key, await stepping.sliced(tally.pool_steps(self.file)))

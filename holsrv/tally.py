@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from holsrv import stepping, textinfo
+from holsrv import diagnosticlist, stepping, textinfo
 from holsrv.filestate import FileState, ProofEntry
+from holsrv.lsp import quirks
+from holsrv.proofblocks import Blocks
 from holsrv.rpc import messages as m
 
 
@@ -65,9 +67,39 @@ def of_pool(file: FileState) -> m.Tally:
 
 
 def pool_steps(file: FileState) -> stepping.Steps[m.Tally]:
-    """`of_pool` in steps."""
+    """`of_pool` in steps.  A proof that uses cheat counts as cheated, and one HOL checked
+    only after recovering from a parse error in it as parse_error, not as the pool's
+    `proved`: status must not show "6/6 proved" beside the verdict CHEATS or ERRORS
+    (the text's cheats are known once per text: a lookup a proof; parse recoveries
+    are a handful of HOL's diagnostics)."""
     visible = yield from visible_steps(file, file.text, ordered=False)
-    return tally_of(answer_status(e.status) for e in visible)
+    info = textinfo.of(file.text)
+    parsed = _parse_recovered(file)
+    yield
+    return tally_of(_corrected(answer_status(e.status), info.cheat_line(e.name), e.name in parsed) for e in visible)
+
+
+def _corrected(status: str, cheat_line: int | None, parse_error: bool) -> str:
+    """The pool's `status` as diagnostics would list it (`proofs._overridden`: a parse error first)."""
+    if status not in ("proved", "suspended"):
+        return status
+    return "parse_error" if parse_error else "cheated" if cheat_line is not None else status
+
+
+def _parse_recovered(file: FileState) -> set[str]:
+    """The proofs holding a parse error HOL recovered from, as `diagnosticlist.parse_errors` finds them."""
+    blocks = Blocks(file.text)
+    found = set()
+    for diag in file.diagnostics:
+        if not quirks.is_parse_recovery(diag):
+            continue
+        start = (diag.get("range") or {}).get("start") or {}
+        line, col = int(start.get("line", 0)) + 1, int(start.get("character", 0)) + 1  # only col 1 matters: exact
+        at = m.Range(line, col, line, col)
+        owner = diagnosticlist.holder(blocks, m.Diagnostic(at, "error", "", diagnosticlist.PARSE_NOTE))
+        if owner is not None:
+            found.add(owner)
+    return found
 
 
 def open_suspensions(file: FileState, proofs: list[ProofEntry]) -> list[str]:

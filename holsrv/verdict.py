@@ -49,6 +49,7 @@ def build_steps(
     diagnostics, omitted, errors = yield from _diagnosed(file, blocks, encoding, set(walk_errors), complete)
     parse = diagnosticlist.parse_errors(blocks, diagnostics)
     listed = yield from _listed(file, entries, now, blocks, parse, errors)
+    yield from proofs.after_first_error_steps(listed, blocks, diagnostics)
     cheats = yield from _cheats(blocks)
     warnings = yield from outstanding.slow_warnings(file, entries, now, settings, footprint_mb)
     warnings += outstanding.large(footprint_mb, settings)

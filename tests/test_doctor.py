@@ -190,6 +190,26 @@ def test_doctor_tells_an_old_hol_lsp_without_proof_checking(place):
     assert lines["hol"].startswith("ok ")
 
 
+def git_tree(where: Path) -> Path:
+    """A HOL tree that is a git checkout with one tagged commit."""
+    where.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_GLOBAL": os.devnull}
+    for argv in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "k"], ["tag", "trindemossen-2"]):
+        subprocess.run(["git", "-C", str(where), *argv], check=True, env=env, capture_output=True, timeout=30)
+    return where
+
+
+def test_doctor_names_a_hol_build_whose_server_info_says_unknown(place):
+    tree = git_tree(place.root / "HOL")
+    place.env["FAKE_HOL_VERSION"] = "unknown"  # as the recorded servers say (transcripts' second set)
+    place.env["FAKE_HOL_HOLDIR"] = str(tree)
+    line = place.lines()["proof_server"]
+    assert line.startswith("ok ") and "HOL4 unknown" in line
+    assert f"It does not name its build (version unknown): HOLDIR {tree}, hol {os.path.realpath(FAKE_HOL)} of " in line
+    assert "git trindemossen-2" in line
+
+
 def test_doctor_finds_the_hol_tree_beside_a_hol_that_did_not_say_where_it_is(place):
     place.env["FAKE_HOL_OLD"] = "1"  # no handshake, so no serverInfo.holdir
     tree = place.root / "HOL"
@@ -274,13 +294,18 @@ def test_doctor_reads_the_default_heap_from_the_hol_tree_without_a_holmakefile(p
 
 
 def test_doctor_says_hello_to_a_running_daemon_and_counts_its_memory(place, daemon_factory):
-    running = daemon_factory(socket=place.socket.parent.parent / "live.sock", memory_budget_mb=8192)
+    running = daemon_factory(socket=place.socket.parent.parent / "live.sock", memory_budget_mb=8192,
+                             max_servers=10, max_heap_mb=6144, start_footprint_mb=1024)
     place.env["HOLSRV_SOCKET"] = str(running.socket)
     lines = place.lines()
     assert lines["daemon"].startswith(f"ok running (pid {os.getpid()}, version {__version__}, protocol "
                                       f"{messages.PROTOCOL_VERSION}) on {running.socket}")
-    assert lines["memory"] == ("ok the daemon: budget 8192 MB, servers of 2048 MB each (max_heap_mb): 4 fit "
-                               "(max_servers 4), 0 MB held now, 4 more fit.")
+    # Counted as admission counts a new server (what it is expected to use), not at its heap cap:
+    # doctor says what status says.
+    status = running.call(messages.Status())
+    assert (status.usual_footprint_mb, status.servers_fit) == (1024, 8)
+    assert lines["memory"] == ("ok the daemon: budget 8192 MB, servers of 1024 MB each (expected use, as admission "
+                               "counts a new server): 8 fit (max_servers 10), 0 MB held now, 8 more fit.")
     assert lines["exit"] == "0"
 
 
@@ -358,10 +383,11 @@ def test_doctor_fails_a_config_file_the_daemon_would_refuse(place):
 
 def test_doctor_fails_a_memory_budget_that_fits_no_server(place):
     place.env["HOLSRV_MEMORY_BUDGET_MB"] = "1000"
-    place.env["HOLSRV_MAX_HEAP_MB"] = "4000"
+    place.env["HOLSRV_START_FOOTPRINT_MB"] = "4000"
     lines = place.lines()
     assert lines["memory"].startswith("FAIL a daemon started now: budget 1000 MB, servers of 4000 MB each "
-                                      "(max_heap_mb): not one fits")
+                                      "(expected use before any server is measured: start_footprint_mb): "
+                                      "not one fits")
     assert "HOLSRV_MEMORY_BUDGET_MB" in lines["memory"]
     assert lines["exit"] == "1"
 

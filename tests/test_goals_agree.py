@@ -25,7 +25,7 @@ def test_a_cheat_line_says_the_goal_is_not_proved_and_agrees_with_diagnostics(da
     assert checked.verdict == "CHEATS"
     view = daemon.call(m.GoalState(str(path), line_of(text, "cheat")))
     assert view.content_hash == checked.content_hash
-    assert view.state == "proved_here" and view.goals == []
+    assert view.state == "cheated" and view.goals == []
     assert "prove the goal" not in view.message
     assert "only because of cheat" in view.message and "not proved" in view.message
     assert "not proved" in render(view)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import typing
 from pathlib import Path
@@ -338,3 +339,23 @@ def test_holmake_progress_is_live_lines_on_stderr(short_tmp, tmp_path):
     assert shown.exit_code == 0, shown.output
     assert shown.stderr == "… Holmake: demoTheory  OK\n"
     assert shown.stdout == "OK: Holmake built /d in 1.0s.\n"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_progress_line_on_a_terminal_ends_with_a_newline_before_the_answer():
+    from holctl.calls import LiveLine
+
+    stream = _Terminal()
+    live = LiveLine(stream)
+    live.show(messages.Progress("waiting for the compile", 1, 3))
+    live.show(messages.Progress("checking 2 proofs", 2, 3))
+    live.clear()
+    shown = stream.getvalue()
+    # Whatever the terminal does with the rewrite, the answer printed next starts on its own line.
+    assert shown.endswith("\n") and shown.rstrip("\n").endswith("checking 2 proofs (2/3)")
+    live.clear()  # a second clear adds nothing
+    assert stream.getvalue() == shown

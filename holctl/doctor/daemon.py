@@ -125,38 +125,32 @@ def _dir_problem(directory: Path) -> str:
 
 
 def memory(found: Settings, status: messages.StatusResult | None) -> Check:
-    """The memory budget and how many servers of the usual size (the heap cap) fit in it."""
-    max_heap, soft = found.max_heap_mb, found.soft_footprint_mb
+    """The memory budget and how many servers fit in it, counted as admission counts them:
+    each at what a new server is expected to use (the daemon's own figure, as status
+    shows it; before any server is measured, `start_footprint_mb`), not at its heap cap,
+    which bounds a server's heap but is not what it holds."""
     budget, used, limit, whose = found.memory_budget_mb, 0.0, found.max_servers, "a daemon started now"
+    usual, basis = float(found.start_footprint_mb), "expected use before any server is measured: start_footprint_mb"
     if status is not None:
-        shown = {s.name: s.value for s in status.settings}
-        max_heap = _int(shown.get("HOLSRV_MAX_HEAP_MB"), max_heap)
-        soft = _int(shown.get("HOLSRV_SOFT_FOOTPRINT_MB"), soft)
         budget, used, limit, whose = status.memory_budget_mb, status.memory_used_mb, status.max_servers, "the daemon"
-    # As admission counts a server: its heap cap, or the soft footprint without one.
-    usual = max_heap if max_heap > 0 else soft
-    size = f"{usual} MB each ({'max_heap_mb' if max_heap > 0 else 'no heap cap: soft_footprint_mb'})"
+        if status.usual_footprint_mb > 0:
+            usual, basis = status.usual_footprint_mb, "expected use, as admission counts a new server"
+    size = f"{usual:.0f} MB each ({basis})"
     if budget <= 0:
         return Check("memory", Status.OK, True, f"{whose}: no memory budget; up to {limit} servers (max_servers).")
-    fit = min(limit, int(budget // usual))
-    now = max(0, min(limit - len(status.sessions), int((budget - used) // usual))) if status is not None else fit
-    held = f", {used:.0f} MB held now, {now} more fit" if status is not None else ""
+    fit = min(limit, int(budget // max(1.0, usual)))
+    # The daemon's own count of what fits now (`servers_fit`), so doctor and status agree.
+    held = f", {used:.0f} MB held now, {status.servers_fit} more fit" if status is not None else ""
     message = f"{whose}: budget {budget} MB, servers of {size}: {fit} fit (max_servers {limit}){held}."
     if fit < 1:
         return Check("memory", Status.FAIL, True, message.replace(": 0 fit", ": not one fits"),
-                     "raise HOLSRV_MEMORY_BUDGET_MB or lower HOLSRV_MAX_HEAP_MB, then restart the daemon")
+                     "raise HOLSRV_MEMORY_BUDGET_MB, then restart the daemon")
     total = _total_mb()
     if total and budget > total:
         return Check("memory", Status.WARN, True, f"{message} The budget is more than this machine's {total} MB.",
                      "lower HOLSRV_MEMORY_BUDGET_MB (default: three quarters of the memory)")
     return Check("memory", Status.OK, True, message)
 
-
-def _int(text: str | None, default: int) -> int:
-    try:
-        return int(text) if text else default
-    except ValueError:
-        return default
 
 
 def _total_mb() -> int:

@@ -13,6 +13,7 @@ import msgspec
 
 from holctl.doctor import services
 from holctl.doctor.report import Check, Status
+from holsrv import holbuild
 from holsrv.errors import HolNotFound, HolsrvError
 from holsrv.settings import Settings
 
@@ -92,6 +93,9 @@ def _described(argv: list[str], info: dict, capabilities: dict, hol: str) -> tup
     message = (f"`{' '.join(argv[1:])}` answered: {info.get('name', 'HOL4')} {found.version or '?'}"
                f"{'' if built == found.version else f' (built from {built})'}, HOL tree {found.holdir or '?'}, "
                f"positions {capabilities.get('positionEncoding', 'in bytes')}, offers {', '.join(offered)}.")
+    if not holbuild.said(found.version):
+        named = holbuild.describe(hol, found.holdir)
+        message += f" It does not name its build (version {found.version or 'not given'}): {named}."
     return Check("proof_server", Status.OK, True, message), found
 
 

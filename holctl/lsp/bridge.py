@@ -137,6 +137,9 @@ class Bridge:
         else:
             if running:
                 result = msgspec.json.decode(running)
+            elif known := self.daemon.server_info():
+                # No server yet: HOL's serverInfo fields as the daemon knows them.
+                result = {**RECORDED_INITIALIZE, "serverInfo": msgspec.json.decode(known)}
         capabilities = dict(result.get("capabilities") or {})
         self._server_encoding = str(capabilities.get("positionEncoding", "utf-8"))
         capabilities["positionEncoding"] = self.encoding

@@ -49,6 +49,10 @@ class Upstream:
         self._listening = asyncio.create_task(self._listen(self.link), name="daemon")
         return self.link.attached.initialize
 
+    def server_info(self) -> bytes:
+        """HOL's serverInfo as the daemon knew it when this link attached (b"" if it did not say)."""
+        return self.link.attached.server_info if self.link is not None else b""
+
     async def send(self, frame: e.EditorFrame) -> None:
         """Send `frame`; lost while no daemon is connected (reconnecting re-opens the documents)."""
         if self.link is not None:

@@ -17,7 +17,7 @@ from holsrv.rpc.words import duration
 
 SEPARATOR = "-" * 36
 # "ok" is what a daemon of protocol 1 said for "goals" and "proved_here".
-_GOAL_STATES = ("goals", "proved_here", "failed", "ok")
+_GOAL_STATES = ("goals", "proved_here", "cheated", "failed", "ok")
 
 
 def _goal_state(reply: GoalStateResult) -> list[str]:
@@ -54,7 +54,9 @@ def _at(reply: GoalStateResult | GoalStateEntry) -> list[str]:
         lines += [f"error{where}: {first}", *("    " + line for line in rest)]
     if reply.before is not None:
         lines += ["before the line:", *_goals(reply.before, "  "), "after the line:"]
-    return lines + _goals(reply.goals, "  " if reply.before is not None else "", proved=not reply.error)
+    # No goals after cheat is not a proof: the message says so, and nothing reads "proved".
+    proved = not reply.error and reply.state != "cheated"
+    return lines + _goals(reply.goals, "  " if reply.before is not None else "", proved=proved)
 
 
 def _goals(goals: list[Goal], indent: str = "", proved: bool = True) -> list[str]:
@@ -93,8 +95,9 @@ def _diff(d: GoalsDiff) -> list[str]:
 
 
 def _try(reply: TryResult) -> list[str]:
-    lines = [f"theorem {reply.theorem}, line {reply.line}: tried in place of {reply.replaced!r}", reply.message,
-             "goals before:", *_goals(reply.before, "  ")]
+    lines = [f"theorem {reply.theorem}, line {reply.line}: tried in place of {reply.replaced!r}", reply.message]
+    if reply.blocked is None:  # a blocked file has no goals, which must not read as proved
+        lines += ["goals before:", *_goals(reply.before, "  ")]
     for n, candidate in enumerate(reply.candidates, 1):
         lines += _candidate(n, candidate)
     footer = _footer(reply.content_hash, reply.server) if reply.server else []

@@ -39,7 +39,7 @@ def _status(reply: StatusResult) -> list[str]:
         cap = f"{reply.max_heap_mb} MB" if reply.max_heap_mb else "none"
         lines.append(f"capacity: {reply.servers_fit} more of {reply.usual_footprint_mb:.0f} MB fit; "
                      f"heap cap {cap} per server")
-    versions = sorted({s.hol_version for s in reply.sessions if s.hol_version})
+    versions = sorted({_hol(s) for s in reply.sessions if s.hol_version or s.hol_build})
     if versions:
         lines.append(f"HOL: {', '.join(versions)}")
     lines += _settings(reply.settings)
@@ -73,6 +73,12 @@ def _status(reply: StatusResult) -> list[str]:
         f"{duration(s.replacing_since_s or 0)}): {s.replacing}"
         for s in reply.sessions if s.replacing
     ] + _jobs(reply.jobs)
+
+
+def _hol(s: SessionStatus) -> str:
+    """HOL's own name for its build, and what names it when that says nothing."""
+    version = s.hol_version or "no version given"
+    return f"{version} ({s.hol_build})" if s.hol_build else version
 
 
 def _jobs(jobs: list[JobRow]) -> list[str]:

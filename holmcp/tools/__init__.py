@@ -75,7 +75,8 @@ OUTPUT_SCHEMAS = {
     # With positions the answer is a GoalStatesResult: one entry per position, each with its own state.
     "goalState": schema.either(
         schema.compact_output(messages.GoalStateResult, {
-            "state": "goals, proved_here, failed, not_in_proof, compiling, starting, blocked, looping or unsupported",
+            "state": "goals, proved_here, cheated, failed, not_in_proof, compiling, starting, blocked, looping "
+                     "or unsupported",
         }),
         schema.compact_output(messages.GoalStatesResult),
     ),

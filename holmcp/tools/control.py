@@ -33,11 +33,11 @@ class ControlTools:
         ] = default(messages.Eval, "timeout"),
     ) -> CallToolResult:
         """Run SML in the script's HOL server, as the user (not read-only), after `open HolKernel Parse
-        boolLib bossLib` and the script's ancestor theories (not its own theorems); a last expression's
-        value is printed. No binding lasts to the next call; HOL's global state (theories loaded, flags,
-        grammar, definitions) does, for every agent on this file, until its server restarts. Returns
-        output, errors (line:column in your code), stderr; warnings are not errors. E.g. EVAL a term,
-        DB.find, try prove.
+        boolLib bossLib` and the script's ancestor theories (not its own theorems); only the last
+        expression's value is printed (PolyML.print others). No binding lasts to the next call; HOL's
+        global state (theories loaded, flags, grammar, definitions) does, for every agent on this file,
+        until its server restarts. Returns output, errors (line:column in your code), stderr; warnings
+        are not errors. E.g. EVAL a term, DB.find, try prove.
         """
         return await self.daemon.ask(ctx, messages.Eval(file=self.daemon.path(file), code=code, timeout=timeout))
 

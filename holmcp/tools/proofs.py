@@ -70,9 +70,10 @@ class ProofTools:
         ] = None,
     ) -> CallToolResult:
         """Show the goals in a proof (Proof...QED): at a column, before the tactic there (on the QED
-        line: what is left); without one, before and after the line's tactics. `state`: goals, proved_here (none left), failed (the tactic fails: error,
-        range), not_in_proof, compiling or starting (call again), blocked, looping or unsupported (see
-        message). positions: many in one call, an entry each (state error: that one alone).
+        line: what is left); without one, before and after the line's tactics. `state`: goals, proved_here
+        (none left), cheated (none left only by cheat), failed (the tactic fails: error, range),
+        not_in_proof, compiling or starting (call again), blocked, looping or unsupported (see message).
+        positions: many in one call, an entry each (state error: that one alone).
         """
         try:
             at = _positions(line, column, positions)

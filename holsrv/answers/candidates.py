@@ -10,7 +10,7 @@ from __future__ import annotations
 from holsrv import hints, pool, runaway, textinfo
 from holsrv.answers import goals, judging, placement
 from holsrv.answers.common import Context, blocked_message, read, replace
-from holsrv.errors import BadRequest, RanAway, ServerTimeout
+from holsrv.errors import RanAway, ServerTimeout
 from holsrv.files import Script
 from holsrv.lsp import hol
 from holsrv.positions import Text
@@ -23,10 +23,9 @@ SHED_WAIT_S = 5.0
 
 
 async def compiled(ctx: Context, session: Session, deadline: float) -> None:
-    """Wait for the disk text's compile: the goals before the candidates need it."""
+    """Wait for the disk text's compile: the goals before the candidates need it.
+    A blocked file is the caller's to answer (`blocked`), as goalState answers it."""
     await session.wait_until(lambda: session.phase != "compiling", deadline - ctx.clock())
-    if session.phase == "blocked":
-        raise BadRequest(blocked_message(session))
     if session.phase == "compiling":
         raise ServerTimeout(
             f"{session.path.name} is still compiling, so no candidate was tried; call try again in a few "
@@ -66,7 +65,7 @@ async def run(
     if out.state == "not_tried":
         return out
     try:
-        return hinted(await _checked(ctx, session, trial, span, out, before, timeout))
+        return hinted(await _checked(ctx, session, trial, span, out, before, timeout), hint_lines(trial, span))
     except RanAway as ran:
         raise Looped(ran_away(tactic, ran), ran) from None
 
@@ -79,8 +78,20 @@ class Looped(Exception):
         self.candidate, self.ran = candidate, ran
 
 
-def hinted(out: m.TryCandidate) -> m.TryCandidate:
-    """A failed or timed-out candidate with its hint, chosen by HOL's words (or the timeout)."""
+def hint_lines(trial: str, span: placement.Span) -> tuple[int, int]:
+    """(the proof body's first line, the candidate's first line) in `trial`: the lines a
+    hint may send goalState to, since up to the candidate's first line the file has them too."""
+    index = textinfo.of(trial).index
+    return index.line(span.block.body_start), index.line(span.start)
+
+
+def hinted(out: m.TryCandidate, lines: tuple[int, int] | None = None) -> m.TryCandidate:
+    """A failed or timed-out candidate with its hint, chosen by HOL's words (or the timeout).
+
+    A hint that names a line names one goalState accepts in the file (`lines`, from
+    `hint_lines`): the failure's, when it is in the proof body up to the candidate's
+    first line; else the candidate's own line.  HOL puts a proof's failure (`unsolved
+    goals`) on the theorem's name, the `Theorem` line, which goalState refuses."""
     match out.state:
         case "failed":
             said = "\n".join(filter(None, [out.error, out.proof.detail if out.proof else ""]))
@@ -89,6 +100,9 @@ def hinted(out: m.TryCandidate) -> m.TryCandidate:
         case _:
             return out
     line = out.failed_range.line if out.failed_range is not None else None
+    if lines is not None:
+        body, own = lines
+        line = line if line is not None and body <= line <= own else own
     out.hint = hints.hint(said, hints.Context(line=line))
     return out
 
@@ -143,6 +157,16 @@ def has_taken(session: Session, name: str, sent: float) -> bool:
     entry = session.file.proofs.get(name)
     fresh = entry is not None and entry.status == "checking" and (entry.checking_since or 0.0) >= sent
     return session.phase != "compiling" or fresh
+
+
+def blocked(session: Session, result: m.TryResult, tactics: list[str]) -> m.TryResult:
+    """`result` for a blocked file: a result, not an error, with every candidate not tried."""
+    why = blocked_message(session)
+    said = session.file.blocked or {}
+    result.blocked = m.Blocked(modules=list(said.get("modules", [])), message=str(said.get("message", "")))
+    result.candidates = [m.TryCandidate(tactic=t, state="not_tried", message=f"Not tried: {why}") for t in tactics]
+    result.message = f"No candidate was tried: {why}"
+    return result
 
 
 def not_tried(tactic: str) -> m.TryCandidate:

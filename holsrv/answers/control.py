@@ -45,6 +45,9 @@ async def eval(ctx: Context, req: m.Eval, client: str) -> m.EvalResult:
             outcome.errors.append(f"timed out after {req.timeout:g}s; the evaluation was cancelled")
         stderr = hol.without_holdep_noise(session.stderr_since(mark), sent.names)
         errors = outcome.errors[:MAX_EVAL_ERRORS]
+        unseen = evalcode.unprinted_note(evalcode.unprinted(req.code))
+        if unseen:
+            outcome.warnings.append(unseen)
         return m.EvalResult(
             file=str(src.path), output=clip(outcome.output, MAX_EVAL_CHARS),
             errors=[clip(e, MAX_MESSAGE_CHARS) for e in errors],

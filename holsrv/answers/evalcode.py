@@ -116,6 +116,29 @@ def last_expression(masked: str) -> int | None:
     return at
 
 
+def unprinted(code: str) -> list[int]:
+    """The 1-based lines of top-level expressions, other than the code's last declaration,
+    whose values nobody sees: only the last one is echoed (`prepare`), and HOL prints
+    nothing for a bare expression (transcript eval-errors)."""
+    masked = _mask(code)
+    tokens = [(t.start(), t.group()) for t in _TOKEN.finditer(masked)]
+    final = _final_semicolon(masked)
+    cuts = [at for at in _top_level_semicolons(tokens) if at != final]
+    starts = [next((t for t in tokens if t[0] > cut), None) for cut in [-1, *cuts]][:-1]  # all but the last
+    return [code.count("\n", 0, at) + 1 for at, first in filter(None, starts)
+            if first not in _DECLARATION_WORDS and first not in _NOT_A_START and not first.startswith("PolyML.print")]
+
+
+def unprinted_note(lines: list[int]) -> str:
+    """What an answer says of `unprinted` expressions, "" when there are none."""
+    if not lines:
+        return ""
+    which = f"line {lines[0]}" if len(lines) == 1 else "lines " + ", ".join(map(str, lines))
+    return (f"only the last expression's value is printed: the expression(s) at {which} ran, but their values "
+            "are not shown (a bare expression only binds `it`); wrap one in `PolyML.print (…);` to see it, or "
+            "give it its own eval")
+
+
 def read(reports: list, sent: Sent, encoding: str) -> Outcome:
     """Output, errors and warnings, with positions on the agent's own lines (1-based).
 

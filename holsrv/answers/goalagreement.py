@@ -34,16 +34,26 @@ def agreeing(result: m.GoalStateResult, session: Session, text: str, where: Wher
     if name is None:
         return result
     diagnostics = diagnosticlist.diagnostics(session.file, session.encoding, set(session.walk_errors))
+    listed = proofs.status_of(session.file, blocks, diagnostics, name, session.clock())
+    status = listed.status if listed is not None else ""
+    first = compileerrors.first_error(diagnostics)
+    if status == "proved" and compileerrors.stops_before(blocks, first, name):
+        assert first is not None
+        return _proved_after(_as_listed(result, blocks, name, status, where), first, name)
     error = _compile_error(blocks, diagnostics, name, result.line)
     if error is not None:
         return _with_compile_error(result, error, name, blocks)
-    listed = proofs.status_of(session.file, blocks, diagnostics, name, session.clock())
-    status = listed.status if listed is not None else ""
+    return _as_listed(result, blocks, name, status, where)
+
+
+def _as_listed(result: m.GoalStateResult, blocks: Blocks, name: str, status: str, where: Where) -> m.GoalStateResult:
+    """`result` agreeing with diagnostics' `status` for proof `name`: a cheat named as a
+    cheat, the QED line of a proved proof said to be proved."""
     cheat = blocks.cheat_line(name)
     if where.kind == "qed" and result.state != "failed":  # a failed walk already says where it failed
         if status == "cheated" and cheat is not None:
-            said = f"This is the QED line: {name} is not proved: it uses cheat at line {cheat}."
-        elif status in _QED_SAYS:
+            return _cheated_qed(result, name, cheat)
+        if status in _QED_SAYS:
             said = _QED_SAYS[status].format(name=name)
         else:
             return result
@@ -52,11 +62,30 @@ def agreeing(result: m.GoalStateResult, session: Session, text: str, where: Wher
             return replace(result, state="proved_here", goals=[], before=None, message=said)
         return replace(result, message=" ".join([said, *_without(result.message, QED_NOTE)]))
     if result.state == "proved_here" and cheat is not None and cheat <= result.line:
-        return replace(result, message=(
+        return replace(result, state="cheated", message=(
             f"No goals are left here only because of cheat (line {cheat}): the goal is not proved, and "
             f"diagnostics counts {name} as a cheat."
         ))
     return result
+
+
+def _cheated_qed(result: m.GoalStateResult, name: str, cheat: int) -> m.GoalStateResult:
+    """The QED line of a proof that uses cheat: never `proved_here`, and no sentence
+    saying the tactics prove the goal (the walk's words are about cheat's "proof")."""
+    said = f"This is the QED line: {name} is not proved: it uses cheat at line {cheat}."
+    if result.state != "proved_here":
+        return replace(result, message=" ".join([said, *_without(result.message, QED_NOTE)]))
+    return replace(result, state="cheated", goals=[], before=None, message=(
+        f"{said} No goals are left at the end of the proof only because of cheat: diagnostics counts "
+        f"{name} as a cheat."
+    ))
+
+
+def _proved_after(result: m.GoalStateResult, first: m.Diagnostic, name: str) -> m.GoalStateResult:
+    """A proof diagnostics lists proved past the file's first error: the same sentence as
+    its detail there, before what the walk says (HOL's goals are those it proved)."""
+    said = f"Diagnostics reports {name} {compileerrors.proved_after(first)}: fix line {first.range.line} first."
+    return replace(result, message=" ".join(filter(None, [said, result.message])))
 
 
 def _without(message: str, sentence: str) -> list[str]:

@@ -89,6 +89,15 @@ async def _round(
         footprint = session.footprint_mb()  # to tell bloat the trial caused from what it found
         span = placement.span(src.text, req.line, req.column)
         await candidates.compiled(ctx, session, begun + max(0.0, req.wait))
+        if session.phase == "blocked":
+            result = m.TryResult(
+                file=str(src.path), content_hash=src.hash, line=req.line, column=req.column, theorem=span.name,
+                replaced=src.text[span.start:span.end], before=[], candidates=[], server=note(lease),
+            )
+            result = candidates.blocked(session, result, req.tactics)
+            result.time_s = round(ctx.clock() - started, 3)
+            return result, src, span
+        await session.refresh_tally(before_trial=True)  # the file's own tally stands until the trial ends
         before_reply = await candidates.goals_at(ctx, session, Text(src.text), span.start, begun + max(0.0, req.wait))
         before = goals.goals_of(before_reply) if isinstance(before_reply, replies.GoalState) else []
         server = note(lease)
@@ -170,7 +179,7 @@ async def goal_diff(ctx: Context, req: m.GoalDiff, client: str) -> m.GoalDiffRes
     first = await goals.goal_state(ctx, m.GoalState(req.file, req.line1, req.column1, wait=req.wait), client)
     second = await goals.goal_state(ctx, m.GoalState(req.file, req.line2, req.column2, wait=req.wait), client)
     for r in (first, second):
-        if r.state not in ("goals", "proved_here", "failed"):
+        if r.state not in ("goals", "proved_here", "cheated", "failed"):
             raise BadRequest(f"no goals at line {r.line}: {r.message}")
     if first.theorem != second.theorem:
         raise BadRequest(

@@ -78,6 +78,9 @@ class EditorAttached(EditorEvent, tag="editorAttached"):
 
     initialize: bytes = b""
     daemon_pid: int = 0
+    # HOL's `serverInfo` (JSON) while no server runs: the last server's, else the
+    # configured HOL's tree with what only a server could say as "unknown".
+    server_info: bytes = b""
 
 
 class EditorDocument(EditorEvent, tag="editorDocument"):

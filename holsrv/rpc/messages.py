@@ -475,6 +475,9 @@ class SessionStatus(Struct):
     restarts: int = 0
     large: bool = False
     hol_version: str = ""  # serverInfo.version of the HOL server, when it said
+    # When that says nothing ("unknown", or no serverInfo): the HOL tree, `hol`'s
+    # path and date, and `git describe` of the tree if it is a checkout.
+    hol_build: str = ""
     # The verdict of the last diagnostics answer about this server's file.
     last_verdict: str = ""
     # Its proofs that rest on cheated theorems of ancestor theories, as that answer found them:
@@ -565,6 +568,7 @@ class GoalStateResult(ReplyBase, tag="goalState"):
     column: int | None
     # What an agent branches on:
     # "goals": goals below; "proved_here": no goals are left at this point;
+    # "cheated": none are left only because of cheat (the goal is not proved);
     # "failed": the tactic here fails (`error`, `failed_range`; `goals` is
     # the state before it); "not_in_proof": not inside Proof…QED;
     # "compiling" / "starting": ask again shortly; "blocked": the file's
@@ -987,6 +991,10 @@ class TryResult(ReplyBase, tag="try"):
     replacing_server: bool = False
     # `apply` was asked and a candidate proved the theorem: what was done with it.
     applied: Applied | None = None
+    # The file is blocked (its dependencies could not be loaded): no candidate
+    # was tried (each is `not_tried`), as goalState answers state "blocked".
+    blocked: Blocked | None = None
+    freshness: Freshness | None = None  # how fresh this answer is (see Freshness)
 
 
 class JobRow(Struct):
@@ -1029,6 +1037,7 @@ class GoalDiffResult(ReplyBase, tag="goalDiff"):
     diff: GoalsDiff
     message: str = ""
     server: ServerNote | None = None
+    freshness: Freshness | None = None  # how fresh this answer is (see Freshness)
 
 
 Result = Union[

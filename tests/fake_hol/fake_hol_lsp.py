@@ -39,6 +39,7 @@ Fault and resource modes (environment):
     FAKE_HOL_LOG=path        append every message in and out as JSON lines
     FAKE_HOL_OLD=1           be the July 2026 `hol lsp`: no --lsp-check-proofs, no serverInfo
     FAKE_HOL_HOLDIR=path     the HOL tree it reports (serverInfo.holdir, the default heap)
+    FAKE_HOL_VERSION=v       serverInfo's version, builtFrom and sources (default fake)
     FAKE_HOL_DECL_MS, FAKE_HOL_PROOF_MS, FAKE_HOL_RELOCATE_MS, FAKE_HOL_WALK_MS,
     FAKE_HOL_DEBOUNCE_MS, FAKE_HOL_STOP_MS, FAKE_HOL_WORKERS   timings and pool size
 

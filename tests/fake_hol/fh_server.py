@@ -64,6 +64,8 @@ class Server:
         self.dbg = options.dbg
         self.active = {}              # request id -> cancel Event
         self.holdir = env.get("FAKE_HOL_HOLDIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "HOL")
+        # What serverInfo names the build: a recorded server not built from a git checkout says "unknown".
+        self.version = env.get("FAKE_HOL_VERSION") or "fake"
         self.old = env.get("FAKE_HOL_OLD") == "1"
         self.grower = options.grower
         self.compiler = Compiler(self)
@@ -150,8 +152,8 @@ class Server:
                              "hoverProvider": True, "definitionProvider": True,
                              "documentSymbolProvider": True, "workspaceSymbolProvider": True,
                              "completionProvider": {"triggerCharacters": ["."]}},
-            "serverInfo": {"name": "HOL4", "version": "fake", "builtFrom": "fake",
-                           "sources": "fake", "holdir": self.holdir}})
+            "serverInfo": {"name": "HOL4", "version": self.version, "builtFrom": self.version,
+                           "sources": self.version, "holdir": self.holdir}})
         self.phase = "await_initialized"
 
     def _wait_for_gate(self):
