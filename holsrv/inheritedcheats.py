@@ -151,12 +151,18 @@ class AncestorCheats:
         self.queries = 0  # evals sent, for tests
 
     def marked(self, rows_: list[m.SessionStatus], current: Callable[[Path], Session | None]) -> list[m.SessionStatus]:
-        """Status's `rows_` with the inherited cheats the last answer about each file found."""
+        """Status's `rows_` with the inherited cheats the last answer about each file found, each such
+        proof counted in the tally as cheated, not proved, as the verdict counts it (one per row)."""
         out = []
         for row in rows_:
             session = current(Path(row.file))
             said = self.said.get(session) if session is not None else None
-            out.append(msgspec.structs.replace(row, inherited_cheats=said) if said else row)
+            if said:
+                moved = min(len(said), row.tally.proved)
+                tally = msgspec.structs.replace(row.tally, proved=row.tally.proved - moved,
+                                                cheated=row.tally.cheated + moved)
+                row = msgspec.structs.replace(row, inherited_cheats=said, tally=tally)
+            out.append(row)
         return out
 
     def known(self, session: Session) -> frozenset[tuple[str, str]] | None:

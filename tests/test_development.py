@@ -133,6 +133,8 @@ def test_a_proof_resting_on_a_cheated_ancestor_theorem_is_not_ok_and_names_it(da
     [row] = [s for s in daemon.call(m.Status()).sessions if s.file == str(development["top"])]
     assert row.last_verdict == "CHEATS"
     assert row.inherited_cheats == ["dbl_3_even: midTheory.dbl_even", "dbl_3_even_again: midTheory.dbl_even"]
+    # Status's tally agrees with the verdict: the two resting on the cheat are not counted proved.
+    assert (row.tally.proved, row.tally.cheated) == (1, 2), row.tally
     # Asked of HOL once per server: the next answer (another text) does not ask again.
     development["top"].write_text(TOP + "\n(* a comment *)\n")
     again = diagnostics(daemon, development["top"])

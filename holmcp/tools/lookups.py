@@ -79,8 +79,8 @@ class LookupTools:
         wait: LookupWait = None,
     ) -> CallToolResult:
         """Find the theorems, definitions and constants a script can see (its own; its ancestors' where
-        this HOL lists them, else `note` says) by part of their name: `name: ⊢ statement`, theory and
-        place, a page at a time with how many more.
+        HOL lists them) by part of their name: `name: ⊢ statement`, theory and place, a page at a time
+        with how many more.
         """
         request = messages.WorkspaceSymbol(
             file=self.daemon.path(file), query=query, limit=limit, page=page, wait=wait

@@ -38,13 +38,13 @@ class ProofTools:
         expect_hash: ExpectHash = "",
         defer_after: DeferAfter = None,
     ) -> CallToolResult:
-        """Check a HOL4 script: compile it and replay every proof; call it after each edit (it re-reads
+        """Check a HOL4 script: compile it and replay every proof; call after each edit (it re-reads
         the file). Verdict: OK only if Holmake would build it; else FAILED (a proof fails), ERRORS (does
-        not compile or parse), CHEATS (cheat, CHEAT_TAC, mk_thm), SUSPENDED, UNCHECKED, BLOCKED (an
+        not compile/parse), CHEATS (cheat, CHEAT_TAC, mk_thm), SUSPENDED, UNCHECKED, BLOCKED (an
         ancestor will not load: fix it, then retryCompile) or INCOMPLETE (wait ran out: call again; a
-        SLOW or LOOPING proof is named: edit it). Lists unproved proofs and messages at line:column.
+        SLOW or LOOPING proof is named: edit it). Lists unproved proofs, messages at line:column.
         STALE: a rebuilt ancestor, a fresh server is catching up; REBUILT: call restart. Next: goalState
-        inside the failing proof.
+        in the failing proof.
         """
         request = messages.Diagnostics(file=self.daemon.path(file), wait=wait, progress=True, expect_hash=expect_hash,
                                        defer_after=defer_after)
@@ -70,10 +70,10 @@ class ProofTools:
         ] = None,
     ) -> CallToolResult:
         """Show the goals in a proof (Proof...QED): at a column, before the tactic there (on the QED
-        line: what is left); without one, before and after the line's tactics. `state`: goals, proved_here
-        (none left), cheated (none left only by cheat), failed (the tactic fails: error, range),
+        line: what is left); without one, before the line's first tactic and after its last. `state`: goals, proved_here
+        (none left), cheated (closed only by cheat), failed (the tactic fails: error, range),
         not_in_proof, compiling or starting (call again), blocked, looping or unsupported (see message).
-        positions: many in one call, an entry each (state error: that one alone).
+        positions: several in one call (state error: that one alone).
         """
         try:
             at = _positions(line, column, positions)
