@@ -17,10 +17,10 @@ import time
 from pathlib import Path
 
 from holsrv.answers import common
-from holsrv.cache import AnswerCache
-from holsrv.pool import Pool
+from holsrv.answers.cache import AnswerCache
+from holsrv.config.settings import Settings
+from holsrv.pool.pool import Pool
 from holsrv.rpc import messages as m
-from holsrv.settings import Settings
 
 
 async def measure(answers: int) -> float:

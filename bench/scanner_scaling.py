@@ -16,7 +16,7 @@ import random
 import sys
 import time
 
-from holsrv import masking
+from holsrv.text import masking
 
 # Text shaped to hit every branch: deeply nested comments, strings with
 # escapes, all four quotation forms, and plain code between them.

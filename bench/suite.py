@@ -49,9 +49,11 @@ from harness import (
 from scanner_oracle import old_blank
 from scripts import generate
 
-from holsrv import files, footprint, masking, stepping, textinfo
+from holsrv.disk import files
+from holsrv.process import footprint
 from holsrv.rpc import framing
 from holsrv.rpc import messages as m
+from holsrv.text import masking, stepping, textinfo
 
 SMALL = """\
 Theory bench
@@ -213,7 +215,7 @@ class Suite:
             others = sum(1 for entry in os.listdir("/proc") if entry.isdigit())
             self.add(Row(section, f"psutil's children(recursive=True) ({others} processes on this machine)",
                          old, "s"))
-            self.add(Row(section, "the kernel's children lists and status counters (holsrv/footprint.py)", new, "s",
+            self.add(Row(section, "the kernel's children lists and status counters (holsrv/process/footprint.py)", new, "s",
                          old, "psutil scan", "≤ 1/5", new * 5 <= old))
         finally:
             tree.kill()

@@ -27,10 +27,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from holsrv.config.settings import Settings
 from holsrv.errors import HolNotFound, HolsrvError
 from holsrv.rpc import client as rpc_client
 from holsrv.rpc import messages as m
-from holsrv.settings import Settings
 
 HERE = Path(__file__).resolve().parent
 FAKE_HOL = HERE.parent / "tests" / "fake_hol" / "fake_hol_lsp.py"

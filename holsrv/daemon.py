@@ -23,19 +23,20 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from holsrv import __version__, files
+from holsrv import __version__
+from holsrv.answers.cache import AnswerCache
 from holsrv.answers.common import Context
-from holsrv.cache import AnswerCache
-from holsrv.connection import RECEIVE_BUFFER
-from holsrv.connections import Connections
+from holsrv.answers.goals.prefetch import Prefetches
+from holsrv.config.settings import Settings
+from holsrv.disk import files
 from holsrv.dispatch import Dispatch
-from holsrv.editorchannel import serve
 from holsrv.errors import AlreadyRunning, DaemonStopping
-from holsrv.pool import Pool, wait_all
-from holsrv.prefetch import Prefetches
+from holsrv.pool.pool import Pool, wait_all
 from holsrv.rpc import messages as m
 from holsrv.rpc import paths
-from holsrv.settings import Settings
+from holsrv.serve.connection import RECEIVE_BUFFER
+from holsrv.serve.connections import Connections
+from holsrv.serve.editorchannel import serve
 
 log = logging.getLogger(__name__)
 

@@ -19,23 +19,13 @@ from typing import assert_never
 
 import msgspec
 
-from holsrv import __version__, files, holbuild
-from holsrv.answers import (
-    cached,
-    common,
-    control,
-    diagnostics,
-    editors,
-    goalbatch,
-    goals,
-    holmake,
-    logs,
-    lookups,
-    search,
-    trials,
-    uses,
-)
+from holsrv import __version__
+from holsrv.answers import cached, common, control, diagnostics, editors, holmake, logs, lookups, search, uses
 from holsrv.answers.common import Context, Report
+from holsrv.answers.goals import goalbatch, goals
+from holsrv.answers.trials import trials
+from holsrv.config import holbuild
+from holsrv.disk import files
 from holsrv.errors import BadRequest, HolsrvError, RanAway
 from holsrv.jobs import Deferrable, Job, Jobs, Stop
 from holsrv.rpc import limits

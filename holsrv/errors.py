@@ -62,7 +62,7 @@ class ServerStopped(ServerDied):
 
 class RanAway(ServerStopped):
     """The server would not let go of its work (a walk of a looping tactic, a text it did not
-    take, a footprint past the hard limit), so the daemon replaced it (see `holsrv.runaway`)."""
+    take, a footprint past the hard limit), so the daemon replaced it (see `holsrv.server.runaway`)."""
 
     code = "server_runaway"
 

@@ -13,11 +13,12 @@ from pathlib import Path
 import click
 import uvloop
 
-from holsrv import __version__, activation
+from holsrv import __version__
+from holsrv.config.settings import ConfigError, Settings
 from holsrv.daemon import Daemon
 from holsrv.errors import AlreadyRunning
 from holsrv.rpc import autostart, paths
-from holsrv.settings import ConfigError, Settings
+from holsrv.serve import activation
 
 # A daemon a client started exits after this long with no server and no
 # client, unless idle_exit_s is set: nobody may be left to stop it.

@@ -23,11 +23,11 @@ from pathlib import Path
 import pytest
 import uvloop
 
+from holsrv.config.settings import Settings
 from holsrv.daemon import Daemon
 from holsrv.errors import HolsrvError
 from holsrv.rpc import client as rpc_client
 from holsrv.rpc import messages
-from holsrv.settings import Settings
 
 FAKE_HOL = Path(__file__).parent / "fake_hol" / "fake_hol_lsp.py"
 # The fake lets go of a looping check 1.9 s after an edit reaches it, as the
@@ -295,7 +295,7 @@ def measured_warm(daemon: RunningDaemon, timeout: float = 30.0) -> None:
 
 
 def stepped(steps):
-    """Take `steps` (see `holsrv.stepping`) to the end: (their result, how many steps yielded)."""
+    """Take `steps` (see `holsrv.text.stepping`) to the end: (their result, how many steps yielded)."""
     taken = 0
     while True:
         try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import bisect
 import re
 
-from holsrv import script
+from holsrv.text import script
 
 _QUOTES = (("``", "``"), ("`", "`"), ("‘", "’"), ("“", "”"))
 _WORD = re.compile(r"(?<![A-Za-z0-9_'.])(?:cheat|CHEAT_TAC|mk_thm)(?![A-Za-z0-9_'])")

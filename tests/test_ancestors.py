@@ -2,7 +2,7 @@
 
 import os
 
-from holsrv import ancestors, holproject
+from holsrv.disk import ancestors, holproject
 
 HEADER = "Theory demo\nAncestors\n  arithmetic mylib[qualified]\n  other\n\nTheorem t:\n  T\nProof\n  simp[]\nQED\n"
 

@@ -13,7 +13,7 @@ import pytest
 
 from holctl.render import render
 from holsrv import errors
-from holsrv.files import content_hash
+from holsrv.disk.files import content_hash
 from holsrv.rpc import messages as m
 
 from conftest import wait_until

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from holsrv import ancestors
+from holsrv.disk import ancestors
 
 NAMES = ["mylib", "other"]
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import msgspec
 
-from holsrv.files import content_hash
+from holsrv.disk.files import content_hash
 from holsrv.rpc import framing
 from holsrv.rpc import messages as m
 

@@ -13,10 +13,10 @@ import os
 
 import pytest
 
-from holsrv import memorylimit
-from holsrv import settings as settings_module
+from holsrv.config import memorylimit
+from holsrv.config import settings as settings_module
+from holsrv.config.settings import Settings
 from holsrv.rpc import messages as m
-from holsrv.settings import Settings
 
 from conftest import GOOD_SCRIPT, measured_warm, pid_alive, wait_until
 

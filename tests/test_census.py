@@ -8,9 +8,9 @@ periods here are far longer than any instant the tests look at, so a file
 settled "now" was settled by the census, not by a quiet server.
 """
 
-from holsrv import outstanding
-from holsrv.filestate import FileState
-from holsrv.settings import Settings
+from holsrv.config.settings import Settings
+from holsrv.verdict import outstanding
+from holsrv.verdict.filestate import FileState
 
 URI = "file:///p/fooScript.sml"
 ENDLESS = Settings(quiet_s=600.0, quiet_clean_s=600.0)

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from holsrv.changes import Changes
 from holsrv.errors import ServerStopped
+from holsrv.server.changes import Changes
 
 
 class Looked:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from holsrv.settings import ConfigError, Settings, config_path
+from holsrv.config.settings import ConfigError, Settings, config_path
 
 from conftest import FAKE_HOL
 

@@ -11,7 +11,8 @@ import pytest
 
 from holctl.calls import failure_for
 from holctl.cli import cli
-from holsrv import errors, settings
+from holsrv import errors
+from holsrv.config import settings
 from holsrv.errors import error_for_code
 from holsrv.main import main as holsrv_main
 

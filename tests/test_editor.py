@@ -21,8 +21,8 @@ from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from holctl.render import render
+from holsrv.disk.files import content_hash
 from holsrv.errors import HolsrvError
-from holsrv.files import content_hash
 from holsrv.rpc import messages as m
 from tests.conftest import FAILING_SCRIPT, GOOD_SCRIPT, client_messages, pid_alive
 

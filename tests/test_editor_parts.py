@@ -8,7 +8,7 @@ import pytest
 
 from holctl.lsp.documents import Document
 from holctl.lsp.positions import column, convert
-from holsrv.fanout import Fanout, Outbox
+from holsrv.server.fanout import Fanout, Outbox
 
 
 def test_a_full_outbox_drops_progress_first_and_counts_what_it_dropped():

@@ -21,8 +21,8 @@ from pygls.protocol import default_converter
 from pytest_lsp import ClientServerConfig, LanguageClient
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 
-from holsrv.editorversions import EditorVersions
 from holsrv.rpc import messages as m
+from holsrv.serve.editorversions import EditorVersions
 from tests.conftest import GOOD_SCRIPT
 from tests.test_editor import (
     BROKEN,

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 import pytest
 from test_fuzz import daemon_process
 
-from holsrv import errors, files
+from holsrv import errors
+from holsrv.disk import files
 from holsrv.rpc import client as rpc_client
 from holsrv.rpc import framing
 from holsrv.rpc import messages as m

@@ -1,6 +1,6 @@
 """The file state machine, fed notifications shaped like the recorded real server's."""
 
-from holsrv.filestate import FileState
+from holsrv.verdict.filestate import FileState
 
 URI = "file:///p/fooScript.sml"
 

@@ -8,8 +8,9 @@ import stat
 
 import pytest
 
-from holsrv import errors, filewrite
-from holsrv.files import content_hash
+from holsrv import errors
+from holsrv.disk import filewrite
+from holsrv.disk.files import content_hash
 
 OLD = b"Theory demo\r\n\r\nTheorem t:\r\n  T\r\nProof\r\n  cheat\r\nQED\r\n"
 NEW = OLD.replace(b"cheat", b"simp[]")

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from holsrv import errors, files
+from holsrv import errors
+from holsrv.disk import files
 from holsrv.rpc import messages as m
 
 from conftest import GOOD_SCRIPT, client_messages

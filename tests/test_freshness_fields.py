@@ -9,7 +9,7 @@ import pytest
 
 from holctl.render import render
 from holsrv import errors
-from holsrv.cache import AnswerCache
+from holsrv.answers.cache import AnswerCache
 from holsrv.rpc import messages as m
 
 from conftest import GOOD_SCRIPT

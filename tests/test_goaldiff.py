@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from holsrv import goaldiff
+from holsrv.answers.trials import goaldiff
 from holsrv.rpc import messages as m
 
 

@@ -15,10 +15,11 @@ import sys
 import pytest
 from fake_hol import transcript_replay as tr
 
-from holsrv import hints, proofs, stepping, verdict
-from holsrv.filestate import FileState
+from holsrv.config.settings import Settings
 from holsrv.rpc import messages as m
-from holsrv.settings import Settings
+from holsrv.text import stepping
+from holsrv.verdict import hints, proofs, verdict
+from holsrv.verdict.filestate import FileState
 
 # A proof the fake fails as decide_tac fails on a list goal, and one naming a tactic that does not exist.
 HINTED_SCRIPT = """\

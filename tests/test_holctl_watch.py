@@ -12,8 +12,9 @@ import threading
 
 import pytest
 
-from holsrv import errors, inotify
-from holsrv.files import content_hash
+from holsrv import errors
+from holsrv.disk import inotify
+from holsrv.disk.files import content_hash
 from holsrv.rpc import messages as m
 
 from conftest import GOOD_SCRIPT

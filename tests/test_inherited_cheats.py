@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from holsrv import inheritedcheats
+from holsrv.answers import inheritedcheats
 from holsrv.rpc import messages as m
 
 CHEATED = frozenset({("mid", "dbl_even"), ("base", "half_lemma")})

@@ -1,5 +1,10 @@
 """The house's shape: product modules import one another one way only.
 
+holsrv is a stack of layers (`LAYERS`, bottom first: a folder of `holsrv/` or
+one module of `holsrv/` itself), and a module imports only modules of its own
+layer or of the layers below it.  One ordered list instead of module lists: a
+new module is checked by the folder it is put in.
+
 An import inside a function or under `TYPE_CHECKING` still ties two modules
 together (the lower one cannot be read, tested or moved without the upper
 one), so every import counts, wherever it stands.
@@ -87,21 +92,65 @@ def test_the_cycle_finder_finds_a_circle_through_three_modules():
     assert cycles(graph) == [["a", "b", "c"]]
 
 
-def test_the_wire_imports_nothing_of_the_daemon_but_the_error_codes():
-    # The clients stand on the wire package alone (test_light_imports checks what
-    # loads at run time; this checks what any path through the code could load).
+# The layers of holsrv, bottom to top (docs/design.md shows them with what each owns).
+LAYERS = [
+    'errors',
+    'rpc',
+    'text',
+    'lsp',
+    'config',
+    'process',
+    'disk',
+    'verdict',
+    'server',
+    'pool',
+    'answers',
+    'serve',
+    'jobs',
+    'dispatch',
+    'daemon',
+    'main',
+    '__main__',
+]
+
+# An import that climbs a layer, with the reason it must: none.
+EXCEPTIONS: dict[tuple[str, str], str] = {}
+
+
+def layer(module: str) -> int:
+    """The place of `module`'s layer in LAYERS; the package itself (its `__version__`) is below them all."""
+    parts = module.split(".")
+    return -1 if parts == ["holsrv"] else LAYERS.index(parts[1])
+
+
+def test_every_folder_and_module_of_holsrv_is_in_a_layer():
+    outside = sorted({n.split(".")[1] for n in import_graph() if n.startswith("holsrv.")} - set(LAYERS))
+    assert outside == []
+
+
+def test_a_layer_imports_only_the_layers_below_it():
     graph = import_graph()
-    wire = [n for n in graph if n.startswith("holsrv.rpc")]
-    allowed = set(wire) | {"holsrv.errors"}
-    assert {n: sorted(graph[n] - allowed) for n in wire if graph[n] - allowed} == {}
+    upward = [f"{module} imports {other}" for module in sorted(graph) if module.startswith("holsrv.")
+              for other in sorted(graph[module])
+              if other.startswith("holsrv") and layer(other) > layer(module) and (module, other) not in EXCEPTIONS]
+    assert upward == []
 
 
-# The daemon's house and holctl's: module -> the modules built on it, which it must not import.
+def test_an_import_in_a_function_or_under_type_checking_counts(tmp_path):
+    path = tmp_path / "late.py"
+    path.write_text("from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from holsrv.pool import pool\n\n\n"
+                    "def late():\n    from holsrv.answers import cache\n\n    return cache\n", encoding="utf-8")
+    known = {"holsrv.pool", "holsrv.pool.pool", "holsrv.answers", "holsrv.answers.cache"}
+    assert _imports("holsrv.text.late", path, known) == known
+
+
+def test_the_layers_are_ordered_bottom_first():
+    assert layer("holsrv.text.textinfo") < layer("holsrv.pool.pool") < layer("holsrv.daemon")
+    assert layer("holsrv") < layer("holsrv.errors") < layer("holsrv.rpc.messages")
+
+
+# holctl's house: module -> the modules built on it, which it must not import.
 BUILT_ON = {
-    "holsrv.connection": ["holsrv.connections", "holsrv.daemon", "holsrv.dispatch", "holsrv.main"],
-    "holsrv.connections": ["holsrv.daemon", "holsrv.dispatch", "holsrv.main"],
-    "holsrv.dispatch": ["holsrv.connection", "holsrv.connections", "holsrv.daemon", "holsrv.main"],
-    "holsrv.daemon": ["holsrv.main"],
     "holctl.calls": ["holctl.cli", "holctl.options", "holctl.commands.questions", "holctl.commands.fleet",
                      "holctl.commands.service", "holctl.commands.watch"],
     "holctl.options": ["holctl.cli", "holctl.commands.questions", "holctl.commands.fleet", "holctl.commands.service",
@@ -128,57 +177,13 @@ def test_the_per_kind_renderers_share_only_the_common_pieces():
         assert sorted(import_graph()[f"holctl.render.{kind}"] & others) == [], kind
 
 
-# The pool's house, bottom first: a module may import those of lower layers only,
-# and its neighbours see the pool only through `servers.Servers`.
-POOL_LAYERS = [
-    {"textsource", "holds"},
-    {"servers", "history", "stopping", "duties", "reaping", "admission", "buildwatch", "successor"},
-    {"launch", "replacement", "unblocking"},
-    {"staleness"},
-    {"pool"},
-]
-
-
-def test_the_pools_modules_import_only_from_layers_below_their_own():
-    layer_of = {f"holsrv.{module}": n for n, layer in enumerate(POOL_LAYERS) for module in layer}
-    graph = import_graph()
-    upward = [f"{module} imports {other}" for module, n in layer_of.items()
-              for other in sorted(graph[module]) if other in layer_of and layer_of[other] >= n]
-    assert upward == []
-
-
-# The text's house, bottom up, with the holsrv modules each may import.  The
-# scanners are plain functions over a text: none of them knows the stepping
-# driver, and none reaches up.
-TEXT_ALLOWED = {
-    "stepping": set(),
-    "masking": set(),
-    "editspan": set(),
-    "scanner": set(),
-    "cheats": {"scanner"},
-    "ancestry": {"masking"},
-    "positions": {"errors", "rpc.messages", "rpc"},
-    "textcache": {"stepping"},
-    "textinfo": {"stepping", "positions", "masking", "scanner", "cheats", "ancestry", "textcache"},
-    "script": {"stepping", "positions", "scanner", "cheats", "editspan", "textinfo"},
-    "inotify": {"holproject"},
-}
-
-
-def test_each_text_module_imports_only_the_layers_below_it():
-    graph = import_graph()
-    imported = {module: {n.removeprefix("holsrv.") for n in graph[f"holsrv.{module}"]} for module in TEXT_ALLOWED}
-    reaching_up = {module: sorted(names - TEXT_ALLOWED[module]) for module, names in imported.items()}
-    assert {module: up for module, up in reaching_up.items() if up} == {}
-
-
 # The one writer of a user's file stands on the reading of one and the error codes alone, and
-# only `try --apply` (`answers.applying`, which `answers.trials` calls) reaches it.
-FILEWRITE_ALLOWED = {"holsrv.files", "holsrv.errors", "holsrv.stepping"}
+# only `try --apply` (`answers.trials.applying`, which `answers.trials.trials` calls) reaches it.
+FILEWRITE_ALLOWED = {"holsrv.disk", "holsrv.disk.files", "holsrv.errors", "holsrv.text", "holsrv.text.stepping"}
 
 
 def test_the_file_writer_imports_only_the_file_reader_and_is_imported_only_by_apply():
     graph = import_graph()
-    assert sorted(graph["holsrv.filewrite"] - FILEWRITE_ALLOWED) == []
-    assert sorted(n for n, imported in graph.items() if "holsrv.filewrite" in imported) == [
-        "holsrv.answers.applying", "holsrv.answers.trials"]
+    assert sorted(graph["holsrv.disk.filewrite"] - FILEWRITE_ALLOWED) == []
+    assert sorted(n for n, imported in graph.items() if "holsrv.disk.filewrite" in imported) == [
+        "holsrv.answers.trials.applying", "holsrv.answers.trials.trials"]

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from holsrv import stepping
 from holsrv.errors import FrameError
-from holsrv.filestate import FileState
 from holsrv.lsp import framing, replies
 from holsrv.lsp.client import LspClient
+from holsrv.text import stepping
+from holsrv.verdict.filestate import FileState
 
 from conftest import stepped
 

@@ -9,8 +9,8 @@ import os
 import pytest
 
 from holsrv import errors
+from holsrv.config.settings import Settings, _total_memory_mb
 from holsrv.rpc import messages as m
-from holsrv.settings import Settings, _total_memory_mb
 
 from conftest import GOOD_SCRIPT, measured_warm, pid_alive, wait_until
 

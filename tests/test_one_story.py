@@ -145,7 +145,7 @@ def test_the_qed_line_of_a_cheated_proof_is_not_proved_here_and_no_sentence_says
 
 
 def test_a_candidate_s_hint_never_sends_goal_state_to_the_theorem_line(daemon, write_script):
-    from holsrv.answers import candidates, placement
+    from holsrv.answers.trials import candidates, placement
 
     # HOL puts a proof's failure (`unsolved goals`) on the theorem's name: the Theorem line.
     span = placement.span(SCRIPT, LINE, None)

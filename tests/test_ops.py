@@ -22,9 +22,10 @@ import psutil
 import pytest
 
 from holctl import service
-from holsrv import activation, main
+from holsrv import main
 from holsrv.rpc import client as rpc_client
 from holsrv.rpc import messages as m
+from holsrv.serve import activation
 
 from conftest import FAKE_HOL, GOOD_SCRIPT, pid_alive, wait_until
 
@@ -248,7 +249,7 @@ def test_under_systemd_the_log_has_no_timestamps_and_carries_syslog_priorities(s
 
 def test_journal_stream_counts_only_when_it_is_our_stderr(short_tmp):
     out = short_tmp / "stderr"
-    code = "from holsrv import activation; import sys; print(activation.under_systemd(), file=sys.__stdout__)"
+    code = "from holsrv.serve import activation; import sys; print(activation.under_systemd(), file=sys.__stdout__)"
     with open(out, "w") as err:
         info = os.fstat(err.fileno())
         ours = f"{info.st_dev}:{info.st_ino}"
@@ -263,8 +264,8 @@ def test_journal_stream_counts_only_when_it_is_our_stderr(short_tmp):
 
 
 def test_a_warning_under_systemd_gets_the_warning_priority():
-    record = logging.LogRecord("holsrv.pool", logging.WARNING, __file__, 1, "SERVER LARGE: %s", ("x",), None)
-    assert main.JournalFormatter().format(record) == "<4>WARNING holsrv.pool: SERVER LARGE: x"
+    record = logging.LogRecord("holsrv.pool.pool", logging.WARNING, __file__, 1, "SERVER LARGE: %s", ("x",), None)
+    assert main.JournalFormatter().format(record) == "<4>WARNING holsrv.pool.pool: SERVER LARGE: x"
 
 
 def test_the_log_file_rotates_within_its_bounds(short_tmp):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from holsrv.answers import placement
+from holsrv.answers.trials import placement
 from holsrv.errors import BadRequest
-from holsrv.positions import LineIndex
 from holsrv.rpc import messages as m
+from holsrv.text.positions import LineIndex
 
 SCRIPT = """\
 Theorem both:

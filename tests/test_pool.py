@@ -12,7 +12,8 @@ import sys
 import psutil
 import pytest
 
-from holsrv import errors, process
+from holsrv import errors
+from holsrv.process import process
 from holsrv.rpc import client as rpc_client
 from holsrv.rpc import messages as m
 from holsrv.rpc import paths

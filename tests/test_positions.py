@@ -1,7 +1,7 @@
 import pytest
 
 from holsrv.errors import PositionOutOfRange
-from holsrv.positions import Text
+from holsrv.text.positions import Text
 
 LINE = "  ∀x. x ⇒ ‘a’ ∧ 𝔸"
 

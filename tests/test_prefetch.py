@@ -7,7 +7,7 @@ import msgspec
 from test_cached_answers import _at_once, files_read_long_ago
 
 from holctl.render import render
-from holsrv.answers import goals
+from holsrv.answers.goals import goals
 from holsrv.rpc import messages as m
 
 from conftest import FAILING_SCRIPT, goal_lines, wait_until

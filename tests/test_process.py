@@ -12,8 +12,8 @@ import psutil
 import pytest
 import pytest_asyncio
 
-from holsrv import footprint
-from holsrv.process import ChildProcess
+from holsrv.process import footprint
+from holsrv.process.process import ChildProcess
 
 # A parent holding ~40 MB that forks a child holding ~40 MB more, both alive
 # until their stdin closes.

@@ -15,12 +15,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from holsrv import masking, script, tally
 from holsrv.errors import FrameError, PositionOutOfRange
-from holsrv.filestate import FileState
-from holsrv.positions import Text, units
 from holsrv.rpc import framing
 from holsrv.rpc import messages as m
+from holsrv.text import masking, script
+from holsrv.text.positions import Text, units
+from holsrv.verdict import tally
+from holsrv.verdict.filestate import FileState
 
 # No example database: runs stay independent and leave no `.hypothesis/` behind.
 PROPERTY = settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])

@@ -22,7 +22,7 @@ from pathlib import Path
 import click
 
 from holctl.cli import cli
-from holsrv import settings
+from holsrv.config import settings
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")

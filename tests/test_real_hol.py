@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from holsrv import errors
+from holsrv.config.settings import Settings
 from holsrv.rpc import messages as m
-from holsrv.settings import Settings
 
 from conftest import FAKE_HOL
 

@@ -17,8 +17,8 @@ import pytest
 import test_real_hol
 import test_real_holmake
 
+from holsrv.config.settings import Settings
 from holsrv.rpc import messages as m
-from holsrv.settings import Settings
 
 from conftest import measured_warm, pid_alive, wait_until
 

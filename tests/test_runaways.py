@@ -17,11 +17,11 @@ import pytest
 
 from holctl.render import render
 from holsrv.errors import ServerTimeout
-from holsrv.filestate import FileState
 from holsrv.lsp import framing
 from holsrv.lsp.client import LspClient
 from holsrv.rpc import messages as m
-from holsrv.runaway import LEASHED
+from holsrv.server.runaway import LEASHED
+from holsrv.verdict.filestate import FileState
 
 from conftest import pid_alive, wait_until
 

@@ -18,7 +18,7 @@ import msgspec
 import pytest
 from scanner_oracle import old_blank, old_cheats, old_edit_span, old_pool_names, old_proof_blocks
 
-from holsrv import masking, script, stepping, textinfo
+from holsrv.text import masking, script, stepping, textinfo
 
 TESTS = Path(__file__).parent
 sys.path.insert(0, str(TESTS.parent / "bench"))

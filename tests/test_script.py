@@ -1,4 +1,4 @@
-from holsrv import script
+from holsrv.text import script
 
 TWO = """\
 Theory t

@@ -1,4 +1,4 @@
-"""A script with a live server is sent to HOL when written, with no call (holsrv/scriptwatch.py)."""
+"""A script with a live server is sent to HOL when written, with no call (holsrv/pool/scriptwatch.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 import os
 import threading
 
-from holsrv import files, inotify
+from holsrv.disk import files, inotify
 from holsrv.rpc import messages as m
 
 from conftest import GOOD_SCRIPT, client_messages, wait_until

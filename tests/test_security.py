@@ -26,7 +26,8 @@ import psutil
 import pytest
 
 import holsrv.daemon
-from holsrv import errors, main, process
+from holsrv import errors, main
+from holsrv.process import process
 from holsrv.rpc import client as rpc_client
 from holsrv.rpc import messages as m
 from holsrv.rpc import paths

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import socket
 
+from holsrv.config.settings import Settings
 from holsrv.rpc import framing
 from holsrv.rpc import messages as m
-from holsrv.settings import Settings
 
 
 def test_the_reference_tools_environment_names_work_and_holsrvs_own_win():

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from holsrv.stderrring import MAX_STDERR_LINE, StderrRing
+from holsrv.process.stderrring import MAX_STDERR_LINE, StderrRing
 
 
 def stream(*chunks: bytes) -> asyncio.StreamReader:

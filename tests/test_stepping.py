@@ -8,7 +8,7 @@ import itertools
 
 import pytest
 
-from holsrv import stepping
+from holsrv.text import stepping
 
 # On the fake clock a slice is 1 s and each step takes an eighth of it
 # (binary fractions: sums are exact).

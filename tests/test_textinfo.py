@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from scanner_oracle import old_pool_names
 
-from holsrv import positions, script, stepping, textinfo
 from holsrv.rpc import messages as m
+from holsrv.text import positions, script, stepping, textinfo
 
 from conftest import GOOD_SCRIPT
 

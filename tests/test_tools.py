@@ -9,7 +9,7 @@ import time
 import pytest
 
 from holsrv import errors
-from holsrv.files import content_hash
+from holsrv.disk.files import content_hash
 from holsrv.rpc import messages as m
 
 from conftest import GOOD_SCRIPT, client_messages, wait_until, waiting_call

@@ -11,7 +11,7 @@ import pytest
 
 from holctl.render import render
 from holsrv import errors
-from holsrv.files import content_hash
+from holsrv.disk.files import content_hash
 from holsrv.rpc import messages as m
 
 # The fake walks rpt strip_tac, then the tactic on the `simp[]` line (see

@@ -11,11 +11,12 @@ import os
 import pytest
 from fake_hol import transcript_replay as tr
 
-from holsrv import compileerrors, proofblocks, stepping, verdict
-from holsrv.filestate import FileState
-from holsrv.outstanding import MAX_OUTSTANDING_PROOFS
+from holsrv.config.settings import Settings
 from holsrv.rpc import messages as m
-from holsrv.settings import Settings
+from holsrv.text import proofblocks, stepping
+from holsrv.verdict import compileerrors, verdict
+from holsrv.verdict.filestate import FileState
+from holsrv.verdict.outstanding import MAX_OUTSTANDING_PROOFS
 
 from conftest import stepped
 

@@ -19,7 +19,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from holsrv import errors, watchdog
+from holsrv import errors
+from holsrv.process import watchdog
 from holsrv.rpc import client as rpc_client
 from holsrv.rpc import messages as m
 

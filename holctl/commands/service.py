@@ -16,7 +16,7 @@ from holsrv.rpc import client, messages
 @click.pass_obj
 def config(target: Target) -> None:
     """Print the settings a daemon started now would use, where each comes from, and the running daemon's."""
-    from holsrv import settings as holsrv_settings
+    from holsrv.config import settings as holsrv_settings
 
     file = holsrv_settings.config_path()
     click.echo(f"config file: {file} ({'found' if file and file.is_file() else 'none there'})")
@@ -55,7 +55,7 @@ def _setting_line(name: str, value: str, source: str) -> str:
 def install_service() -> None:
     """Install holsrv as a systemd user service, started on the first connection to its socket."""
     from holctl import service
-    from holsrv.settings import ConfigError, Settings
+    from holsrv.config.settings import ConfigError, Settings
 
     try:
         stop_timeout_s = Settings.from_env().stop_timeout_s

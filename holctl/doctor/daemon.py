@@ -16,9 +16,9 @@ from pathlib import Path
 
 from holctl.doctor.report import Check, Status
 from holsrv import __version__
+from holsrv.config.settings import ConfigError, Settings, config_path
 from holsrv.errors import HolsrvError, ProtocolMismatch
 from holsrv.rpc import client, messages, paths
-from holsrv.settings import ConfigError, Settings, config_path
 
 # What the daemon imports besides the standard library and msgspec (holsrv.main).
 DAEMON_NEEDS = ("holsrv.main", "psutil", "uvloop")

@@ -13,9 +13,9 @@ import msgspec
 
 from holctl.doctor import services
 from holctl.doctor.report import Check, Status
-from holsrv import holbuild
+from holsrv.config import holbuild
+from holsrv.config.settings import Settings
 from holsrv.errors import HolNotFound, HolsrvError
-from holsrv.settings import Settings
 
 HOL_FIX = ("set HOL_BIN to the `hol` of a HOL4 build (or HOLDIR to the directory it was built in, or "
            "hol_bin in the config file); see the README's \"Getting HOL4\"")
@@ -124,7 +124,7 @@ def _shake(settings: Settings, argv: list[str], timeout_s: float) -> tuple[dict,
     import asyncio
     import logging
 
-    from holsrv.holserver import HolServer
+    from holsrv.server.holserver import HolServer
 
     bounded = dataclasses.replace(settings, start_timeout_s=timeout_s, stop_timeout_s=STOP_STEP_S)
 

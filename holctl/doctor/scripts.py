@@ -2,7 +2,7 @@
 
 The heap is the one HOL picks in the script's directory (PROTOCOL.md §1.3:
 the Holmakefile's single-word `HOLHEAP`, else the default); the ancestors
-are looked for where the daemon looks for them (`holsrv.ancestors`), and
+are looked for where the daemon looks for them (`holsrv.disk.ancestors`), and
 HOL's own theories in the HOL tree's `sigobj`.
 """
 
@@ -50,7 +50,7 @@ def heap(directory: Path, holdir: str) -> Check:
 
 def ancestors(directory: Path, holdir: str) -> Check:
     """Each script's ancestors: built where Holmake puts them, or HOL's own."""
-    from holsrv import ancestors as scan
+    from holsrv.disk import ancestors as scan
 
     found = scripts_in(directory)
     if not found:

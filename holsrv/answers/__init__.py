@@ -1,7 +1,5 @@
-"""The answer to each request, one module per kind of question.
-
-`diagnostics` (the verdict and its settle loop), `goals` (goal states),
-`lookups` (hover, definition, references, completion, symbols) and
-`control` (eval, retryCompile, restart); `common` holds what they share.
-The daemon's dispatch calls them directly.
+"""The answer to each request, one module per kind of question; `goals/` (goal states,
+batches, columns, agreement with the diagnostics, prefetch) and `trials/` (`try`:
+placement, candidates, judging, applying, the goal diff); the cache of settled answers
+and its fast path. Knows no sockets, no rendering.
 """

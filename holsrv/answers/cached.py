@@ -20,12 +20,13 @@ a change or may become a job, or a blocked compile (a retry may be due).
 
 from __future__ import annotations
 
-from holsrv import files
-from holsrv.answers import diagnostics, goals
+from holsrv.answers import diagnostics
 from holsrv.answers.common import Context, answer_settled, freshness, note, replace
-from holsrv.pool import Lease
+from holsrv.answers.goals import goals
+from holsrv.disk import files
+from holsrv.pool.pool import Lease
 from holsrv.rpc import messages as m
-from holsrv.session import Session
+from holsrv.server.session import Session
 
 
 def answer(ctx: Context, request: m.Request, client: str) -> m.Reply | None:

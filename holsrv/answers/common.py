@@ -14,19 +14,20 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from holsrv import files, stepping, textinfo
+from holsrv.answers.cache import AnswerCache
+from holsrv.answers.goals.prefetch import Prefetches
+from holsrv.answers.inheritedcheats import AncestorCheats
 from holsrv.answers.scope import Ancestries
-from holsrv.cache import AnswerCache
-from holsrv.editorbuffers import EditorBuffers
+from holsrv.config.settings import Settings
+from holsrv.disk import files
 from holsrv.errors import BadRequest, HolsrvError, RanAway, Starting
-from holsrv.inheritedcheats import AncestorCheats
-from holsrv.pool import Lease, Pool
-from holsrv.prefetch import Prefetches
+from holsrv.pool.pool import Lease, Pool
 from holsrv.rpc import limits
 from holsrv.rpc import messages as m
-from holsrv.runaway import Runaway
-from holsrv.session import Session
-from holsrv.settings import Settings
+from holsrv.server.editorbuffers import EditorBuffers
+from holsrv.server.runaway import Runaway
+from holsrv.server.session import Session
+from holsrv.text import stepping, textinfo
 
 # Where an answer that waits sends its progress (`Progress` frames to the caller).
 Report = Callable[[m.Progress], Awaitable[None]]

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from holsrv import files, hints, stepping
-from holsrv.ancestors import ancestors
 from holsrv.answers import evalcode
 from holsrv.answers.common import NO_SERVER, Context, blocked_message, compiled, note, opened, read
-from holsrv.diagnosticlist import MAX_MESSAGE_CHARS
+from holsrv.disk import files
+from holsrv.disk.ancestors import ancestors
 from holsrv.errors import BadRequest, FileNotFound, ServerTimeout
 from holsrv.lsp import hol
 from holsrv.rpc import messages as m
 from holsrv.rpc.words import clip
-from holsrv.session import Session
+from holsrv.server.session import Session
+from holsrv.text import stepping
+from holsrv.verdict import hints
+from holsrv.verdict.diagnosticlist import MAX_MESSAGE_CHARS
 
 MAX_EVAL_CHARS = 64 * 1024
 MAX_EVAL_ERRORS = 50

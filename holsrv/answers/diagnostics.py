@@ -6,14 +6,19 @@ import asyncio
 import contextlib
 from pathlib import Path
 
-from holsrv import ancestors, files, inheritedcheats, looping, outstanding, replacement, runaway, stepping, verdict
-from holsrv.answers import goals
+from holsrv.answers import inheritedcheats
 from holsrv.answers.common import Context, Report, check_expect_hash, note, opened, read, replace, starting_message
-from holsrv.files import Script, content_hash
+from holsrv.answers.goals import goals
+from holsrv.disk import ancestors, files
+from holsrv.disk.files import Script, content_hash
 from holsrv.lsp import hol
-from holsrv.pool import Lease
+from holsrv.pool import replacement
+from holsrv.pool.pool import Lease
 from holsrv.rpc import messages as m
-from holsrv.session import Session
+from holsrv.server import runaway
+from holsrv.server.session import Session
+from holsrv.text import stepping
+from holsrv.verdict import looping, outstanding, verdict
 
 # At most one progress frame this often: an agent host shows them, it does not need each notification.
 PROGRESS_EVERY_S = 1.0

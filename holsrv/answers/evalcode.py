@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 
 from holsrv.lsp import hol, replies
-from holsrv.positions import Text
+from holsrv.text.positions import Text
 
 PRELUDE = "open HolKernel Parse boolLib bossLib;"
 _HEADER = "val it = (); val it = ("  # `it` is () until the agent's expression has run

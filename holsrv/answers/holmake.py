@@ -14,10 +14,12 @@ import os
 import re
 from pathlib import Path
 
-from holsrv import builds, files, stepping
 from holsrv.answers.common import Context, Report
+from holsrv.disk import files
 from holsrv.errors import BadRequest, DaemonStopping
+from holsrv.process import builds
 from holsrv.rpc import messages as m
+from holsrv.text import stepping
 
 # How long a call waits between looks at a run that prints nothing (a
 # bound on each wait, not a poll: a line or the end wakes it at once).

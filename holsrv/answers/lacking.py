@@ -14,13 +14,13 @@ import re
 
 import msgspec
 
-from holsrv import masking, textinfo
 from holsrv.errors import HolsrvError, LspError
 from holsrv.lsp import replies, services, theorydb
 from holsrv.lsp.quirks import is_pending, is_unknown_method
 from holsrv.lsp.services import Finding, Service, Support
 from holsrv.rpc import messages as m
-from holsrv.session import Session
+from holsrv.server.session import Session
+from holsrv.text import masking, textinfo
 
 # How long HOL is given to list the theorem database through eval.
 EVAL_SEARCH_S = 30.0

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from holsrv import files
 from holsrv.answers.common import Context
+from holsrv.disk import files
 from holsrv.rpc import messages as m
 
 

@@ -11,17 +11,19 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from holsrv import files, proofs, script, textinfo
 from holsrv.answers import lacking
 from holsrv.answers.common import Context, compiled, frontier_note, note, opened, position_check, within
+from holsrv.disk import files
 from holsrv.errors import BadRequest, LspError
 from holsrv.lsp import replies
 from holsrv.lsp.services import Service
 from holsrv.lsp.theorydb import DbError
-from holsrv.pool import Lease
-from holsrv.positions import Text
+from holsrv.pool.pool import Lease
 from holsrv.rpc import messages as m
-from holsrv.session import Session
+from holsrv.server.session import Session
+from holsrv.text import script, textinfo
+from holsrv.text.positions import Text
+from holsrv.verdict import proofs
 
 COMPLETION_KINDS = {
     1: "text", 2: "method", 3: "function", 4: "constructor", 5: "field", 6: "value",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from holsrv.errors import BadRequest, HolsrvError
 from holsrv.lsp import theorydb
-from holsrv.session import Session
+from holsrv.server.session import Session
 
 ANCESTORS, ALL = "ancestors", "all"
 # How long HOL is given to list the ancestry.

@@ -15,14 +15,14 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from holsrv import textinfo
 from holsrv.answers import lacking, scope
 from holsrv.answers.common import Context, compiled, frontier_note, note, opened
 from holsrv.answers.lookups import _one_line, _short
 from holsrv.errors import BadRequest
 from holsrv.lsp import replies, theorydb
 from holsrv.rpc import messages as m
-from holsrv.session import Session
+from holsrv.server.session import Session
+from holsrv.text import textinfo
 
 MAX_PAGE = 200
 # How many matches one search asks HOL for; reaching it means there may be more.

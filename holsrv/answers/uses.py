@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import re
 
-from holsrv import stepping, textinfo
 from holsrv.answers import scope
 from holsrv.answers.common import Context, compiled, note, opened
 from holsrv.answers.lookups import _short
 from holsrv.errors import BadRequest
 from holsrv.lsp import theorydb
 from holsrv.rpc import messages as m
-from holsrv.session import Session
+from holsrv.server.session import Session
+from holsrv.text import stepping, textinfo
 
 _NAME = re.compile(r"(?:([A-Za-z][A-Za-z0-9_']*)\.)?([A-Za-z_][A-Za-z0-9_']*)")
 # How long HOL is given for one database question.

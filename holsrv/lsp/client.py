@@ -16,9 +16,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from holsrv import stepping
 from holsrv.errors import FrameError, LspError, ServerDied, ServerTimeout
 from holsrv.lsp import framing
+from holsrv.text import stepping
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ class Owed:
     was sent; any other is due `letgo_s` after the daemon gave up on it and
     sent `$/cancelRequest`, which HOL answers for every request it can
     interrupt (PROTOCOL.md §14).  A reply that never comes by then means the
-    server will not let go of the work (see `holsrv.runaway`).
+    server will not let go of the work (see `holsrv.server.runaway`).
     """
 
     method: str

@@ -14,8 +14,8 @@ from typing import Any
 
 import msgspec
 
-from holsrv import stepping
 from holsrv.errors import FrameError
+from holsrv.text import stepping
 
 MAX_HEADER_BYTES = 8192
 MAX_BODY_BYTES = 64 * 1024 * 1024

@@ -6,7 +6,7 @@ up; the daemon answers each request by the editor's own id, and pushes the
 notifications HOL sends about the editor's documents.  LSP params and
 results cross as JSON bytes (the LSP side's encoding), as HOL wrote them,
 but for one field: a notification's `version` is the editor's own version
-of the text it is about, or absent (`holsrv.editorversions`).  Positions in them are in the
+of the text it is about, or absent (`holsrv.serve.editorversions`).  Positions in them are in the
 encoding the document's server negotiated (`EditorDocument.encoding`);
 `holctl lsp` converts to the editor's.
 """

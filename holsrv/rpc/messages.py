@@ -369,7 +369,7 @@ class Proof(Struct, gc=False):
     # Seconds this daemon has seen the proof checking (since the last edit at most).
     checking_s: float | None = None
     # A failed or diverged proof: one short next step chosen by the class of HOL's
-    # message (`holsrv.hints`); "" when none.  `detail` keeps HOL's own words.
+    # message (`holsrv.verdict.hints`); "" when none.  `detail` keeps HOL's own words.
     hint: str = ""
 
 
@@ -719,7 +719,7 @@ class EvalResult(ReplyBase, tag="eval"):
     warnings: list[str] = []
     freshness: Freshness | None = None  # how fresh this answer is (see Freshness)
     # One per entry of `errors`, in order: a short next step chosen by the class
-    # of HOL's message (`holsrv.hints`), "" when none.
+    # of HOL's message (`holsrv.verdict.hints`), "" when none.
     hints: list[str] = []
     # That the code ran in a server every caller about this file shares, whose global state it may change.
     shared_state: str = ""
@@ -778,7 +778,7 @@ class StatusResult(ReplyBase, tag="status"):
     # Goal-state walks asked of HOL ahead of any call, and the answers so asked that a call was then given (each once).
     prefetch_asked: int = 0
     prefetch_hits: int = 0
-    # Servers replaced as runaways (they would not let go of their work: `holsrv.runaway`), and the last why.
+    # Servers replaced as runaways (they would not let go of their work: `holsrv.server.runaway`), and the last why.
     runaways: int = 0
     last_runaway: str = ""
 
@@ -940,7 +940,7 @@ class TryCandidate(Struct):
     # longer while HOL stops a looping candidate before it.
     taken_s: float | None = None
     # A failed or timed-out candidate: one short next step chosen by the class of
-    # HOL's message (`holsrv.hints`); "" when none.
+    # HOL's message (`holsrv.verdict.hints`); "" when none.
     hint: str = ""
 
 

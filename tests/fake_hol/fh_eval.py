@@ -256,7 +256,7 @@ _FIND = re.compile(
     r'"\\n" \(map show \(List\.take \(kept, Int\.min \((\d+), length kept\)\)\)\) end' + _FAILS, re.S)
 
 
-# The daemon's question about cheats below (holsrv.inheritedcheats.query_code).
+# The daemon's question about cheats below (holsrv.answers.inheritedcheats.query_code).
 _CHEATED = re.compile(r'val _ = PolyML\.print \(String\.concatWith " " \(List\.concat \(map \(fn t => '
                       r'List\.mapPartial \(fn \(n, th\) => if Lib\.mem "cheat" \(#1 \(Tag\.dest_tag '
                       r'\(Thm\.tag th\)\)\) then SOME \(t \^ "\." \^ n\) else NONE\) \(DB\.thms t\) '

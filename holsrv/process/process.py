@@ -1,0 +1,309 @@
+"""One child process, on its own: spawn, exit watch, stop escalation; its stderr ring and footprint.
+
+The child runs under a `watchdog`, our direct child, which leads the
+child's own process group and kills that whole group when the daemon dies:
+nothing the child starts outlives the daemon, even a `hol` that is a
+wrapper script running the real server as its child and ignoring SIGTERM
+and end of input.  The watchdog exits as the child does, so `pid` is the
+watchdog's, which is also the group's id.  Knows nothing of
+LSP or files; the session on top of it does.  Its stderr is kept by
+`stderrring`, its memory measured by `footprint`.
+
+Life, as supervisor's `ProcessStates` has it: STARTING (created, spawning)
+→ RUNNING → STOPPING → STOPPED, or → DEAD when it exits on its own.  Every
+transition is logged, and happens in `_become`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import enum
+import logging
+import os
+import shutil
+import signal
+from collections import deque
+from collections.abc import Awaitable, Callable
+
+import psutil
+
+from holsrv.process import footprint, watchdog
+from holsrv.process.stderrring import StderrRing
+
+log = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+# Every child gets this variable naming the daemon that started it, so a later
+# daemon kills a leftover only when it can prove the process is one of ours.
+OWNER_ENV = "HOLSRV_OWNER"
+
+
+def owner_marker(pid: int | None = None) -> str:
+    """`<pid>:<start time>` of a daemon process (default: this one): its children's OWNER_ENV."""
+    proc = psutil.Process(pid)
+    return f"{proc.pid}:{proc.create_time():.2f}"
+
+
+def owner_running(marker: str) -> bool:
+    """True while the daemon process `marker` names still runs (same pid, same start time)."""
+    try:
+        pid, _, _ = marker.partition(":")
+        return owner_marker(int(pid)) == marker
+    except (ValueError, psutil.Error):
+        return False
+
+
+class ProcessState(enum.Enum):
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    DEAD = "dead"
+
+
+ENDING = frozenset({ProcessState.STOPPING, ProcessState.STOPPED, ProcessState.DEAD})
+GONE = frozenset({ProcessState.STOPPED, ProcessState.DEAD})
+# Once going, a process only finishes going: a start that completes meanwhile
+# must not bring it back.
+_ALLOWED = {
+    ProcessState.STARTING: {ProcessState.RUNNING, ProcessState.STOPPING, ProcessState.DEAD},
+    ProcessState.RUNNING: {ProcessState.STOPPING, ProcessState.DEAD},
+    ProcessState.STOPPING: GONE,
+    ProcessState.STOPPED: set(),
+    ProcessState.DEAD: set(),
+}
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    # Linux only; elsewhere the watchdog sees its parent change within its poll.
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, watchdog.DEATH_SIGNAL)
+
+
+def watched(argv: list[str], env: dict[str, str]) -> list[str]:
+    """`argv` run under a watchdog; raises FileNotFoundError now if `argv[0]` cannot be run at all."""
+    if shutil.which(argv[0], path=env.get("PATH", os.defpath)) is None:
+        raise FileNotFoundError(2, "no such executable file", argv[0])
+    return watchdog.command(argv)
+
+
+async def _exit_of(proc: asyncio.subprocess.Process) -> None:
+    """Return once our child `proc` has exited (reaped or not), whoever holds its pipes.
+
+    Where pidfds are missing, `wait()`, which waits for the pipes too.
+    """
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except ProcessLookupError:
+        return  # already reaped
+    except (AttributeError, OSError):
+        await proc.wait()
+        return
+    loop = asyncio.get_running_loop()
+    exited = loop.create_future()
+
+    def readable() -> None:
+        if not exited.done():
+            exited.set_result(None)
+
+    loop.add_reader(fd, readable)
+    try:
+        await exited
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
+
+
+class ChildProcess:
+    """A child with piped stdin/stdout, its stderr kept as a bounded ring of lines."""
+
+    def __init__(
+        self, name: str, stderr_lines: int, stop_timeout_s: float, on_exit: Callable[[], None] = lambda: None
+    ) -> None:
+        self.name = name  # for logs
+        self.state = ProcessState.STARTING
+        self.stop_timeout_s = stop_timeout_s
+        self.exit_reason = ""
+        self._stderr = StderrRing(stderr_lines)
+        self._on_exit = on_exit
+        self._proc: asyncio.subprocess.Process | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._exited = asyncio.Event()
+        self._broken = ""  # why we killed it, when we did
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def ending(self) -> bool:
+        return self.state in ENDING
+
+    @property
+    def exited(self) -> bool:
+        return self._exited.is_set()
+
+    def _become(self, state: ProcessState) -> None:
+        if state is not self.state and state in _ALLOWED[self.state]:
+            log.info("%s (pid %s): %s -> %s", self.name, self.pid, self.state.value, state.value)
+            self.state = state
+
+    async def spawn(self, argv: list[str], cwd: str, env: dict[str, str]) -> tuple[asyncio.StreamReader,
+                                                                                 asyncio.StreamWriter]:
+        """Start the child; its stdout and stdin.  Raises OSError if it cannot be started."""
+        env = {**env, OWNER_ENV: owner_marker()}
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                *watched(argv, env), cwd=cwd, env=env,
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                start_new_session=True, preexec_fn=_die_with_parent, limit=1 << 20,
+            )
+        except OSError as err:
+            self.exit_reason = f"could not start {argv[0]}: {err}"
+            self._become(ProcessState.DEAD)
+            self._exited.set()
+            self._on_exit()
+            raise
+        log.info("started %s for %s (pid %d)", " ".join(argv), self.name, self._proc.pid)
+        self._become(ProcessState.RUNNING)
+        assert self._proc.stdout is not None and self._proc.stdin is not None and self._proc.stderr is not None
+        self._tasks = [
+            asyncio.create_task(self._stderr.drain(self._proc.stderr), name=f"stderr-{self.pid}"),
+            asyncio.create_task(self._watch(), name=f"watch-{self.pid}"),
+        ]
+        return self._proc.stdout, self._proc.stdin
+
+    # -- stderr -----------------------------------------------------------------
+
+    @property
+    def stderr_tail(self) -> deque[str]:
+        """The last lines the child wrote to stderr."""
+        return self._stderr.tail
+
+    @property
+    def stderr_seen(self) -> int:
+        """Lines ever read from stderr, to cut out what one call caused."""
+        return self._stderr.seen
+
+    def stderr_since(self, mark: int) -> str:
+        """What the child wrote to stderr after `stderr_seen` was `mark` (as much as is kept)."""
+        return self._stderr.since(mark)
+
+    def tail(self, lines: int = 30) -> str:
+        return self._stderr.last(lines)
+
+    # -- exit ---------------------------------------------------------------------
+
+    async def _watch(self) -> None:
+        assert self._proc
+        # The watchdog's own exit, not `wait()`, which also waits for the
+        # pipes: a watchdog killed on its own leaves the server holding them.
+        await _exit_of(self._proc)
+        # What it left in its group goes with it.  Until it is reaped, the
+        # watchdog holds the group id, and after that any member left does:
+        # either way no other process can have it.
+        self._signal_group(signal.SIGKILL)
+        code = await self._proc.wait()
+        # Let stderr finish so the tail holds the last words.
+        await asyncio.wait(self._tasks[:1], timeout=1.0)
+        if self.state is not ProcessState.STOPPING:
+            self.exit_reason = self._broken or f"the HOL server (pid {self._proc.pid}) exited with status {code}"
+            log.warning("%s for %s; stderr tail:\n%s", self.exit_reason, self.name, self.tail(20))
+            self._become(ProcessState.DEAD)
+        else:
+            self._become(ProcessState.STOPPED)
+        self._exited.set()
+        self._on_exit()
+
+    async def wait_exit(self, timeout: float) -> bool:
+        """True once the child has exited; False if `timeout` passes first."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(max(0.0, timeout)):
+                await self._exited.wait()
+        return self._exited.is_set()
+
+    async def kill(self, why: str) -> None:
+        """End a child that cannot be used any more; it then counts as dead for `why`."""
+        if self._proc is None or self._exited.is_set():
+            return
+        self._broken = self._broken or why
+        log.warning("HOL server pid %d for %s: %s; killing it", self._proc.pid, self.name, why)
+        self._signal_group(signal.SIGKILL)
+        await self.wait_exit(self.stop_timeout_s)
+
+    # -- stopping -----------------------------------------------------------------
+
+    def hurry(self, step_s: float) -> None:
+        """Give each step of stopping at most `step_s` from now on (the daemon's shutdown budget)."""
+        self.stop_timeout_s = min(self.stop_timeout_s, step_s)
+
+    def mark_stopping(self) -> None:
+        """From now on this child counts as going; `stop()` does the stopping."""
+        self._become(ProcessState.STOPPING)
+
+    async def stop(
+        self, goodbye: Callable[[], Awaitable[None]] | None = None, *, hung: bool = False, kill: bool = False
+    ) -> None:
+        """`goodbye` (the protocol's own shutdown), close stdin, SIGTERM the group, SIGKILL, reap.
+
+        Each step gets `stop_timeout_s`.  A `hung` child, which answers
+        nothing, gets one step: SIGTERM (with its input closed), then SIGKILL;
+        one to `kill` (a runaway, which holds on to its work) gets SIGKILL at once.
+        A child that exited long ago may have had its pid (and group id)
+        reused: only a group that was running when the stop began is signalled.
+        """
+        self.mark_stopping()
+        running = self._proc is not None and not self._exited.is_set()
+        if running:
+            # Each step reads the grace afresh: `hurry` may shorten it meanwhile.
+            if goodbye is not None and not hung and not kill:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.stop_timeout_s):
+                        await goodbye()
+            self.close_input()
+            steps = ((signal.SIGKILL,) if kill else (signal.SIGTERM, signal.SIGKILL) if hung
+                     else (None, signal.SIGTERM, signal.SIGKILL))
+            for sig in steps:
+                if sig is None:
+                    log.info("closed the input of pid %s; waiting %.1fs for it to exit", self.pid, self.stop_timeout_s)
+                else:
+                    self._signal_group(sig)
+                if await self.wait_exit(self.stop_timeout_s):
+                    break
+            # Anything the child left in its process group goes too.
+            self._signal_group(signal.SIGKILL)
+        self._become(ProcessState.STOPPED)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def close_input(self) -> None:
+        if self._proc is not None and self._proc.stdin is not None:
+            with contextlib.suppress(Exception):
+                self._proc.stdin.close()
+
+    def _signal_group(self, sig: int) -> None:
+        assert self._proc
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            log.info("sending %s to the process group of pid %d", signal.Signals(sig).name, self._proc.pid)
+            os.killpg(self._proc.pid, sig)
+
+    # -- resources ------------------------------------------------------------------
+
+    def footprint_mb(self) -> float | None:
+        """Resident plus swapped memory of the child and its descendants, MB."""
+        if self._proc is None or self.ending:
+            return None
+        return footprint.footprint_mb(self._proc.pid)
+
+    def create_time(self) -> float | None:
+        """The child's start time as the OS records it (for the leftovers record)."""
+        if self._proc is None or self.state in GONE:
+            return None
+        try:
+            return psutil.Process(self._proc.pid).create_time()
+        except psutil.Error:
+            return None
+
