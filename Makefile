@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test stress lint bench run clean install-service pack-plugin dist
+.PHONY: install test test-fast stress lint bench run clean install-service pack-plugin dist
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,11 @@ install: $(STAMP)
 # each taking a waiting test from another as it runs out.
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n auto --dist worksteal
+
+# The unit tests alone (tests/unit: no daemon, no process), in seconds, on one
+# worker: what to run after each change before `make test`.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q tests/unit
 
 # The long forms: 10,000 fuzzed frames, 100 clients x 50 requests with hostile
 # ones, a huge script beside cached answers; each prints its figures.

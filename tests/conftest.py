@@ -1,7 +1,8 @@
 """Shared fixtures: the fake HOL server, scripts on disk, and a daemon in a thread.
 
 The daemon fixture runs the real `Daemon` on a real Unix socket, in a thread
-with its own event loop (uvloop or plain asyncio, see `pytest_generate_tests`),
+with its own event loop (uvloop or plain asyncio, by its file or a marker:
+see `pytest_generate_tests`),
 so tests talk to it exactly as holctl and holmcp do.  Its HOL servers are the
 fake (`tests/fake_hol/fake_hol_lsp.py`).
 """
@@ -28,6 +29,14 @@ from holsrv.daemon import Daemon
 from holsrv.errors import HolsrvError
 from holsrv.rpc import client as rpc_client
 from holsrv.rpc import messages
+
+# Test modules import helpers from one another by module name (`from test_fairness
+# import _open_hello`), as pytest's default ("prepend") import mode lets the modules
+# of one folder do; the tests live in a folder per kind, so each kind's folder is
+# on the path for the others.
+for _kind in ("unit", "daemon", "clients", "ops", "real_hol"):
+    if str(Path(__file__).parent / _kind) not in sys.path:
+        sys.path.append(str(Path(__file__).parent / _kind))
 
 FAKE_HOL = Path(__file__).parent / "fake_hol" / "fake_hol_lsp.py"
 # The fake lets go of a looping check 1.9 s after an edit reaches it, as the
@@ -90,6 +99,8 @@ def pytest_configure(config):
     imports them all), some 9 s of CPU apiece: their caches go to
     tests/__pycache__, which git ignores.
     """
+    config.addinivalue_line(
+        "markers", "daemon_loop(name): the event loop ('asyncio' or 'uvloop') this test's daemons run on")
     sys.dont_write_bytecode = False
     bin_dir = Path(tempfile.mkdtemp(prefix="hs-bin-"))
     (bin_dir / "python3").symlink_to(sys.executable)
@@ -120,13 +131,21 @@ def pytest_generate_tests(metafunc):
 
     Running every daemon test on both loops nearly doubles the suite (on a
     2-core machine 105 s became 195 s, and later 205 s became 364 s), far past
-    its 180 s budget.  So each test gets one loop, picked by a stable hash of
-    its node id: the same test always runs on the same loop, and each loop
-    serves about half the tests.  The loop is in the test id
-    (`[daemon-uvloop]`, `[daemon-asyncio]`).
+    its 180 s budget.  So each test gets one loop: the one its `daemon_loop`
+    marker names (on the test, its class, or its module's `pytestmark`), else
+    the one a stable hash of its file's name picks.  Renaming a test, or moving
+    its file to another folder, does not switch its loop; each loop serves
+    about half the files.  The loop is in the test id (`[daemon-uvloop]`,
+    `[daemon-asyncio]`).
     """
     if "daemon_loop" in metafunc.fixturenames:
-        name = sorted(DAEMON_LOOPS)[zlib.crc32(metafunc.definition.nodeid.encode()) % len(DAEMON_LOOPS)]
+        marker = metafunc.definition.get_closest_marker("daemon_loop")
+        if marker is not None:
+            name = marker.args[0]
+            if name not in DAEMON_LOOPS:
+                raise pytest.UsageError(f"daemon_loop({name!r}): the loops are {sorted(DAEMON_LOOPS)}")
+        else:
+            name = sorted(DAEMON_LOOPS)[zlib.crc32(metafunc.definition.path.name.encode()) % len(DAEMON_LOOPS)]
         metafunc.parametrize("daemon_loop", [name], indirect=True, ids=lambda loop: f"daemon-{loop}")
 
 

@@ -1,5 +1,5 @@
 -- Neovim's own LSP client on `holctl lsp`: open a script, wait for its errors, write them out.
--- Driven by tests/test_editor_nvim.py; everything it needs comes in the environment.
+-- Driven by tests/clients/test_editor_nvim.py; everything it needs comes in the environment.
 local script = assert(os.getenv("HOLCTL_NVIM_SCRIPT"))
 local out = assert(os.getenv("HOLCTL_NVIM_OUT"))
 local cmd = vim.fn.json_decode(assert(os.getenv("HOLCTL_NVIM_CMD")))

@@ -1,6 +1,6 @@
 """An editor through `holctl lsp` on a real HOL4, an agent's try between its edits: the versions it hears are its own.
 
-Runs only where a real HOL4 is found (see tests/test_real_hol.py) and is
+Runs only where a real HOL4 is found (see tests/real_hol/test_real_hol.py) and is
 skipped otherwise.  A real `hol lsp` labels a publish with the version of
 its compile, or its newest version for a verdict (PROTOCOL.md §8.1), and
 the daemon's trial advances that count on the server the editor shares.
@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from test_editor import agent, errors, notified, stop
+from test_editor_versions import Published, change_to, open_at, recording_editor
 from test_real_hol import CALL_TIMEOUT_S, WAIT_S, _diagnostics_or_skip, real_hol  # noqa: F401  (a fixture)
 
 from holsrv.rpc import messages as m
-from tests.test_editor import agent, errors, notified, stop
-from tests.test_editor_versions import Published, change_to, open_at, recording_editor
 
 SCRIPT = """\
 Theory realedit

@@ -22,7 +22,7 @@ from holmcp import plugin, resources, skill
 from holmcp.server import build_server
 from holsrv import __version__
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 SKILL_DIR = ROOT / "holmcp" / "skill"
 VERDICTS = ["OK", "FAILED", "ERRORS", "BLOCKED", "CHEATS", "INCOMPLETE", "STALE", "REBUILT", "UNCHECKED", "SUSPENDED"]
 # The proving loop, in the order the skill teaches it.

@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import FAILING_SCRIPT
 
-LUA = Path(__file__).parent / "editors" / "nvim_diagnostics.lua"
+LUA = Path(__file__).parent.parent / "editors" / "nvim_diagnostics.lua"
 NVIM = shutil.which("nvim")
 
 
@@ -27,7 +27,7 @@ def test_neovim_opening_a_script_through_holctl_lsp_shows_the_failing_proofs_err
     out = tmp_path / "diagnostics.txt"
     holctl = [sys.executable, "-m", "holctl", "--socket", str(daemon.socket), "--no-start", "lsp"]
     env = {
-        **os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+        **os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent.parent),
         "HOLCTL_NVIM_SCRIPT": str(path), "HOLCTL_NVIM_OUT": str(out), "HOLCTL_NVIM_CMD": json.dumps(holctl),
         "HOLCTL_NVIM_WAIT_MS": "90000", "XDG_STATE_HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path),
     }

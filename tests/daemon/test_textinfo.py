@@ -16,7 +16,7 @@ from holsrv.text import positions, script, stepping, textinfo
 
 from conftest import GOOD_SCRIPT
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "bench"))
+sys.path.insert(0, str(Path(__file__).parent.parent.parent / "bench"))
 import scripts as generated  # noqa: E402  # bench/scripts.py: the benchmark's generator
 
 BIG = generated.generate(200_000)

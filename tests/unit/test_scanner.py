@@ -20,7 +20,7 @@ from scanner_oracle import old_blank, old_cheats, old_edit_span, old_pool_names,
 
 from holsrv.text import masking, script, stepping, textinfo
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).parent.parent
 sys.path.insert(0, str(TESTS.parent / "bench"))
 import scripts as generated  # noqa: E402  # bench/scripts.py: the benchmark's generator
 

@@ -16,7 +16,7 @@ from holsrv.config import settings
 from holsrv.errors import error_for_code
 from holsrv.main import main as holsrv_main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 DOCS = ROOT / "docs"
 PAGES = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
 

@@ -1,6 +1,6 @@
 """try against a real HOL4: a candidate that does not compile, and a looping one.
 
-Runs only where a real HOL4 is found (see tests/test_real_hol.py) and is
+Runs only where a real HOL4 is found (see tests/real_hol/test_real_hol.py) and is
 skipped otherwise.  What a real server does here is recorded in the shared
 transcripts candidate-unbound-name.jsonl and candidate-loops.jsonl.
 """

@@ -24,7 +24,7 @@ import click
 from holctl.cli import cli
 from holsrv.config import settings
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
 # The environment variables a host snippet may set: the names the daemon's settings are read from.

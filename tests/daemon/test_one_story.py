@@ -269,7 +269,7 @@ async def bridged(daemon, progress: bool):
     """`holctl lsp` on `daemon`'s socket and a pygls client, with its initialize result."""
     config = ClientServerConfig(
         server_command=[sys.executable, "-m", "holctl", "--socket", str(daemon.socket), "--no-start", "lsp"],
-        server_env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        server_env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent.parent)},
     )
     client = await config.start()
     window = types.WindowClientCapabilities(work_done_progress=True) if progress else None
@@ -295,7 +295,7 @@ async def test_the_editor_bridge_sends_progress_only_to_an_editor_that_declares_
 
 
 async def _opened_with_progress(daemon, path, declared: bool) -> None:
-    from tests.test_editor import until
+    from test_editor import until
 
     client, _ = await bridged(daemon, progress=declared)
     try:

@@ -20,11 +20,7 @@ from lsprotocol import types
 from pygls.protocol import default_converter
 from pytest_lsp import ClientServerConfig, LanguageClient
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
-
-from holsrv.rpc import messages as m
-from holsrv.serve.editorversions import EditorVersions
-from tests.conftest import GOOD_SCRIPT
-from tests.test_editor import (
+from test_editor import (
     BROKEN,
     DEADLINE_S,
     TACTIC_LINE,
@@ -35,6 +31,10 @@ from tests.test_editor import (
     stop,
     until,
 )
+
+from holsrv.rpc import messages as m
+from holsrv.serve.editorversions import EditorVersions
+from tests.conftest import GOOD_SCRIPT
 
 
 @dataclass
@@ -58,7 +58,7 @@ async def recording_editor(daemon, published: list[Published]) -> LanguageClient
     config = ClientServerConfig(
         server_command=[sys.executable, "-m", "holctl", "--socket", str(daemon.socket), "--no-start", "lsp"],
         client_factory=factory,
-        server_env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        server_env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent.parent)},
     )
     client = await config.start()
     await client.initialize_session(types.InitializeParams(

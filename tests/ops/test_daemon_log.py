@@ -12,10 +12,11 @@ from __future__ import annotations
 import shutil
 import signal
 
+from test_ops import _env, _exit_status, _foreground, _reaped, holctl
+
 from holsrv.rpc import client as rpc_client
 from holsrv.rpc import paths
 from tests.conftest import wait_until
-from tests.test_ops import _env, _exit_status, _foreground, _reaped, holctl
 
 # Bounds, generous for a loaded machine: the daemon looks at its socket every 2 s.
 MADE_AGAIN_S = 60.0

@@ -20,7 +20,7 @@ from holsrv.rpc import messages as m
 
 from conftest import wait_until
 
-FAKE_HOLMAKE = Path(__file__).parent / "fake_hol" / "Holmake"
+FAKE_HOLMAKE = Path(__file__).parent.parent / "fake_hol" / "Holmake"
 DEADLINE_S = 30.0
 
 BASE = """\

@@ -34,7 +34,7 @@ async def editor(daemon, **capabilities) -> LanguageClient:
     """`holctl lsp` on `daemon`'s socket, with a pygls client initialized against it."""
     config = ClientServerConfig(
         server_command=[sys.executable, "-m", "holctl", "--socket", str(daemon.socket), "--no-start", "lsp"],
-        server_env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        server_env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent.parent)},
     )
     client = await config.start()
     await client.initialize_session(types.InitializeParams(
@@ -174,7 +174,7 @@ def test_an_editor_stream_that_is_not_lsp_ends_holctl_lsp_with_one_line_saying_w
     done = subprocess.run(
         [sys.executable, "-m", "holctl", "--socket", str(daemon.socket), "--no-start", "lsp"],
         input=b"Content-Length: 12\r\n\r\nnot json at all", capture_output=True, timeout=DEADLINE_S,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent.parent)},
     )
     assert done.returncode == 1
     assert b"Traceback" not in done.stderr
@@ -423,7 +423,7 @@ async def test_an_editors_open_document_keeps_its_server_from_being_stopped_to_m
         await stop(client)
 
 
-# A script with a built ancestor, to be rebuilt under the editor (as tests/test_replacement.py does).
+# A script with a built ancestor, to be rebuilt under the editor (as tests/daemon/test_replacement.py does).
 WITH_ANCESTOR = """\
 Theory demo
 Ancestors mylib

@@ -29,7 +29,7 @@ from holsrv.rpc import messages
 
 from conftest import FAKE_HOL
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 # What the build needs of the tree; the rest (tests, bench, the venv) stays behind
 # but for the two READMEs the README links to, which MANIFEST.in names.
 TREE = ["pyproject.toml", "MANIFEST.in", "README.md", "LICENSE", "CHANGELOG.md", "Makefile",

@@ -23,7 +23,7 @@ from holsrv.rpc import framing, messages
 
 from conftest import FAKE_HOL, GOOD_SCRIPT, pid_alive
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 DOCTOR_DEADLINE_S = 120.0
 NEEDED = ["settings", "hol", "proof_server", "holmake", "daemon", "memory"]
 ADVICE = ["heap", "ancestors", "systemd", "units", "claude_code", "codex", "opencode"]

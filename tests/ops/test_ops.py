@@ -29,7 +29,7 @@ from holsrv.serve import activation
 
 from conftest import FAKE_HOL, GOOD_SCRIPT, pid_alive, wait_until
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 EXIT_DEADLINE_S = 30.0
 
 # What systemd does before exec'ing a socket-activated service: the listening
