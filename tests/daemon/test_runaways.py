@@ -14,6 +14,8 @@ import time
 from unittest import mock
 
 import pytest
+from test_trials import LINE as TRIAL_LINE
+from test_trials import SCRIPT as TRIAL_SCRIPT
 
 from holctl.render import render
 from holsrv.errors import ServerTimeout
@@ -144,25 +146,12 @@ def test_a_server_past_the_hard_footprint_is_replaced_whatever_it_is_doing(
     wait_until(lambda: not pid_alive(old), what="the runaway killed")
 
 
-TRY_SCRIPT = """\
-Theory demo
-Ancestors arithmetic
-
-Theorem swap:
-  !p q. p /\\ q ==> q /\\ p
-Proof
-  rpt strip_tac >>
-  simp[]
-QED
-"""
-
-
 def test_a_looping_candidate_is_cut_off_unwalked_and_the_next_one_runs_on_the_same_server(
         unlimited, daemon_factory, write_script):
     daemon = daemon_factory(letgo_s=LETGO_S)
-    path = write_script(TRY_SCRIPT)
+    path = write_script(TRIAL_SCRIPT)
     old = server_pid(daemon, path)
-    result = daemon.call(m.Try(str(path), 8, ["REPEAT ALL_TAC", "simp[]"], timeout=3.0), timeout=120)
+    result = daemon.call(m.Try(str(path), TRIAL_LINE, ["REPEAT ALL_TAC", "simp[]"], timeout=3.0), timeout=120)
     loops, good = result.candidates
     assert loops.state == "timed_out" and not loops.goals, loops
     assert good.state == "proved", good
@@ -173,9 +162,9 @@ def test_a_looping_candidate_is_cut_off_unwalked_and_the_next_one_runs_on_the_sa
 def test_a_trial_whose_server_runs_away_tries_the_rest_on_the_fresh_one(unlimited, daemon_factory, write_script):
     # The goals before line 8 are walked through the loop on line 7: that walk never ends.
     daemon = daemon_factory(letgo_s=LETGO_S)
-    path = write_script(TRY_SCRIPT.replace("rpt strip_tac >>", "REPEAT ALL_TAC >>"))
+    path = write_script(TRIAL_SCRIPT.replace("rpt strip_tac >>\n", "REPEAT ALL_TAC >>\n", 1))
     old = server_pid(daemon, path)
-    result = daemon.call(m.Try(str(path), 8, ["simp[]", "rw[]"], timeout=3.0), timeout=120)
+    result = daemon.call(m.Try(str(path), TRIAL_LINE, ["simp[]", "rw[]"], timeout=3.0), timeout=120)
     assert [c.state for c in result.candidates] != ["not_tried", "not_tried"], result
     assert all(c.state != "not_tried" for c in result.candidates), result
     assert result.server.pid != old
