@@ -308,8 +308,9 @@ class Pool:
                 await self.recover(session, why)
 
     async def recover(self, session: Session, why: runaway.Runaway) -> None:
-        """Replace the runaway `session` at once: killed, and (if it was its file's server) a
-        fresh server started on the current text, the disk's or an editor's buffer.
+        """Replace the runaway `session` at once: (if it was its file's server) a fresh server
+        started on the current text, the disk's or an editor's buffer, which an editor's
+        document follows; then the runaway killed.
 
         Nothing waits for the runaway's work to end: it never does.  Calls that
         waited on it are told why (`errors.RanAway`), and the next calls on the
@@ -322,19 +323,18 @@ class Pool:
             self.loops.mark(path, why.loop)
         self.runaways += 1
         self.last_runaway = f"{path.name}: {why.reason}"
-        current = self.sessions.get(path) is session
-        self.stop_later(session, f"a runaway: {why.reason}", name=f"runaway-{session.pid}")
-        if not current or self.closing:
-            return
         async with self._locks.setdefault(path, asyncio.Lock()):
-            fresh = self.sessions.get(path)
-            try:
-                if fresh is None or not fresh.alive:
+            if self.sessions.get(path) is session and not self.closing:
+                # Out of the map first, so that the fresh one starts (its start waits for the kill below).
+                self.sessions.pop(path)
+                try:
                     fresh = (await self._running(path)).session
-            except HolsrvError as err:  # no room, no HOL: the next call says so
-                log.warning("no fresh server for %s after its runaway: %s", path.name, err)
-                return
-            fresh.origin = why
+                except HolsrvError as err:  # no room, no HOL: the next call says so
+                    log.warning("no fresh server for %s after its runaway: %s", path.name, err)
+                else:
+                    fresh.origin = why
+                    self.holds.switched(session, fresh)  # an editor's document follows, as after a replacement
+            self.stop_later(session, f"a runaway: {why.reason}", name=f"runaway-{session.pid}")
 
     # -- background duties ---------------------------------------------------
 

@@ -219,3 +219,30 @@ def test_a_text_sent_to_an_idle_compile_is_owed_until_hol_says_it_compiles_it():
     assert file.untaken_for(9.0) == 0
     file.sent(4, FIXED, 6.0)  # sent while compiling: a pass is under way, HOL takes it when it can
     assert file.untaken_for(60.0) == 0
+
+
+@pytest.mark.asyncio
+async def test_an_editor_follows_its_file_from_a_runaway_to_the_fresh_server(unlimited, daemon_factory, write_script):
+    from test_editor import agent, editor, errors, open_doc, stop, until
+
+    daemon = daemon_factory(letgo_s=LETGO_S)
+    path = write_script(LOOPING)
+    buffer = LOOPING.replace("gen_tac >> simp[]", 'FAIL_TAC "nope"')  # unsaved: add0 fails in the buffer
+    client = await editor(daemon)
+    try:
+        uri = open_doc(client, path, buffer)
+        await until(client, "textDocument/publishDiagnostics", lambda: any("nope" in e for e in errors(client, uri)),
+                    "the buffer's failure, from the first server")
+        [row] = (await agent(daemon, m.Status())).sessions
+        old = row.pid
+        # An agent's walk of the loop holds the server: it is replaced, and the editor follows, with
+        # no edit of its own (an editor's document would otherwise say the server was lost).
+        answer = await agent(daemon, m.GoalState(str(path), LOOP_LINE, 27, wait=60))
+        assert answer.state == "looping" and answer.server.pid != old, answer
+        client.diagnostics.clear()
+        await until(client, "textDocument/publishDiagnostics", lambda: any("nope" in e for e in errors(client, uri)),
+                    "the fresh server's diagnostics of the buffer")
+        [row] = (await agent(daemon, m.Status())).sessions
+        assert row.pid == answer.server.pid and row.editor == "pytest-lsp", row
+    finally:
+        await stop(client)
