@@ -206,8 +206,8 @@ class LspClient:
         return (
             f"{server} is hung: it did not answer {hung.method} within {_seconds(hung.timeout)} and has "
             f"said nothing for {time.monotonic() - hung.since:.0f}s, so the daemon does not wait on it again. "
-            "Restart it (holctl restart FILE, or the restart tool: a hung server is killed within one stop "
-            "step), or stop it (holctl stop FILE)."
+            f"Unless it answers within {_seconds(self.letgo_s)} of being told to stop, the daemon replaces it "
+            "with a fresh server (a runaway): call again then."
         )
 
     def _cancel(self, request_id: int) -> None:

@@ -232,3 +232,20 @@ def test_a_trial_whose_caller_hangs_up_stops_and_gives_the_server_the_files_text
     wait_until(lambda: _waiting(daemon) == 0, what="the abandoned trial to end")
     assert session.data == path.read_bytes()
     assert daemon.call(m.Diagnostics(str(path), wait=20)).verdict == "OK"
+
+
+def test_a_hung_server_is_replaced_by_itself_once_it_does_not_let_go_of_a_cancelled_request(
+    daemon_factory, write_script, monkeypatch
+):
+    monkeypatch.setenv("FAKE_HOL_HANG_ON", "textDocument/hover")
+    daemon = daemon_factory(request_timeout_s=1.0, letgo_s=1.0)
+    path = write_script(GOOD_SCRIPT)
+    first = daemon.call(m.Diagnostics(str(path), wait=20))
+    with pytest.raises(errors.ServerTimeout, match="did not answer textDocument/hover"):
+        daemon.call(m.Hover(str(path), 7, 3))
+    # Not answered within letgo_s of its cancel: a runaway, killed and replaced with no call.
+    wait_until(lambda: not pid_alive(first.server.pid), what="the hung server killed")
+    status = daemon.call(m.Status())
+    assert status.runaways == 1 and "did not let go of textDocument/hover" in status.last_runaway, status
+    again = daemon.call(m.Diagnostics(str(path), wait=20))
+    assert again.verdict == "OK" and again.server.pid != first.server.pid
