@@ -64,8 +64,9 @@ class Session(Protocol):
 # cancelled: a goal-state walk runs tactics, and on some HOL builds nothing
 # else ever stops it.
 LEASHED = frozenset({"$/hol/goalState"})
-# At most this many proofs of one file are remembered as looping.
+# At most this many proofs of one file are remembered as looping, in at most this many files.
 MAX_LOOPS_PER_FILE = 32
+MAX_FILES = 256
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,10 @@ class Loops:
     _files: dict[Path, dict[str, Loop]] = field(default_factory=dict)
 
     def mark(self, path: Path, loop: Loop) -> None:
-        marks = self._files.setdefault(path, {})
+        marks = self._files.pop(path, {})
+        self._files[path] = marks  # the most recent file last: the oldest goes first past MAX_FILES
+        while len(self._files) > MAX_FILES:
+            del self._files[next(iter(self._files))]
         marks.pop(loop.name, None)
         marks[loop.name] = loop
         while len(marks) > MAX_LOOPS_PER_FILE:

@@ -246,3 +246,20 @@ async def test_an_editor_follows_its_file_from_a_runaway_to_the_fresh_server(unl
         assert row.pid == answer.server.pid and row.editor == "pytest-lsp", row
     finally:
         await stop(client)
+
+
+def test_a_loop_is_known_while_its_proof_s_tactics_are_unchanged_and_files_are_bounded(tmp_path):
+    from holsrv.server import runaway
+
+    loops = runaway.Loops()
+    body = runaway.body_of(LOOPING, "spins")
+    assert body is not None and "REPEAT ALL_TAC" in body
+    loops.mark(tmp_path / "a", runaway.Loop("spins", 10, body, "it looped"))
+    assert list(loops.known(tmp_path / "a", LOOPING)) == ["spins"]
+    assert list(loops.known(tmp_path / "a", LOOPING.replace("gen_tac", "Induct"))) == ["spins"]  # another proof
+    assert loops.known(tmp_path / "a", FIXED) == {}  # its tactics changed
+    assert loops.known(tmp_path / "b", LOOPING) == {}
+    for n in range(runaway.MAX_FILES):
+        loops.mark(tmp_path / f"f{n}", runaway.Loop("spins", 10, body, "it looped"))
+    assert loops.known(tmp_path / "a", LOOPING) == {}  # the oldest file went first
+    assert list(loops.known(tmp_path / f"f{runaway.MAX_FILES - 1}", LOOPING)) == ["spins"]
