@@ -149,13 +149,15 @@ def judge(session: Session, now: float, settings: Settings) -> Runaway | None:
     if untaken >= settings.letgo_s:
         reason = (f"HOL did not start compiling the text it was sent {duration(untaken)} ago "
                   f"(version {session.file.version}){_during(session.file, now)}")
-        return Runaway("text", reason, session.pid, _culprit(session, now, reason))
+        what = f"HOL did not take a new text within {duration(settings.letgo_s)}"
+        return Runaway("text", reason, session.pid, _culprit(session, now, what))
     limit = hard_footprint_mb(session.max_heap_mb, settings)
     if limit and session.footprint is not None and session.footprint > limit:
         reason = (f"the HOL server grew to {session.footprint:.0f} MB, past the hard limit of {limit:.0f} MB "
                   f"({settings.hard_footprint_pct}% of its heap cap of {session.max_heap_mb} MB, "
                   f"HOLSRV_HARD_FOOTPRINT_PCT){_during(session.file, now)}")
-        return Runaway("footprint", reason, session.pid, _culprit(session, now, reason))
+        what = f"its server grew past the hard limit of {limit:.0f} MB"
+        return Runaway("footprint", reason, session.pid, _culprit(session, now, what))
     return None
 
 
@@ -184,8 +186,8 @@ def _owed(session: Session, owed: Owed, settings: Settings) -> Runaway:
         at = f" of proof {loop.name} (line {loop.line})" if loop is not None else ""
         reason = (f"HOL's goal-state walk{at} did not end within {duration(settings.letgo_s)} "
                   f"(a tactic that loops: this HOL's walker has no time limit)")
-        return Runaway("walk", reason, session.pid, loop and Loop(loop.name, loop.line, loop.body,
-                                                                   f"{reason}; asked {waited} ago", session.pid))
+        why = f"a goal-state walk of it did not end within {duration(settings.letgo_s)} (asked {waited} ago)"
+        return Runaway("walk", reason, session.pid, loop and Loop(loop.name, loop.line, loop.body, why, session.pid))
     return Runaway("request", (
         f"HOL did not let go of {owed.method}, asked {waited} ago, within {duration(settings.letgo_s)} "
         "of being told to stop"
@@ -203,13 +205,14 @@ def _walked(session: Session, owed: Owed) -> Loop | None:
     return Loop(name, info.block_lines[name][0], body, "")
 
 
-def _culprit(session: Session, now: float, reason: str) -> Loop | None:
+def _culprit(session: Session, now: float, what: str) -> Loop | None:
     """What most likely loops: the proof of a walk still owed, else the proof checking the
-    longest, far longer than the rest."""
+    longest, far longer than the rest; `what` the server did (or did not do) meanwhile."""
     walks = [o for o in session.lsp.owed.values() if o.method in LEASHED] if session.lsp else []
     walked = _walked(session, min(walks, key=lambda o: o.sent)) if walks else None
     if walked is not None:
-        return Loop(walked.name, walked.line, walked.body, f"{reason}, with its goal-state walk asked", session.pid)
+        return Loop(walked.name, walked.line, walked.body, f"a goal-state walk of it was running when {what}",
+                    session.pid)
     file = session.file
     suspects = [e for e in file.checking() if looping.suspicious(file, e, now, session.settings)]
     if not suspects:
@@ -218,8 +221,8 @@ def _culprit(session: Session, now: float, reason: str) -> Loop | None:
     body = body_of(file.text, entry.name)
     if body is None:
         return None
-    return Loop(entry.name, entry.line0 + 1, body, f"{reason}, after it checked for "
-                f"{duration(file.checking_for(entry, now))}", session.pid)
+    return Loop(entry.name, entry.line0 + 1, body, f"it had been checking for "
+                f"{duration(file.checking_for(entry, now))} when {what}", session.pid)
 
 
 def _during(file: FileState, now: float) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from holsrv.lsp import quirks
 from holsrv.rpc import messages as m
@@ -66,8 +66,9 @@ def compiled_note(statuses: Statuses) -> str:
 
 def verdict(
     r: m.DiagnosticsResult, statuses: Statuses, waited_s: float, open_suspensions: list[str], only_slow: bool,
-    file: FileState,
+    file: FileState, loops: Collection[str] = (),
 ) -> tuple[str, str]:
+    """The verdict word and headline; `loops`: the proofs known to loop as they are (`runaway.Loops`)."""
     t = r.tally
     errors = [d for d in r.diagnostics if d.severity == "error"]
     if r.blocked is not None:
@@ -78,7 +79,7 @@ def verdict(
             "itself. Call retryCompile only if it stays BLOCKED after the build."
         )
     if not r.complete:
-        return "INCOMPLETE", _incomplete(r, statuses, waited_s, only_slow, file)
+        return "INCOMPLETE", _incomplete(r, statuses, waited_s, only_slow, file, loops)
     wrong = statuses.names("failed", "diverged")
     if wrong:
         others = [e for e in errors if not quirks.is_proof_diagnostic(e.message)]
@@ -109,10 +110,21 @@ def verdict(
     return "OK", f"OK: all {plural(t.total, 'proof')} {done}, no errors{extra}"
 
 
-def _incomplete(r: m.DiagnosticsResult, statuses: Statuses, waited_s: float, only_slow: bool, file: FileState) -> str:
+def _incomplete(
+    r: m.DiagnosticsResult, statuses: Statuses, waited_s: float, only_slow: bool, file: FileState,
+    loops: Collection[str] = (),
+) -> str:
     t = r.tally
     failed = statuses.names("failed", "diverged")
     failures = f" Already failed: {_named(failed)}." if failed else ""
+    looping = [p for p in r.proofs if p.status == "checking" and p.name in loops]
+    if only_slow and looping:
+        names = _named([f"{p.name} (line {p.line})" for p in looping])
+        return (
+            f"INCOMPLETE: everything else is done, but {names} {'loops' if len(looping) == 1 else 'loop'} as "
+            "written (see the LOOPS warning): its check runs the same loop on every server. Edit that proof or "
+            f"replace it with cheat for now.{failures}"
+        )
     if only_slow:
         slow = [p for p in r.proofs if p.status == "checking"]
         names = _named([f"{p.name} (line {p.line}, {duration(p.checking_s or 0.0)})" for p in slow])

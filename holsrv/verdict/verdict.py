@@ -77,7 +77,7 @@ def build_steps(
     only_slow = outstanding.complete_but_slow(file, now, settings, loops)
     opened = tally.open_suspensions(file, entries)
     yield
-    result.verdict, result.headline = headline.verdict(result, statuses, waited_s, opened, only_slow, file)
+    result.verdict, result.headline = headline.verdict(result, statuses, waited_s, opened, only_slow, file, loops)
     return result
 
 

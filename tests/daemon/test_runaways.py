@@ -84,6 +84,7 @@ def test_a_walk_that_never_ends_is_answered_from_a_fresh_server_that_names_the_l
     # The next answers name the loop, and do not wait on it.
     verdict = daemon.call(m.Diagnostics(str(path), wait=30), timeout=120)
     assert any(w.startswith("LOOPS: proof spins (line 10)") for w in verdict.warnings), verdict.warnings
+    assert "spins (line 10) loops as written" in verdict.headline, verdict.headline
     assert verdict.server.pid == answer.server.pid
     # Fixed, it is walked again and the warning is gone.
     path.write_text(FIXED, encoding="utf-8")
