@@ -11,41 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from holsrv.text.positions import column  # the one position codec, for the daemon's answers and the editor's
+
+__all__ = ["Lines", "column", "convert"]
+
 # The lines of an open document by its URI (None when it is not open).
 Lines = Callable[[str], list[str] | None]
-
-
-def column(line: str, character: int, source: str, target: str) -> int:
-    """`character` on `line`, counted in `source`'s units, in `target`'s."""
-    if source == target:
-        return character
-    chars = _chars(line, character, source)
-    return _units(line[:chars], target)
-
-
-def _chars(line: str, count: int, encoding: str) -> int:
-    """How many characters of `line` `count` units of `encoding` cover (clamped to the line)."""
-    if encoding == "utf-32":
-        return min(count, len(line))
-    used = 0
-    for i, ch in enumerate(line):
-        used += _width(ch, encoding)
-        if used > count:
-            return i
-    return len(line)
-
-
-def _units(prefix: str, encoding: str) -> int:
-    return sum(_width(ch, encoding) for ch in prefix)
-
-
-def _width(ch: str, encoding: str) -> int:
-    point = ord(ch)
-    if encoding == "utf-8":
-        return 1 if point < 0x80 else 2 if point < 0x800 else 3 if point < 0x10000 else 4
-    if encoding == "utf-16":
-        return 2 if point >= 0x10000 else 1
-    return 1
 
 
 def convert(value: Any, uri: str, lines: Lines, source: str, target: str) -> Any:

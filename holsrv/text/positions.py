@@ -122,20 +122,38 @@ class Text:
 
 
 def units(s: str, encoding: str) -> int:
-    """Length of `s` in the unit of `encoding`."""
+    """Length of `s` in the unit of `encoding`: utf-8 bytes, utf-16 code units, utf-32 code points."""
     if encoding == "utf-8":
         return len(s.encode("utf-8", "surrogatepass"))
+    if encoding == "utf-32":
+        return len(s)
     return len(s.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def chars_for_units(line: str, count: int, encoding: str) -> int:
-    """How many code points of `line` the first `count` units cover (clamped)."""
+    """How many code points of `line` the first `count` units reach (clamped to the line).
+
+    A count that lands inside a character (a byte in the middle of `∀`, or
+    between the two halves of a surrogate pair) rounds up, past that
+    character: never short of the count, and never a whole character past
+    it.  HOL's own positions fall between characters; this is the one rule
+    for any that do not, here and in the editor bridge (`holctl.lsp.positions`).
+    """
+    if encoding == "utf-32":
+        return max(0, min(count, len(line)))
     used = 0
     for index, ch in enumerate(line):
         if used >= count:
             return index
         used += units(ch, encoding)
     return len(line)
+
+
+def column(line: str, character: int, source: str, target: str) -> int:
+    """`character` on `line`, counted in `source`'s units, in `target`'s (rounded as `chars_for_units`)."""
+    if source == target:
+        return character
+    return units(line[:chars_for_units(line, character, source)], target)
 
 
 class LineIndex:

@@ -1,7 +1,10 @@
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from holctl.lsp.positions import column as bridge_column
 from holsrv.errors import PositionOutOfRange
-from holsrv.text.positions import Text
+from holsrv.text.positions import Text, chars_for_units, column, units
 
 LINE = "  ∀x. x ⇒ ‘a’ ∧ 𝔸"
 
@@ -39,3 +42,30 @@ def test_column_past_the_end_of_the_line_is_a_clear_error():
 def test_zero_is_not_a_position():
     with pytest.raises(PositionOutOfRange):
         Text("abc").to_lsp(0, 1, "utf-8")
+
+
+ENCODINGS = st.sampled_from(["utf-8", "utf-16", "utf-32"])
+
+
+@given(st.text(max_size=40), ENCODINGS, st.integers(min_value=-3, max_value=200))
+def test_a_count_inside_a_character_rounds_up_past_it(line, encoding, count):
+    """The one rounding (`chars_for_units`), the daemon's and the editor bridge's: a count that lands
+    inside a character (a byte in the middle of `∀`, half a surrogate pair) reaches past that
+    character, never short of the count and never a whole character past it; past the line, its end."""
+    chars = chars_for_units(line, count, encoding)
+    assert 0 <= chars <= len(line)
+    if max(count, 0) >= units(line, encoding):
+        assert chars == len(line)
+    else:
+        end = units(line[:chars], encoding)
+        assert end >= max(count, 0) and (chars == 0 or units(line[:chars - 1], encoding) < max(count, 0))
+
+
+@given(st.text(max_size=40), ENCODINGS, ENCODINGS)
+def test_every_character_boundary_converts_exactly_between_encodings(line, source, target):
+    for i in range(len(line) + 1):
+        assert column(line, units(line[:i], source), source, target) == units(line[:i], target)
+
+
+def test_the_editor_bridge_converts_with_the_daemons_codec():
+    assert bridge_column is column
