@@ -134,7 +134,7 @@ def _goal_requests_since_edit(wire: Path, path: Path, line: int) -> int:
 def hol_settled(wire: Path, path: Path, text: str, theorem: str) -> float:
     """Seconds from the last full text HOL got for `path` to its final word on `theorem`: the
     pass's `$/compileCompleted`, the verdict and, for a failure, the move of its diagnostic off
-    the theorem's name (PROTOCOL.md §10.5), whichever came last; NaN if the wire lacks one."""
+    the theorem's name (docs/protocol.md#proof-diagnostics), whichever came last; NaN if the wire lacks one."""
     uri = path.resolve().as_uri()
     rows = text.split("\n")
     name_line = next(n for n, row in enumerate(rows) if re.match(rf"Theorem {theorem}\b", row))

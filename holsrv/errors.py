@@ -124,7 +124,7 @@ class FrameError(HolsrvError):
 class LspError(HolsrvError):
     """The HOL server answered a request with a JSON-RPC error, or a reply of the wrong shape.
 
-    `rpc_code` is the JSON-RPC error code (PROTOCOL.md §3), None when HOL sent
+    `rpc_code` is the JSON-RPC error code (docs/protocol.md#json-rpc), None when HOL sent
     none.  It is not on the wire: a client sees only `code` and the message.
     """
 

@@ -45,7 +45,7 @@ FAKE_HOL = Path(__file__).parent / "fake_hol" / "fake_hol_lsp.py"
 os.environ.setdefault("FAKE_HOL_STOP_MS", "200")
 START_DEADLINE_S = 20.0
 
-# A script in the shape of PROTOCOL.md's running example: two good proofs.
+# A script in the shape of docs/protocol.md#scenarios' example: two good proofs.
 GOOD_SCRIPT = """\
 Theory demo
 Ancestors arithmetic

@@ -1,6 +1,6 @@
 """Would a script in the current directory find its heap and its ancestors built?
 
-The heap is the one HOL picks in the script's directory (PROTOCOL.md §1.3:
+The heap is the one HOL picks in the script's directory (docs/protocol.md#working-directory-heap-and-ancestors:
 the Holmakefile's single-word `HOLHEAP`, else the default); the ancestors
 are looked for where the daemon looks for them (`holsrv.disk.ancestors`), and
 HOL's own theories in the HOL tree's `sigobj`.

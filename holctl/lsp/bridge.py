@@ -1,7 +1,7 @@
 """One editor's LSP session, spoken as `hol lsp --lsp-check-proofs` speaks it, routed onto the daemon.
 
 The editor talks to us as to HOL: the same `initialize` result (a running
-server's, else the one PROTOCOL.md records), its own request ids, HOL's
+server's, else the one docs/protocol.md#initialize-result records), its own request ids, HOL's
 `$/…` methods.  Each document goes to the daemon as whole texts; each
 request goes as an `EditorCall` under an id of ours and comes back under
 the editor's; positions are converted between the editor's encoding and
@@ -33,7 +33,7 @@ from holsrv.rpc.messages import ErrorReply
 
 log = logging.getLogger(__name__)
 
-# `hol lsp`'s initialize result as PROTOCOL.md §4.3 records it: what the editor
+# `hol lsp`'s initialize result as docs/protocol.md#initialize-result records it: what the editor
 # is told when no server runs yet to say its own.
 RECORDED_INITIALIZE: dict[str, Any] = {
     "capabilities": {

@@ -93,7 +93,7 @@ async def retry_compile(ctx: Context, req: m.RetryCompile, client: str) -> m.Ret
                           "diagnostics, and retryCompile only if it says BLOCKED.")
         if session.phase != "blocked":
             # On a file that is not blocked the server would cancel every
-            # proof check and re-queue none (PROTOCOL.md §17.4): refuse.
+            # proof check and re-queue none (docs/protocol.md#retry-on-a-file-that-is-not-blocked): refuse.
             return answer(False, "Not blocked: nothing to retry. retryCompile only re-attempts a file whose "
                           "dependencies could not be loaded. To re-check everything, use restart.")
         answered = await session.retry_compile(ctx.settings.lookup_wait_s)

@@ -157,7 +157,8 @@ async def completion(ctx: Context, req: m.Completion, client: str) -> m.Completi
 
 
 def _prefix(text: str, line: int, column: int) -> str:
-    """The identifier characters just before (line, column), as HOL reads a completion's prefix (§6.6)."""
+    """The identifier characters just before (line, column), as HOL reads a completion's prefix
+    (docs/protocol.md#completion)."""
     before = textinfo.of(text).lines.lines[line - 1][:column - 1]
     return before[len(before.rstrip(_NAME_CHARS)):]
 

@@ -1,4 +1,4 @@
-"""search: the theorem database, by name fragment, theory and term pattern (PROTOCOL.md §6.10),
+"""search: the theorem database, by name fragment, theory and term pattern (docs/protocol.md#search),
 within a scope, of a kind, and by what the conclusion or a hypothesis contains.
 
 HOL narrows by every selector of the query at once; the daemon keeps the

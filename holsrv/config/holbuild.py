@@ -2,7 +2,7 @@
 
 HOL reports the git hash its binary was built from in `serverInfo.version`,
 or `"unknown"` when the tree was not a git checkout (the recorded servers of
-the second set, PROTOCOL.md §4.3); an older server sends no `serverInfo` at
+the second set, docs/protocol.md#initialize-result); an older server sends no `serverInfo` at
 all.  Then the build is named by what can be seen from outside: the HOL tree
 (HOLDIR), the `hol` executable's path and date, and `git describe` of the
 tree when it is a checkout after all (the run-time tree can differ from the

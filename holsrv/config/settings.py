@@ -109,7 +109,7 @@ class Settings:
     # writes have paused this long (each write restarts the wait).
     sync_debounce_s: float = 0.05
     # Offered to HOL in this order.  HOL is byte-native and picks utf-8 when
-    # offered (PROTOCOL.md §4.4); tests offer only utf-16 to cover that path.
+    # offered (docs/protocol.md#position-encoding); tests offer only utf-16 to cover that path.
     position_encodings: tuple[str, ...] = ("utf-8", "utf-16")
     cache_entries: int = 4096
     # Proofs of one text whose failing step's goal state is asked for in the

@@ -1,6 +1,6 @@
 """Which built ancestor theories changed after a HOL server loaded them.
 
-A server loads each ancestor at most once (PROTOCOL.md §1.3): a theory
+A server loads each ancestor at most once (docs/protocol.md#working-directory-heap-and-ancestors): a theory
 rebuilt with Holmake afterwards does not reach it until it restarts.  The
 daemon looks where Holmake puts theories (the script's directory, its
 Holmakefile INCLUDES, and, in a `holproject.toml` project, every directory

@@ -1,6 +1,6 @@
 """A JSON-RPC client for one `hol lsp` process: ids, futures, notifications.
 
-Knows the LSP wire and HOL's handshake rules (PROTOCOL.md §3-§4), nothing of
+Knows the LSP wire and HOL's handshake rules (docs/protocol.md#handshake), nothing of
 the daemon.  `run()` reads until the server's stdout ends; then every
 pending request fails with the reason, so no caller waits on a dead server.
 """
@@ -32,7 +32,7 @@ class Owed:
     A request on a short leash (a goal-state walk) is due `letgo_s` after it
     was sent; any other is due `letgo_s` after the daemon gave up on it and
     sent `$/cancelRequest`, which HOL answers for every request it can
-    interrupt (PROTOCOL.md §14).  A reply that never comes by then means the
+    interrupt (docs/protocol.md#cancellation).  A reply that never comes by then means the
     server will not let go of the work (see `holsrv.server.runaway`).
     """
 
@@ -135,7 +135,7 @@ class LspClient:
             err = message["error"] or {}
             code = err.get("code")
             # The code in its own field: HOL's quirks are told apart by it (-32600
-            # for an unknown method, PROTOCOL.md §3), not by sniffing the message.
+            # for an unknown method, docs/protocol.md#json-rpc), not by sniffing the message.
             rpc_code = code if isinstance(code, int) and not isinstance(code, bool) else None
             future.set_exception(LspError(str(err.get("message", "")), rpc_code=rpc_code))
         else:
@@ -249,7 +249,7 @@ class LspClient:
         await self.notify("initialized", {}, timeout)
         result = result or {}
         # A server that names no encoding is the July 2026 one, which counts
-        # bytes whatever the client offers (PROTOCOL.md §16).
+        # bytes whatever the client offers (docs/protocol.md#the-july-2026-server).
         self.capabilities = result.get("capabilities") or {}
         self.position_encoding = self.capabilities.get("positionEncoding", "utf-8")
         self.server_info = result.get("serverInfo", {})

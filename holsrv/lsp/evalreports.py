@@ -1,4 +1,4 @@
-"""`$/eval`'s reports as Structs (PROTOCOL.md §12), and the output they carry. Pure.
+"""`$/eval`'s reports as Structs (docs/protocol.md#eval), and the output they carry. Pure.
 
 Positions are relative to the code, line 0 its first line.  Output `pos` is a
 Position, not the Range the manual says.
@@ -49,11 +49,11 @@ class CompletedReport(_Report, tag="compileCompleted"):
 
 
 class InterruptedReport(_Report, tag="interrupted"):
-    """The evaluation was cancelled (`$/cancelRequest`, §14)."""
+    """The evaluation was cancelled (`$/cancelRequest`, docs/protocol.md#cancellation)."""
 
 
 class UnknownReport(msgspec.Struct):
-    """A report holsrv does not read (a kind added after PROTOCOL.md, or a known one mis-shaped)."""
+    """A report holsrv does not read (a kind docs/protocol.md#eval does not list, or a known one mis-shaped)."""
 
     kind: str
     raw: dict[str, Any]
@@ -65,7 +65,7 @@ EvalReport = Union[ToplevelOut, CompilerOut, ErrorReport, ProgressReport, Comple
 # -- decoding -------------------------------------------------------------------
 
 def decode_eval_reports(raw: Any) -> list[EvalReport | UnknownReport]:
-    """`$/eval`'s report list (PROTOCOL.md §12), item by item: one report holsrv cannot read is kept raw."""
+    """`$/eval`'s report list (docs/protocol.md#eval), item by item: one report holsrv cannot read is kept raw."""
     return [_report(item) for item in as_list(raw, "$/eval")]
 
 

@@ -97,7 +97,7 @@ def decode(body: bytes, typed: Mapping[str, type] | None = None) -> dict:
     try:
         return _decoded(body, typed or {})
     except msgspec.DecodeError as err:
-        # HOL may emit invalid UTF-8 as-is (PROTOCOL.md §2): never fail on it.
+        # HOL may emit invalid UTF-8 as-is (docs/protocol.md#framing): never fail on it.
         try:
             return _decoded(body.decode("utf-8", errors="replace").encode("utf-8"), typed or {})
         except msgspec.DecodeError:

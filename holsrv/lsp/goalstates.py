@@ -1,4 +1,4 @@
-"""`$/hol/goalState`'s answers as Structs (PROTOCOL.md §6.8, §11). Pure."""
+"""`$/hol/goalState`'s answers as Structs (docs/protocol.md#goal-state-answers, #goal-states). Pure."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ class Segment(Lsp):
 
 
 class GoalState(Lsp):
-    """A full `$/hol/goalState` answer (PROTOCOL.md §6.8, §11.2).
+    """A full `$/hol/goalState` answer (docs/protocol.md#goal-state-answers).
 
     `goals[0]` is the goal the next tactic acts on; `error` is "" unless a
     step failed (then `goals` is the state before it) or the walk timed out.
@@ -44,9 +44,10 @@ class GoalState(Lsp):
 
 
 class Pending(msgspec.Struct, frozen=True):
-    """HOL's bare `{"status":"pending"}`: not ready; ask again after `$/compileCompleted` (§11.4).
+    """HOL's bare `{"status":"pending"}`: not ready; ask again after `$/compileCompleted`
+    (docs/protocol.md#not-ready-yet).
 
-    `error` is set when a Resume block names a label HOL does not know yet (§11.6).
+    `error` is set when a Resume block names a label HOL does not know yet (docs/protocol.md#resume-blocks).
     """
 
     error: str = ""
@@ -56,7 +57,7 @@ PENDING = Pending()
 
 
 def decode_goal_state(raw: Any) -> GoalState | Pending | None:
-    """`$/hol/goalState`'s three shapes: null, bare pending, a full state (PROTOCOL.md §6.8)."""
+    """`$/hol/goalState`'s three shapes: null, bare pending, a full state (docs/protocol.md#goal-state-answers)."""
     if raw is None:
         return None
     # Bare pending has nothing else in it (a Resume one may carry an error); a

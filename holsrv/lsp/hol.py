@@ -1,4 +1,4 @@
-"""Typed HOL calls: the requests `hol lsp` answers (PROTOCOL.md §6, §11, §12).
+"""Typed HOL calls: the requests `hol lsp` answers (docs/protocol.md#requests, #goal-states, #eval).
 
 `HolCalls` sends requests about one open script through the two functions it
 is given and decodes the answers with the reply families of `replies`.  HOL's
@@ -93,23 +93,25 @@ class HolCalls:
     async def goal_state(
         self, position: PositionLike, width: int = 80, timeout: float | None = None
     ) -> GoalState | Pending | None:
-        """The goals at `position`; `PENDING`-like while HOL is not ready, None outside a proof (§11)."""
+        """The goals at `position`; `PENDING`-like while HOL is not ready, None outside a proof
+        (docs/protocol.md#goal-states)."""
         params = {**self._at(position), "width": width}
         return decode_goal_state(await self._request("$/hol/goalState", params, timeout))
 
     async def hover(self, position: PositionLike, timeout: float | None = None) -> Hover | None:
-        """None past the compile's frontier, on punctuation, or on a multi-line node (§6.2)."""
+        """None past the compile's frontier, on punctuation, or on a multi-line node (docs/protocol.md#hover)."""
         return decode_hover(await self._request("textDocument/hover", self._at(position), timeout))
 
     async def definition(self, position: PositionLike, timeout: float | None = None) -> list[Target]:
-        """Where the name at `position` is defined; [] if HOL does not know (§6.3)."""
+        """Where the name at `position` is defined; [] if HOL does not know (docs/protocol.md#definition)."""
         method = "textDocument/definition"
         return decode_locations(await self._request(method, self._at(position), timeout), method)
 
     async def references(
         self, position: PositionLike, include_declaration: bool = True, timeout: float | None = None
     ) -> list[Target] | Unsupported:
-        """Uses of the name at `position`, or `Unsupported`: today's HOL lacks the method (§17.3)."""
+        """Uses of the name at `position`, or `Unsupported`: today's HOL lacks the method
+        (docs/protocol.md#methods-hol-lacks)."""
         method = "textDocument/references"
         params = {**self._at(position), "context": {"includeDeclaration": include_declaration}}
         try:
@@ -123,20 +125,22 @@ class HolCalls:
     async def completion(
         self, position: PositionLike, timeout: float | None = None
     ) -> tuple[list[CompletionItem], bool]:
-        """(items, is_incomplete) for the identifier before `position` (§6.6)."""
+        """(items, is_incomplete) for the identifier before `position` (docs/protocol.md#completion)."""
         return decode_completion(await self._request("textDocument/completion", self._at(position), timeout))
 
     async def document_symbol(self, timeout: float | None = None) -> list[DocumentSymbol]:
-        """The script's declarations as a tree; parse-driven, so it works on files that do not compile (§6.4)."""
+        """The script's declarations as a tree; parse-driven, so it works on files that do not compile
+        (docs/protocol.md#document-symbols)."""
         params = {"textDocument": {"uri": self.uri}}
         return decode_document_symbols(await self._request("textDocument/documentSymbol", params, timeout))
 
     async def workspace_symbol(self, query: str, timeout: float | None = None) -> list[WorkspaceSymbol]:
-        """Theorems and definitions whose name contains `query` (case-insensitive; [] under 2 characters, §6.5)."""
+        """Theorems and definitions whose name contains `query` (case-insensitive; [] under 2 characters,
+        docs/protocol.md#workspace-symbols)."""
         return decode_workspace_symbols(await self._request("workspace/symbol", {"query": query}, timeout))
 
     async def search(self, query: str, limit: int = 100, timeout: float | None = None) -> list[SearchHit]:
-        """The theorem database's matches for `query` (PROTOCOL.md §6.10): each `"name fragment"`,
+        """The theorem database's matches for `query` (docs/protocol.md#search): each `"name fragment"`,
         `'theory'` and the rest as a term pattern narrow it; [] when the pattern does not parse."""
         return decode_search(await self._request("$/hol/search", {"query": query, "limit": limit}, timeout))
 
@@ -144,7 +148,7 @@ class HolCalls:
         """Why HOL cannot parse `pattern` as a term ("" when it can; None when the check itself failed).
 
         `$/hol/search` answers [] for a pattern that does not parse and says
-        nothing more (§6.10), so the term is parsed again, alone, for HOL's words.
+        nothing more (docs/protocol.md#search), so the term is parsed again, alone, for HOL's words.
         """
         code = (f'val _ = PolyML.print ((ignore (Parse.Term [QUOTE {sml_string(pattern)}]); "") '
                 "handle e => Feedback.exn_to_string e);")
@@ -159,7 +163,7 @@ class HolCalls:
         return readable(sml_unquote(printed)) if printed else None
 
     async def eval(self, code: str, timeout: float, holdep: int = 1) -> list[EvalReport | UnknownReport]:
-        """Compile and run `code` in the server's shared state; the reports once it is done (§12).
+        """Compile and run `code` in the server's shared state; the reports once it is done (docs/protocol.md#eval).
 
         `holdep` 1 (HOL's default) first loads the modules the code names (a miss
         is only written to stderr, see `is_holdep_noise`); 0 loads nothing.  A
@@ -169,6 +173,7 @@ class HolCalls:
         return decode_eval_reports(await self._request("$/eval", params, timeout))
 
     async def retry_compile(self) -> None:
-        """Ask HOL to retry a blocked file (§9.4); on one that is not blocked it cancels every proof check (§17.4)."""
-        # The manual says {uri}; the server reads textDocument.uri (§7, §17.8).
+        """Ask HOL to retry a blocked file (docs/protocol.md#blocked-files); on one that is not blocked it
+        cancels every proof check (docs/protocol.md#retry-on-a-file-that-is-not-blocked)."""
+        # The manual says {uri}; the server reads textDocument.uri (docs/protocol.md#client-notifications).
         await self._notify("$/hol/retryCompile", {"textDocument": {"uri": self.uri}})

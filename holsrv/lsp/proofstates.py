@@ -1,4 +1,5 @@
-"""`$/proofStates`, the one bulk notification, decoded a transition at a time (PROTOCOL.md §8.9). Pure."""
+"""`$/proofStates`, the one bulk notification, decoded a transition at a time
+(docs/protocol.md#proof-states-and-the-census). Pure."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ class StatePosition(msgspec.Struct, gc=False):
 
 
 class ProofState(msgspec.Struct, gc=False):
-    """One transition of the proof pool (PROTOCOL.md §8.9)."""
+    """One transition of the proof pool (docs/protocol.md#proof-states-and-the-census)."""
 
     name: str = ""
     status: str = ""

@@ -1,7 +1,7 @@
 """HOL's quirks as named predicates, and the text cleaning its messages need.
 
 Every protocol decision that rests on HOL's words or shapes is named here
-once (PROTOCOL.md §6, §11, §12, §17), never sniffed for at the call site.
+once (docs/protocol.md#requests, #goal-states, #eval, #quirks), never sniffed for at the call site.
 Pure: testable without a server.
 """
 
@@ -16,7 +16,7 @@ from holsrv.lsp.evalreports import ErrorReport
 from holsrv.lsp.goalstates import GoalState, Pending
 from holsrv.lsp.shapes import Diagnostic
 
-UNKNOWN_METHOD = -32600  # HOL's code for a method it lacks; not -32601 (PROTOCOL.md §3, §17.9)
+UNKNOWN_METHOD = -32600  # HOL's code for a method it lacks; not -32601 (docs/protocol.md#json-rpc, #methods-hol-lacks)
 _ANSI = re.compile(r"\x1B\[[0-9;]*m")
 _WALK_TIMEOUT = re.compile(r"\btimed out\b", re.IGNORECASE)
 _PARSE_RECOVERY = re.compile(r"\bexpected\b|\bunclosed quotation\b", re.IGNORECASE)
@@ -33,32 +33,36 @@ _NO_PROOF_CHECKING = re.compile(r"^Unrecognized option: --lsp-check-proofs\b", r
 
 def lacks_proof_checking(stderr: str) -> bool:
     """What an older `hol lsp` (the July 2026 one) says when started with
-    `--lsp-check-proofs`, before it exits 1 unspoken (PROTOCOL.md §1.1, §16)."""
+    `--lsp-check-proofs`, before it exits 1 unspoken (docs/protocol.md#launch, #the-july-2026-server)."""
     return _NO_PROOF_CHECKING.search(stderr) is not None
 
 
 def is_pending(reply: GoalState | Pending | None) -> bool:
-    """HOL's bare pending answer: no goal state yet, ask after `$/compileCompleted` (PROTOCOL.md §6.8, §11.4)."""
+    """HOL's bare pending answer: no goal state yet, ask after `$/compileCompleted`
+    (docs/protocol.md#goal-state-answers, #not-ready-yet)."""
     return isinstance(reply, Pending)
 
 
 def is_provisional(reply: GoalState | Pending | None) -> bool:
-    """A full goal state marked `status: pending`: the file's compile is unfinished; show, don't trust (§11.2)."""
+    """A full goal state marked `status: pending`: the file's compile is unfinished; show, don't trust
+    (docs/protocol.md#goal-state-answers)."""
     return isinstance(reply, GoalState) and reply.status == "pending"
 
 
 def walk_timed_out(reply: GoalState | Pending | None) -> bool:
-    """The goal-state walk ran out of time (`walker timed out (>1500ms)`, PROTOCOL.md §11.2): don't cache it."""
+    """The goal-state walk ran out of time (`walker timed out (>1500ms)`,
+    docs/protocol.md#goal-state-answers): don't cache it."""
     return isinstance(reply, GoalState) and bool(_WALK_TIMEOUT.search(reply.error))
 
 
 def is_settled(reply: GoalState | Pending | None) -> bool:
-    """A full goal state that asking again would not improve: neither provisional nor timed out (§11.2, §11.5)."""
+    """A full goal state that asking again would not improve: neither provisional nor timed out
+    (docs/protocol.md#goal-state-answers, #goal-state-walks)."""
     return isinstance(reply, GoalState) and not is_provisional(reply) and not walk_timed_out(reply)
 
 
 def is_unknown_method(err: BaseException, method: str | None = None) -> bool:
-    """HOL lacks the method: error -32600 `unknown method: <method>` (PROTOCOL.md §3, §17.3, §17.9)."""
+    """HOL lacks the method: error -32600 `unknown method: <method>` (docs/protocol.md#json-rpc, #methods-hol-lacks)."""
     if not isinstance(err, LspError) or err.rpc_code != UNKNOWN_METHOD:
         return False
     said = str(err)
@@ -66,7 +70,8 @@ def is_unknown_method(err: BaseException, method: str | None = None) -> bool:
 
 
 def is_not_compiling_notice(message: str) -> bool:
-    """A showMessage/logMessage saying HOL will not compile a file: blocked or refused (PROTOCOL.md §8.2, §8.3)."""
+    """A showMessage/logMessage saying HOL will not compile a file: blocked or refused
+    (docs/protocol.md#log-and-show-messages)."""
     return bool(_NOT_COMPILING.search(message))
 
 
@@ -78,7 +83,7 @@ def is_parse_report(message: str) -> bool:
 
 
 def is_parse_recovery(diagnostic: Diagnostic | Mapping[str, Any]) -> bool:
-    """A warning that is really a parse error HOL recovered from; Holmake fails on it (PROTOCOL.md §8.1)."""
+    """A warning that is really a parse error HOL recovered from; Holmake fails on it (docs/protocol.md#diagnostics)."""
     if isinstance(diagnostic, Mapping):
         severity, message = diagnostic.get("severity"), str(diagnostic.get("message", ""))
     else:
@@ -105,22 +110,25 @@ def did_not_compile(status: str | None, error_in_proof: bool, compiled: bool) ->
 
 
 def is_compile_error(diagnostic: Mapping[str, Any]) -> bool:
-    """An error the compile reported, not one of the pool's own about a failed proof (§10.5)."""
+    """An error the compile reported, not one of the pool's own about a failed proof
+    (docs/protocol.md#proof-diagnostics)."""
     return diagnostic.get("severity") == 1 and not is_proof_diagnostic(str(diagnostic.get("message", "")))
 
 
 def is_proof_failure(message: str) -> bool:
-    """The pool's `proof failed: …` error, first on the theorem's name, later on the failing step (§10.5)."""
+    """The pool's `proof failed: …` error, first on the theorem's name, later on the failing step
+    (docs/protocol.md#proof-diagnostics)."""
     return message.startswith("proof failed")
 
 
 def is_failing_branch_end(message: str) -> bool:
-    """The pool's second error, on the closing paren of a failing `>-` branch (PROTOCOL.md §10.5)."""
+    """The pool's second error, on the closing paren of a failing `>-` branch (docs/protocol.md#proof-diagnostics)."""
     return message.startswith("end of the failing branch")
 
 
 def is_proof_diagnostic(message: str) -> bool:
-    """One of the pool's own diagnostics about a failed proof, not the compile's (PROTOCOL.md §10.5)."""
+    """One of the pool's own diagnostics about a failed proof, not the compile's
+    (docs/protocol.md#proof-diagnostics)."""
     return is_proof_failure(message) or is_failing_branch_end(message)
 
 
@@ -147,7 +155,7 @@ def is_holdep_noise(line: str, names: Collection[str]) -> bool:
 
     With `holdep` 1 HOL tries to load every structure the code names, Basis ones
     (`PolyML`, `TextIO`) included; each miss writes `Cannot find file X.ui` and
-    `error in load X : Fail "…"` and is otherwise ignored (§12 item 2).  A real
+    `error in load X : Fail "…"` and is otherwise ignored (docs/protocol.md#eval).  A real
     miss still shows, as the compile's `Structure (X) has not been declared`.
     """
     match = _HOLDEP_NOISE.fullmatch(line.strip())
@@ -181,5 +189,5 @@ def sml_unquote(printed: str) -> str:
 
 
 def strip_ansi(text: str) -> str:
-    """`text` without the colour escapes HOL puts in goal-state text (PROTOCOL.md §11.2)."""
+    """`text` without the colour escapes HOL puts in goal-state text (docs/protocol.md#goal-state-answers)."""
     return _ANSI.sub("", text)

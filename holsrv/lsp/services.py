@@ -4,7 +4,7 @@ A `hol lsp` can be built without a backend and still take the request: the
 server of the issue that led here answered `$/hol/search` with `[]` for
 `FILTER` while `DB.find` found `list.FILTER_APPEND_DISTRIB`, `workspace/symbol`
 with no ancestor's name, hover with `null`; the July server answers -32600
-`unknown method` (PROTOCOL.md §3, §16).  An empty answer alone cannot tell
+`unknown method` (docs/protocol.md#json-rpc, #the-july-2026-server).  An empty answer alone cannot tell
 "no backend" from "no match", so each service is asked once per server about
 something its answer must contain:
 

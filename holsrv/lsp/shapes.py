@@ -1,5 +1,5 @@
 """LSP's common shapes: positions, ranges, diagnostics, document URIs, and the
-lenient converter every reply decoder uses (PROTOCOL.md §4.4, §5.1).
+lenient converter every reply decoder uses (docs/protocol.md#position-encoding, #documents-and-uris).
 
 Unknown fields are ignored and JSON `null` counts as absent, so optional
 fields take their defaults.  A reply of the wrong shape raises `LspError`:
@@ -24,7 +24,7 @@ class Lsp(msgspec.Struct, rename="camel"):
 
 
 class Position(Lsp):
-    """0-based line and character, counted in the negotiated encoding (PROTOCOL.md §4.4)."""
+    """0-based line and character, counted in the negotiated encoding (docs/protocol.md#position-encoding)."""
 
     line: int
     character: int
@@ -42,7 +42,7 @@ class Range(Lsp):
 
 
 class Diagnostic(Lsp):
-    """One entry of `textDocument/publishDiagnostics` (PROTOCOL.md §8.1): 1 error, 2 warning."""
+    """One entry of `textDocument/publishDiagnostics` (docs/protocol.md#diagnostics): 1 error, 2 warning."""
 
     range: Range
     severity: int = 1
@@ -50,7 +50,7 @@ class Diagnostic(Lsp):
 
 
 class Unsupported(msgspec.Struct, frozen=True):
-    """This HOL server refuses `method` as unknown (PROTOCOL.md §6.11, §17.3)."""
+    """This HOL server refuses `method` as unknown (docs/protocol.md#methods-hol-lacks)."""
 
     method: str
     message: str
@@ -60,7 +60,7 @@ def uri_of(path: object) -> str:
     """The `file://` URI HOL expects for `path`.
 
     HOL turns a file URI into a path by stripping the prefix, without
-    percent-decoding (PROTOCOL.md §5.1), so the raw path is what it needs.
+    percent-decoding (docs/protocol.md#documents-and-uris), so the raw path is what it needs.
     """
     return "file://" + str(path)
 

@@ -1,5 +1,5 @@
 """Answers about names as Structs: hover, definitions and references, symbols,
-`$/hol/search` and completion (PROTOCOL.md §6.2–§6.6, §6.10). Pure."""
+`$/hol/search` and completion (docs/protocol.md#requests, #search). Pure."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ class MarkupContent(Lsp):
 
 
 class Hover(Lsp):
-    """A hover (PROTOCOL.md §6.2); HOL sends markdown, other servers a string or a list."""
+    """A hover (docs/protocol.md#hover); HOL sends markdown, other servers a string or a list."""
 
     contents: Union[MarkupContent, str, list[Union[MarkupContent, str]]] = ""
     range: Range | None = None
@@ -34,7 +34,7 @@ class Location(Lsp):
 
 
 class LocationLink(Lsp):
-    """What HOL answers `textDocument/definition` with, whatever the client declared (§6.3)."""
+    """What HOL answers `textDocument/definition` with, whatever the client declared (docs/protocol.md#definition)."""
 
     target_uri: str
     target_range: Range
@@ -57,7 +57,7 @@ class Target(msgspec.Struct):
         return path_of(self.uri)
 
 class DocumentSymbol(Lsp):
-    """One `textDocument/documentSymbol` entry (PROTOCOL.md §6.4); kinds as HOL uses them there."""
+    """One `textDocument/documentSymbol` entry (docs/protocol.md#document-symbols); kinds as HOL uses them there."""
 
     name: str
     kind: int
@@ -68,7 +68,8 @@ class DocumentSymbol(Lsp):
 
 
 class SymbolInformation(Lsp):
-    """The flat symbol form: what HOL sends a client without hierarchical support (§6.4)."""
+    """The flat symbol form: what HOL sends a client without hierarchical support
+    (docs/protocol.md#document-symbols)."""
 
     name: str
     kind: int
@@ -77,11 +78,11 @@ class SymbolInformation(Lsp):
 
 
 class WorkspaceSymbol(SymbolInformation):
-    """A `workspace/symbol` match (PROTOCOL.md §6.5): `container_name` is e.g. `arithmeticTheory`."""
+    """A `workspace/symbol` match (docs/protocol.md#workspace-symbols): `container_name` is e.g. `arithmeticTheory`."""
 
 
 class SearchHit(Lsp):
-    """One `$/hol/search` match (PROTOCOL.md §6.10): `theory` without its `Theory` suffix."""
+    """One `$/hol/search` match (docs/protocol.md#search): `theory` without its `Theory` suffix."""
 
     name: str
     theory: str
@@ -109,7 +110,7 @@ def decode_hover(raw: Any) -> Hover | None:
 
 
 def decode_locations(raw: Any, method: str = "textDocument/definition") -> list[Target]:
-    """A `Location`, a list of them, or a list of `LocationLink`s, as `Target`s (PROTOCOL.md §6.3)."""
+    """A `Location`, a list of them, or a list of `LocationLink`s, as `Target`s (docs/protocol.md#definition)."""
     items = [raw] if isinstance(raw, dict) else as_list(raw, method)
     return [_target(item, method) for item in items]
 
@@ -123,7 +124,7 @@ def _target(item: Any, method: str) -> Target:
 
 
 def decode_document_symbols(raw: Any) -> list[DocumentSymbol]:
-    """Document symbols as a tree, whichever form HOL sent (PROTOCOL.md §6.4)."""
+    """Document symbols as a tree, whichever form HOL sent (docs/protocol.md#document-symbols)."""
     method = "textDocument/documentSymbol"
     items = as_list(raw, method)
     if any(isinstance(item, dict) and "location" in item for item in items):
@@ -166,7 +167,7 @@ def decode_search(raw: Any) -> list[SearchHit]:
 
 
 def decode_completion(raw: Any) -> tuple[list[CompletionItem], bool]:
-    """(items, is_incomplete) from a `CompletionList` or a bare list of items (PROTOCOL.md §6.6)."""
+    """(items, is_incomplete) from a `CompletionList` or a bare list of items (docs/protocol.md#completion)."""
     method = "textDocument/completion"
     if raw is None or isinstance(raw, list):
         return convert(as_list(raw, method), list[CompletionItem], method), False

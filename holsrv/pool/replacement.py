@@ -1,7 +1,7 @@
 """Replacing, in the background, a HOL server whose ancestors were rebuilt
 (or that a trial left bloated: see `Replacer.shed`).
 
-A server loads each ancestor theory once (PROTOCOL.md §1.3): after Holmake
+A server loads each ancestor theory once (docs/protocol.md#working-directory-heap-and-ancestors): after Holmake
 rebuilds one, only a new server sees the new build.  Starting that server
 the moment a call notices would make the agent wait on a cold start it did
 not ask for, so the old server keeps answering, every answer marked stale

@@ -1,6 +1,6 @@
 """A child's stderr, read as it comes and kept as a bounded ring of lines.
 
-A server blocks if nobody reads its stderr (PROTOCOL.md §1.1), so it is
+A server blocks if nobody reads its stderr (docs/protocol.md#launch), so it is
 always read; what is kept is what an error message or `logs` shows.
 """
 

@@ -101,7 +101,7 @@ class EditorChannel:
         """HOL's `serverInfo` for an editor that attaches while no server runs (b"" when no HOL
         is found): the last server's, which a stopped session keeps, else the configured
         HOL's tree, with the fields only a running server can fill `"unknown"`, as HOL
-        itself writes them for a build it cannot name (PROTOCOL.md §4.3)."""
+        itself writes them for a build it cannot name (docs/protocol.md#initialize-result)."""
         for session in reversed(self.ctx.pool.sessions.values()):
             if session.lsp is not None and session.lsp.server_info:
                 return _json.encode(session.lsp.server_info)
@@ -166,7 +166,8 @@ class EditorChannel:
         doc = self.docs.get(uri)
         if doc is None:
             try:
-                # Editors percent-encode their URIs; HOL takes a URI's path as it is (PROTOCOL.md §5.1).
+                # Editors percent-encode their URIs; HOL takes a URI's path as it is
+                # (docs/protocol.md#documents-and-uris).
                 path = files.resolve(urllib.parse.unquote(replies.path_of(uri)))
                 if path.suffix not in files.SCRIPT_SUFFIXES:
                     raise BadRequest(f"{path.name} is not a HOL script: holctl lsp serves SML files "

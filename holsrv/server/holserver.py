@@ -151,11 +151,11 @@ class HolServer:
     async def _stop(self) -> None:
         if self.start_task is not None and not self.start_task.done():
             # The start sees the state and kills what it spawned; end of input
-            # ends a handshake that is under way (§15).
+            # ends a handshake that is under way (docs/protocol.md#shutdown-and-exit).
             self.proc.close_input()
             await asyncio.wait({self.start_task}, timeout=self.settings.stop_timeout_s)
         # Before `initialized`, any other message kills HOL with a protocol
-        # error (§4.1); closing its input then ends it cleanly.
+        # error (docs/protocol.md#handshake); closing its input then ends it cleanly.
         goodbye = self._goodbye if self.lsp is not None and self.handshaken else None
         # A hung server would let the goodbye and each polite step time out;
         # a runaway holds on to its work, so it is killed at once.

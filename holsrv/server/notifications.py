@@ -45,7 +45,7 @@ class Notifications:
             self._wake()
         if method == "$/hol/desync" and params.get("uri") == self.file.uri:
             # We only send whole-document changes, so this should never come;
-            # if it does, resend the whole text (PROTOCOL.md §13).
+            # if it does, resend the whole text (docs/protocol.md#desync).
             self._resync()
         if self.file.apply(method, params, self._clock()):
             self._wake()

@@ -77,7 +77,7 @@ class Session:
         self.evals = sessionstatus.EvalUse()  # eval code run here: its changes to HOL's state are everyone's
         self.messages, self.fanout = self._notified.messages, self._notified.fanout  # for answers; for editors
         # Errors of failed goal-state walks: HOL publishes each as a diagnostic
-        # of the file until a clean walk or an edit (PROTOCOL.md §0, §11).
+        # of the file until a clean walk or an edit (docs/protocol.md#goal-state-walks).
         self.walk_errors: deque[str] = deque(maxlen=64)
         self._tally = sessionstatus.PoolTally(self.file, lambda: bool(self.trials.trial))
         self.clients: set[str] = set()
@@ -193,7 +193,7 @@ class Session:
         return self.proc.footprint_mb()
 
     def command(self) -> list[str]:
-        # Poly/ML runtime options must come before the word `lsp` (§1.1).
+        # Poly/ML runtime options must come before the word `lsp` (docs/protocol.md#launch).
         heap = ["--maxheap", str(self.max_heap_mb)] if self.max_heap_mb > 0 else []
         return [self.hol_cmd, *heap, "lsp", "--lsp-check-proofs"]
 
@@ -301,5 +301,5 @@ class Session:
     async def retried(self, mark: int, wait: float) -> bool:
         """Send the retry marked by `retrying`; True once HOL answered with a new block or a pass."""
         await self.hol.retry_compile()
-        # HOL answers a retry with a new block or a compile pass (§9.4).
+        # HOL answers a retry with a new block or a compile pass (docs/protocol.md#blocked-files).
         return await self.wait_until(lambda: self.file.attempts != mark, wait)

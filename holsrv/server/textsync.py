@@ -84,7 +84,7 @@ class TextSync:
             self.data, self._digest = data, digest
 
     async def resync(self) -> None:
-        """Send the whole text again (after HOL reported a desync, PROTOCOL.md §13)."""
+        """Send the whole text again (after HOL reported a desync, docs/protocol.md#desync)."""
         async with self._lock:
             if self.data is not None:
                 log.warning("HOL server for %s reported a desync; resending the whole text", self.file.uri)

@@ -168,7 +168,7 @@ def _local_at(marks: Marks, at: int, end: int) -> tuple[int, int] | None:
 
 
 def pool_names(blocks: Sequence[ProofBlock], seen: dict[str, int]) -> list[str]:
-    """The name HOL's proof pool gives each of `blocks` (PROTOCOL.md §10.2),
+    """The name HOL's proof pool gives each of `blocks` (docs/protocol.md#proof-names),
     `seen` counting the names of the blocks before them (and updated).
 
     A rebound theorem is `foo#2`, `foo#3`, …; a Resume block keeps `thm[label]`.

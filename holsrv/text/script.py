@@ -28,7 +28,7 @@ def proof_blocks(text: str) -> list[ProofBlock]:
 
 
 def pool_names(text: str) -> list[tuple[str, ProofBlock]]:
-    """Each proof block with the name HOL's proof pool gives it (PROTOCOL.md §10.2).
+    """Each proof block with the name HOL's proof pool gives it (docs/protocol.md#proof-names).
 
     A rebound theorem is `foo#2`, `foo#3`, …; a Resume block keeps `thm[label]`.
     """

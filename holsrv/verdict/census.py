@@ -1,6 +1,6 @@
 """The census: the proofs HOL's pool reports for a text, and whether this pass has given each its final word.
 
-HOL never says "all proofs done" (PROTOCOL.md §10.4), but it says enough.
+HOL never says "all proofs done" (docs/protocol.md#proof-states-and-the-census), but it says enough.
 Every `cheated` and `checking` of a pass comes before that pass's
 `$/compileCompleted` (verdicts may come before or after it: transcripts
 edit-timing-rich-list*), so once the compile of the current version has

@@ -6,8 +6,9 @@ waiters whenever `apply` reports a change.
 
 Phases: "compiling" from every text we send until a terminal notification
 for it; "completed" after `$/compileCompleted` for the newest version;
-"blocked" after `$/compileBlocked`.  The proof tally follows PROTOCOL.md
-§10.4: a stream of transitions keyed by name, pruned by the census.
+"blocked" after `$/compileBlocked`.  The proof tally follows
+docs/protocol.md#proof-states-and-the-census: a stream of transitions keyed
+by name, pruned by the census.
 """
 
 from __future__ import annotations
@@ -62,9 +63,9 @@ class FileState:
     publishes: int = 0  # of which publishDiagnostics
     # First line (0-based) whose proofs the last edit made HOL check again;
     # proofs above it, or everywhere for an edit inside one proof body, keep
-    # their running checks (PROTOCOL.md §10.6).
+    # their running checks (docs/protocol.md#what-an-edit-does-to-the-pool).
     restarts_from: float = 0
-    # Compile attempts HOL has been seen to start (PROTOCOL.md §9.3): a pass
+    # Compile attempts HOL has been seen to start (docs/protocol.md#compile-lifecycle): a pass
     # beginning, a block, or the batch of proofs an edit invalidated.
     attempts: int = 0
     # The version the last `$/compileCompleted` named (None: it named none),
@@ -124,7 +125,7 @@ class FileState:
     # -- handlers, one per notification ---------------------------------
 
     def _progress(self, params: dict, now: float) -> None:
-        # A block never comes with compile progress (§8.8): a pass is running.
+        # A block never comes with compile progress (docs/protocol.md#blocked-files): a pass is running.
         self.phase = "compiling"
         self.blocked = None
 
@@ -181,7 +182,7 @@ class FileState:
             self.attempts += 1  # dropped at the start of an attempt
         for these in stepping.chunks(states):
             for state in these:
-                if state.name:  # unnamed proofs are not pool entries (§10.2)
+                if state.name:  # unnamed proofs are not pool entries (docs/protocol.md#proof-names)
                     self._transition(state, now)
             yield
 

@@ -1,6 +1,6 @@
 """When a proof that is still checking is far slower than the rest, or probably looping.
 
-HOL's pool has no per-proof timeout (PROTOCOL.md §10.7), so the daemon
+HOL's pool has no per-proof timeout (docs/protocol.md#looping-proofs), so the daemon
 judges, on two levels:
 
 - *far slower*: some proofs of the file have finished, and this one has been

@@ -153,7 +153,7 @@ def outstanding(file: FileState, proofs: list[ProofEntry], now: float, settings:
     items = []
     silent = now - file.last_event
     if file.phase == "compiling" and silent > settings.compile_silence_s:
-        # Some attempts end without a word (PROTOCOL.md §9.3): waiting longer will not help.
+        # Some attempts end without a word (docs/protocol.md#compile-lifecycle): waiting longer will not help.
         items.append(
             f"HOL has said nothing about this file for {duration(silent)} while compiling it; it may "
             "have abandoned the compile. If the next call says the same, call restart."

@@ -1,7 +1,7 @@
 """The proof tally as answers state it: which proofs count, and under which status.
 
 HOL's pool speaks of proved, checking, failed, suspended, diverged and
-cheated (dropped unchecked, PROTOCOL.md §10.3).  Answers call the last one
+cheated (dropped unchecked, docs/protocol.md#proof-statuses).  Answers call the last one
 "unchecked", keep "cheated" for proofs that use cheat, and add
 "parse_error" and "unreported" (`verdict` decides those from the text).
 """

@@ -72,7 +72,8 @@ def test_a_resume_line_shows_the_goal_it_resumes_from_its_colon(daemon, write_sc
     text = SCRIPT + RESUMED
     path = write_script(text)
     view = daemon.call(m.GoalState(str(path), line_of(text, "Resume parent[lab]")))
-    # HOL answers from the colon on (PROTOCOL.md §11.1); the fake starts a Resume walk from `T`.
+    # HOL answers from the colon on (docs/protocol.md#where-a-goal-state-applies); the fake starts a Resume
+    # walk from `T`.
     assert (view.state, view.theorem, goals(view.before), goals(view.goals)) == ("goals", "parent[lab]", ["T"], ["T"])
 
 

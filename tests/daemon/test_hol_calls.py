@@ -306,7 +306,8 @@ async def test_retry_compile_makes_hol_retry_a_blocked_file(tmp_path):
         await h.calls.retry_compile()
         await h.notes.until(method_is("$/compileBlocked"), count=2)
     assert hol.is_not_compiling_notice(shown["message"])
-    # The fake also takes the manual's {uri}; the real server reads only textDocument.uri (PROTOCOL.md §7).
+    # The fake also takes the manual's {uri}; the real server reads only textDocument.uri
+    # (docs/protocol.md#client-notifications).
     sent = [json.loads(line)["msg"] for line in wire.read_text().splitlines()]
     retries = [m["params"] for m in sent if m.get("method") == "$/hol/retryCompile"]
     assert retries == [{"textDocument": {"uri": h.calls.uri}}]

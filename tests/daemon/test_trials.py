@@ -92,8 +92,8 @@ def test_a_candidate_re_checks_only_its_own_proof(daemon, write_script, monkeypa
     later = [json.loads(line)["msg"] for line in log.read_text().splitlines()[seen:]]
     announced = {(s["name"], s["status"]) for msg in later if msg.get("method") == "$/proofStates"
                  for s in msg["params"]["states"]}
-    # HOL's fast path for an edit inside one body (PROTOCOL.md §9.1, §10.6): `other` keeps its check,
-    # only re-announced with its unchanged verdict (as the recorded server does).
+    # HOL's fast path for an edit inside one body (docs/protocol.md#what-an-edit-does-to-the-pool):
+    # `other` keeps its check, only re-announced with its unchanged verdict (as the recorded server does).
     assert {name for name, _ in announced} == {"swap", "other"}
     assert {status for name, status in announced if name == "other"} == {"proved"}
 

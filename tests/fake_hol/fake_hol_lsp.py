@@ -94,7 +94,7 @@ def parse_size_mb(text):
 def parse_args(argv, env=None):
     """Options, or exit the way the real launcher does.
 
-    With FAKE_HOL_OLD=1 it is the July 2026 `hol lsp` (PROTOCOL.md §16), which
+    With FAKE_HOL_OLD=1 it is the July 2026 `hol lsp` (docs/protocol.md#the-july-2026-server), which
     has no proof checking: `--lsp-check-proofs` is an unknown option there."""
     env = os.environ if env is None else env
     flags = _HOL_FLAGS if env.get("FAKE_HOL_OLD") != "1" else tuple(f for f in _HOL_FLAGS if f != "--lsp-check-proofs")

@@ -22,7 +22,7 @@ from fh_wire import stderr
 _THEOREM_FAIL = "Exception raised at Tactical.FAIL_TAC: "
 # What the pool says about a tactic in which parse recovery left an empty
 # expression: HOL compiles that as `raise Fail "empty"` (the wording of the
-# detail is the fake's guess, in the shape of PROTOCOL.md §8.9).
+# detail is the fake's guess, in the shape of docs/protocol.md#proof-states-and-the-census).
 EMPTY_DETAIL = '\nException- Fail "empty" raised\n'
 
 
@@ -608,7 +608,7 @@ class Compiler:
             if self._set_proof_diag(doc, e, job) and not doc.running and not doc.closed:
                 self.publish(doc, doc.version)
             if status in ("suspended", "diverged") and e.name not in doc.rerun and not doc.closed:
-                # HOL re-elaborates from there with the proof actually run (§10.6).
+                # HOL re-elaborates from there with the proof actually run (docs/protocol.md#what-an-edit-does-to-the-pool).
                 doc.rerun.add(e.name)
                 self.request(doc, "extra", name=e.name)
 
@@ -637,7 +637,7 @@ class Compiler:
 
     def _relocator(self):
         """Move a failure diagnostic from the theorem name to the failing
-        step once the pool is idle and no compile runs (§10.5)."""
+        step once the pool is idle and no compile runs (docs/protocol.md#proof-diagnostics)."""
         while True:
             time.sleep(0.02)
             with self.s.lock:
@@ -703,7 +703,7 @@ def statement_error(script, i):
 
 
 def parse_severity(message):
-    """PROTOCOL.md §8.1: parse errors the parser recovers from ("unclosed
+    """docs/protocol.md#diagnostics: parse errors the parser recovers from ("unclosed
     quotation", anything "expected") are warnings; other parse errors are
     errors."""
     return 2 if "unclosed quotation" in message or "expected" in message else 1

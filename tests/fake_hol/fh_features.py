@@ -372,7 +372,7 @@ class Features:
             selectors = _split_query(p.get("query") or "")
         limit = p.get("limit", 100)
         if not selectors or any(fh_eval.term_problem(s) for s in selectors if s[:1] not in "'\""):
-            return []  # an unparsable pattern matches nothing, silently (§6.10)
+            return []  # an unparsable pattern matches nothing, silently (docs/protocol.md#search)
         out = []
         for name, theory, line, stmt, cls in fh_catalog.THEOREMS:
             if all(_selects(s, name, theory, stmt) for s in selectors):
@@ -399,7 +399,7 @@ def _wsym(name, kind, container, uri, line):
 
 
 def _merge(reports):
-    """Merge consecutive output pieces of one kind at one position (§12.4)."""
+    """Merge consecutive output pieces of one kind at one position (docs/protocol.md#eval)."""
     out = []
     for r in reports:
         last = out[-1] if out else None

@@ -140,7 +140,7 @@ class Server:
             threading.Event().wait(self.settings.startup_ms / 1000)
         self._wait_for_gate()
         if self.old:
-            # The July 2026 server (PROTOCOL.md §16): full sync, references
+            # The July 2026 server (docs/protocol.md#the-july-2026-server): full sync, references
             # advertised, no positionEncoding (bytes always), no serverInfo.
             self.enc = "utf-8"
             self.reply(mid, {"capabilities": {"textDocumentSync": 1, "hoverProvider": True,
@@ -245,7 +245,7 @@ class Server:
                 doc.text, issues = _apply_ranged(doc.text, change, self.enc)
                 problems += issues
         doc.version = version
-        # A walk's failure is published until a clean walk or an edit (PROTOCOL.md §0).
+        # A walk's failure is published until a clean walk or an edit (docs/protocol.md#goal-state-walks).
         doc.walk_diags.clear()
         if problems:
             self._desync(doc, version, "; ".join(problems))

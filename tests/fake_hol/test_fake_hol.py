@@ -1,4 +1,4 @@
-"""The fake `hol lsp` against PROTOCOL.md §19 and the recorded real sessions."""
+"""The fake `hol lsp` against docs/protocol.md#scenarios and the recorded real sessions."""
 
 import json
 import os
@@ -65,7 +65,7 @@ def settle(c, seconds=0.3):
     return c.quiet_for(seconds)
 
 
-# ---------------------------------------------------------------- §19.1
+# ---------------------------------------------------------------- docs/protocol.md#open-compile-every-proof-passes
 
 def test_clean_file_compiles_with_the_real_notification_sequence(hol, tmp_path):
     uri = uri_in(tmp_path)
@@ -93,7 +93,7 @@ def test_compile_progress_positions_are_declaration_ends(hol, tmp_path):
     assert pos(1, 20) in ends and pos(7, 3) in ends
 
 
-# ---------------------------------------------------------------- §19.2
+# ---------------------------------------------------------------- docs/protocol.md#a-failing-proof
 
 def test_failing_proof_is_reported_then_its_diagnostic_moves_to_the_step(hol, tmp_path):
     uri = uri_in(tmp_path)
@@ -123,7 +123,7 @@ def test_failing_proof_is_reported_then_its_diagnostic_moves_to_the_step(hol, tm
 
 
 def test_an_edit_drops_the_diagnostic_of_a_failed_walk(hol, tmp_path):
-    # PROTOCOL.md §0: a failed walk's diagnostic lasts until a clean walk or an edit.
+    # docs/protocol.md#goal-state-walks: a failed walk's diagnostic lasts until a clean walk or an edit.
     uri = uri_in(tmp_path)
     text = with_theorem("conj_tac", name="split", stmt="T")
     hol.open(uri, text)
@@ -139,7 +139,7 @@ def test_an_edit_drops_the_diagnostic_of_a_failed_walk(hol, tmp_path):
     assert published and published[-1] == []
 
 
-# ---------------------------------------------------------------- §19.3
+# ---------------------------------------------------------------- docs/protocol.md#a-looping-proof
 
 def test_looping_proof_stays_checking_until_checking_is_switched_off(hol, tmp_path):
     uri = uri_in(tmp_path)
@@ -168,7 +168,7 @@ def test_end_of_input_exits_promptly_even_with_a_looping_proof(client_factory, t
     assert c.wait_exit(2.0) == 0
 
 
-# ---------------------------------------------------------------- §19.4
+# ---------------------------------------------------------------- docs/protocol.md#a-cheat
 
 def test_cheat_is_reported_proved(hol, tmp_path):
     hol.open(uri_in(tmp_path), with_theorem("cheat", name="later_work", stmt="!n. n * 1 = n"))
@@ -202,7 +202,7 @@ def test_tactic_that_does_not_compile_gets_a_diagnostic_and_no_pool_entry(hol, t
     assert "bad" in completed["params"]["declared"]
 
 
-# ---------------------------------------------------------------- §19.5
+# ---------------------------------------------------------------- docs/protocol.md#goal-states-in-and-out-of-a-proof
 
 def test_goal_state_inside_and_outside_a_proof(hol, tmp_path):
     uri = uri_in(tmp_path)
@@ -267,7 +267,7 @@ def test_goal_state_is_null_for_unknown_uri(hol, tmp_path):
     assert goal_state(hol, uri_in(tmp_path, "nopeScript.sml"), 0, 0) is None
 
 
-# ---------------------------------------------------------------- §19.6 and eval
+# ---------------------------------------------------------------- docs/protocol.md#streamed-eval and eval
 
 def test_eval_reports_like_the_real_top_level(hol, tmp_path):
     uri = uri_in(tmp_path)
@@ -439,7 +439,7 @@ def test_recorded_inherited_cheat_matches_the_fake_with_the_development_built_by
     assert tr.exact_parts(records, received, str(tmp_path)) == tr.exact_parts(records, expected, str(tmp_path))
 
 
-# ---------------------------------------------------------------- §19.7
+# ---------------------------------------------------------------- docs/protocol.md#blocked-then-retried
 
 BLK = "Theory blk\nAncestors\n  mylib\n\nTheorem t:\n  T\nProof\n  simp[]\nQED\n"
 BLOCK_MSG = "cannot load mylibTheory: Cannot find file mylibTheory.ui"
@@ -491,7 +491,7 @@ def test_retry_on_an_up_to_date_file_only_cheats_every_proof(hol, tmp_path):
     assert proof_states(msgs) == [[("add0", "cheated"), ("two", "cheated")]]
 
 
-# ---------------------------------------------------------------- §19.8
+# ---------------------------------------------------------------- docs/protocol.md#desync-then-resync
 
 def test_inconsistent_ranged_edit_reports_desync_once_shown(hol, tmp_path):
     uri = uri_in(tmp_path)
@@ -511,7 +511,7 @@ def test_inconsistent_ranged_edit_reports_desync_once_shown(hol, tmp_path):
     assert "window/showMessage" not in methods(done)
 
 
-# ---------------------------------------------------------------- §19.9, §19.10
+# ---------------------------------------------------------------- docs/protocol.md#a-tactic-only-edit, #deleting-a-theorem
 
 TWO = """\
 Theory two
@@ -561,7 +561,7 @@ def test_deleted_theorem_leaves_the_census_and_its_diagnostic(hol, tmp_path):
     assert proof_states(hol.until_method("$/proofStates")) == [[("keep_me_too", "proved")]]
 
 
-# ---------------------------------------------------------------- §19.11 and process life
+# ---------------------------------------------------------------- docs/protocol.md#shutdown and process life
 
 def test_shutdown_then_exit_ends_with_status_zero(hol):
     assert hol.call("shutdown")["result"] is None
@@ -598,7 +598,7 @@ def test_unknown_option_exits_one_before_speaking(tmp_path):
 
 
 def test_as_the_old_server_it_refuses_proof_checking_and_answers_the_july_handshake(client_factory, tmp_path):
-    # PROTOCOL.md §16: the July 2026 `hol lsp` has no --lsp-check-proofs and no serverInfo.
+    # docs/protocol.md#the-july-2026-server: the July 2026 `hol lsp` has no --lsp-check-proofs and no serverInfo.
     env = {**os.environ, "FAKE_HOL_OLD": "1", "FAKE_HOL_HOLDIR": str(tmp_path / "HOL")}
     done = subprocess.run([sys.executable, FAKE, "lsp", "--lsp-check-proofs"], capture_output=True, timeout=10, env=env)
     assert done.returncode == 1 and b"Unrecognized option: --lsp-check-proofs" in done.stderr
@@ -770,7 +770,7 @@ def test_symbols_completion_and_search(client_factory, tmp_path):
     comm = c.call("$/hol/search", {"query": "'arithmetic' x + y = y + x"})["result"]
     assert [f["name"] for f in comm] == ["ADD_COMM"]
     assert c.call("$/hol/search", {"query": "x + y = x + y"})["result"] == []
-    assert c.call("$/hol/search", {"query": "x + + y"})["result"] == []  # unparsable: [] (§6.10)
+    assert c.call("$/hol/search", {"query": "x + + y"})["result"] == []  # unparsable: [] (docs/protocol.md#search)
 
 
 def test_set_config_logs_and_rejects_bad_types(hol):
@@ -877,7 +877,7 @@ def test_pidfile_log_and_startup_delay(client_factory, tmp_path):
 # ---------------------------------------------------------------- parse recovery
 # Messages, ranges and declaration boundaries below are those of HOL's own
 # parser (tools/parsing/HOLSourceParser.sml at the recorded server's commit);
-# severity 2 for every "expected …"/"unclosed quotation" (PROTOCOL.md §8.1).
+# severity 2 for every "expected …"/"unclosed quotation" (docs/protocol.md#diagnostics).
 
 VERDICTS = ("proved", "failed", "suspended", "diverged")
 

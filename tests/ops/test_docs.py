@@ -134,3 +134,39 @@ def test_every_holctl_command_and_option_is_in_docs_holctl():
         for param in command.params:
             missing += [f"{command.name} {opt}" for opt in param.opts if opt.startswith("--") and opt not in text]
     assert not missing, f"docs/holctl.md does not mention {missing}"
+
+
+# `docs/protocol.md#anchor`, or `protocol.md#anchor` in a link from docs/, and the `, #more` anchors after it.
+_PROTOCOL_CITE = re.compile(r"protocol\.md(#[\w-]+(?:,\s*#[\w-]+)*)")
+_CITING = ["holsrv", "holctl", "holmcp", "tests", "bench", "docs"]
+
+
+def _protocol_citations() -> dict[str, list[str]]:
+    """Each anchor of docs/protocol.md cited in the tree, with where: `file:line`."""
+    cited: dict[str, list[str]] = {}
+    sources = [ROOT / "README.md", ROOT / "CHANGELOG.md"]
+    for top in _CITING:
+        sources += [p for p in sorted((ROOT / top).rglob("*")) if p.suffix in (".py", ".md")]
+    for source in sources:
+        for number, line in enumerate(source.read_text(encoding="utf-8").splitlines(), 1):
+            for anchors in _PROTOCOL_CITE.findall(line):
+                for anchor in re.findall(r"#([\w-]+)", anchors):
+                    cited.setdefault(anchor, []).append(f"{source.relative_to(ROOT)}:{number}")
+    return cited
+
+
+def test_every_cited_docs_protocol_anchor_is_a_heading_there():
+    cited = _protocol_citations()
+    assert len(cited) > 30, "the citations of docs/protocol.md were not found"
+    headings = _anchors(DOCS / "protocol.md")
+    # `docs/protocol.md#anchor` itself is how the docs name the form.
+    missing = {anchor: where for anchor, where in cited.items() if anchor not in headings | {"anchor"}}
+    assert not missing, f"cited anchors docs/protocol.md has no heading for: {missing}"
+
+
+def test_the_code_cites_docs_protocol_not_the_protocol_notes_outside_the_project():
+    old = re.compile(r"PROTOCOL\.md\s*§|(?<![\w.])§\d")
+    stale = [f"{path.relative_to(ROOT)}:{number}"
+             for top in ["holsrv", "holctl", "holmcp"] for path in sorted((ROOT / top).rglob("*.py"))
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if old.search(line)]
+    assert not stale, f"cite docs/protocol.md#anchor instead of a section of PROTOCOL.md: {stale}"

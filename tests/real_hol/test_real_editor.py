@@ -2,7 +2,7 @@
 
 Runs only where a real HOL4 is found (see tests/real_hol/test_real_hol.py) and is
 skipped otherwise.  A real `hol lsp` labels a publish with the version of
-its compile, or its newest version for a verdict (PROTOCOL.md §8.1), and
+its compile, or its newest version for a verdict (docs/protocol.md#diagnostics), and
 the daemon's trial advances that count on the server the editor shares.
 """
 

@@ -73,7 +73,7 @@ def real_hol() -> str:
 
 
 class Unsupported:
-    """Collects the features this server lacks (PROTOCOL.md §16) instead of failing on them."""
+    """Collects the features this server lacks (docs/protocol.md#the-july-2026-server) instead of failing on them."""
 
     def __init__(self) -> None:
         self.missing: list[str] = []
@@ -141,7 +141,7 @@ def _diagnostics_or_skip(daemon, path: Path) -> m.DiagnosticsResult:
         if "unrecognized option" in said or "unrecognised option" in said:
             pytest.skip(
                 "this HOL4's `hol lsp` rejects --lsp-check-proofs (a server without proof checking, like "
-                "the July 2026 one in PROTOCOL.md §16); holsrv needs a newer HOL4"
+                "the July 2026 one in docs/protocol.md#the-july-2026-server); holsrv needs a newer HOL4"
             )
         raise
 

@@ -52,7 +52,7 @@ def test_a_real_hol_proof_after_a_parse_error_is_told_the_same_by_diagnostics_an
     line = SCRIPT.splitlines().index("  rpt strip_tac >> simp[]") + 1
     try:
         view = daemon.call(m.GoalState(str(path), line, wait=120), CALL_TIMEOUT_S)
-    except errors.LspError as err:  # a server without goal states (PROTOCOL.md §16)
+    except errors.LspError as err:  # a server without goal states (docs/protocol.md#the-july-2026-server)
         assert "unknown method" in str(err)
         return
     assert view.content_hash == checked.content_hash

@@ -3,7 +3,7 @@
 The file-level work is done once for the batch: one read and sync, one wait
 for the compile (a state of the file, such as compiling, is said for every
 position after the first that meets it), one freshness stamp.  HOL keeps the
-state after each tactic of a walk that finished (PROTOCOL.md §11.5), so
+state after each tactic of a walk that finished (docs/protocol.md#goal-state-walks), so
 positions asked down a proof run each tactic once, and each position's
 answer is cached as a single goalState's is.  A position's own error (a line
 past the end) is its entry's, never the call's.

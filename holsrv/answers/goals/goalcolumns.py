@@ -1,9 +1,9 @@
 """Where on a line a goalState asks HOL: the columns, and what the line is.
 
-HOL runs the tactics that end at or before the cursor (PROTOCOL.md §11.2),
+HOL runs the tactics that end at or before the cursor (docs/protocol.md#goal-state-answers),
 so a whole line is asked at its first character (before its first tactic)
 and just past its last (after its last tactic).  HOL answers on the QED line
-only at QED's first byte (§11.1), so any column there is asked there.
+only at QED's first byte (docs/protocol.md#where-a-goal-state-applies), so any column there is asked there.
 """
 
 from __future__ import annotations
@@ -56,5 +56,6 @@ def _block_on(text: str, blocks: list[script.ProofBlock], start: int, end: int) 
 
 
 def _opening(text: str, block: script.ProofBlock) -> int:
-    """Where HOL starts answering: the `Proof` keyword, or a Resume block's colon (§11.1)."""
+    """Where HOL starts answering: the `Proof` keyword, or a Resume block's colon
+    (docs/protocol.md#where-a-goal-state-applies)."""
     return block.body_start - 1 if text[block.body_start - 1] == ":" else block.body_start - len("Proof")

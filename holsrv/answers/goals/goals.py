@@ -1,10 +1,10 @@
 """goalState: the goals at a position, or before and after a line's tactics.
 
-HOL runs the tactics that end at or before the cursor (PROTOCOL.md §11.2),
+HOL runs the tactics that end at or before the cursor (docs/protocol.md#goal-state-answers),
 so a position shows the goals *before* the tactic under it.  A whole line is
 therefore asked twice: at its first character (before its first tactic) and
 just past its last (after its last tactic).  HOL answers on the QED line only
-at QED's first byte (§11.1), so any column there is asked there: what is left
+at QED's first byte (docs/protocol.md#where-a-goal-state-applies), so any column there is asked there: what is left
 at the end of the proof.
 """
 

@@ -5,7 +5,7 @@ A trial holds the file's server alone (`TrialGate.exclusive`), sends each
 candidate's text as a whole-text change, and reads the goals at the end of
 the candidate and its proof's verdict: where a candidate goes is
 `placement`'s, running it `candidates`', what it did `judging`'s.  A candidate confined to one proof
-body is an edit HOL takes on its fast path (PROTOCOL.md §9.1, §10.6): only
+body is an edit HOL takes on its fast path (docs/protocol.md#compile-lifecycle, #what-an-edit-does-to-the-pool): only
 that proof is re-elaborated and re-checked.  The next candidate, or the
 disk text sent back at the end, is another such edit, so HOL drops the
 previous candidate's check, a looping one included.  The file is written
