@@ -100,6 +100,6 @@ def shape_error(method: str, raw: Any, why: str) -> LspError:
         shown = shown[:_MAX_SHOWN_REPLY] + "…"
     return LspError(
         f"the HOL server answered {method} in a shape holsrv does not read ({why}); this HOL may be "
-        "newer or older than holsrv supports (see PROTOCOL.md)",
+        "newer or older than holsrv supports (docs/protocol.md: what holsrv reads of HOL)",
         detail=shown,
     )
