@@ -213,3 +213,31 @@ def test_a_bad_revision_is_refused(daemon, tmp_path, rev):
         rev = "no-such-branch"
     with pytest.raises(BadRequest):
         verify(daemon, path, against=rev)
+
+
+def test_diagnostics_notes_a_statement_changed_since_head_once_per_text_and_head(daemon, tmp_path):
+    path = committed(tmp_path, GOOD_SCRIPT)
+    path.write_text(GOOD_SCRIPT.replace("!n:num. n + 0 = n", "!n:num. n + 0 >= n"), encoding="utf-8")
+    first = daemon.call(m.Diagnostics(str(path), wait=60.0), timeout=120.0)
+    assert first.verdict == "OK"  # a note, not an error
+    [note] = [w for w in first.warnings if w.startswith("STATEMENT CHANGED")]
+    assert note.startswith("STATEMENT CHANGED since git HEAD (")
+    assert note.endswith("theorem add0 (line 4) changed: was !n:num. n + 0 = n  now !n:num. n + 0 >= n. "
+                         "`verify` will name it.")
+    assert "STATEMENT CHANGED" in render(first)
+    notes = daemon.daemon.answers.head_notes
+    again = daemon.call(m.Diagnostics(str(path), wait=60.0), timeout=120.0)
+    assert note in again.warnings and notes.computed == 1  # the same text and HEAD: no git run
+    git(path.parent, "commit", "-q", "-am", "the new statement")
+    committed_now = daemon.call(m.Diagnostics(str(path), wait=60.0), timeout=120.0)
+    assert not [w for w in committed_now.warnings if w.startswith("STATEMENT CHANGED")]
+    assert notes.computed == 2
+
+
+def test_diagnostics_outside_git_runs_no_git(daemon, tmp_path):
+    path = tmp_path / "loose" / "demoScript.sml"
+    path.parent.mkdir()
+    path.write_text(GOOD_SCRIPT, encoding="utf-8")
+    reply = daemon.call(m.Diagnostics(str(path), wait=60.0), timeout=120.0)
+    assert reply.verdict == "OK" and not [w for w in reply.warnings if "STATEMENT" in w]
+    assert daemon.daemon.answers.head_notes.computed == 0
