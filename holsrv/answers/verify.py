@@ -111,7 +111,7 @@ def _build(built: m.HolmakeResult, theory: str) -> m.VerifyCheck:
     tail = [line for line in built.log_tail.splitlines()[-12:] if line.strip()]
     if built.ok and theory in built.cheated:
         return m.VerifyCheck("build", "failed", f"Holmake built {theory}Theory but reported it CHEATED.",
-                             [built.message])
+                             [f"{theory}Theory: CHEATED (Holmake's word for a theory built with a cheated proof)"])
     if built.ok:
         return m.VerifyCheck("build", "passed", f"Holmake built {theory}Theory ({built.elapsed_s:.1f}s).",
                              [" ".join(built.command)])
