@@ -241,3 +241,11 @@ def test_diagnostics_outside_git_runs_no_git(daemon, tmp_path):
     reply = daemon.call(m.Diagnostics(str(path), wait=60.0), timeout=120.0)
     assert reply.verdict == "OK" and not [w for w in reply.warnings if "STATEMENT" in w]
     assert daemon.daemon.answers.head_notes.computed == 0
+
+
+def test_a_named_theorem_the_file_lacks_is_not_verified(daemon, tmp_path):
+    path = committed(tmp_path, GOOD_SCRIPT)
+    reply = verify(daemon, path, theorems=["add0", "no_such_thm"])
+    assert not reply.verified and reply.theorems == ["add0", "no_such_thm"]
+    proofs = check(reply, "proofs")
+    assert proofs.status == "failed" and "no_such_thm: no such theorem in the file" in proofs.evidence
