@@ -52,10 +52,31 @@ async def verify(ctx: Context, req: m.Verify, client: str, report: Report | None
     checks = [statements, proofs, tags, build]
     verified = all(c.status == "passed" for c in checks)
     unchecked = [f"{c.name}: {c.summary}" for c in checks if c.status == "unchecked"]
+    moved = await _moved(ctx, req.file, script.hash, diag)
+    headline = _headline(verified and not moved, checks, script.path.name)
+    if moved:  # each check must be about one text: the one whose hash the answer names
+        verified = False
+        unchecked.append(moved)
+        headline += f" {moved}"
     return m.VerifyResult(
-        file=str(script.path), content_hash=script.hash, verified=verified,
-        headline=_headline(verified, checks, script.path.name), checks=checks, reference=ref.said,
-        statements=changes, theorems=named, unchecked=unchecked, elapsed_s=round(ctx.clock() - started, 2))
+        file=str(script.path), content_hash=script.hash, verified=verified, headline=headline, checks=checks,
+        reference=ref.said, statements=changes, theorems=named, unchecked=unchecked,
+        elapsed_s=round(ctx.clock() - started, 2))
+
+
+async def _moved(ctx: Context, file: str, content: str, diag: m.DiagnosticsResult) -> str:
+    """Why the checks were not all about the text `content` ("" when they were)."""
+    if diag.content_hash != content:
+        return (f"The proofs were checked on another text (content {diag.content_hash[:12]}: the file changed, "
+                "or an editor holds unsaved changes), not the one verified; save and call verify again.")
+    try:
+        now = await read(ctx, file)
+    except HolsrvError as err:
+        return f"The file could not be read again after the checks ({err.code}); call verify again."
+    if now.hash != content:
+        return (f"The file changed during this call (content {content[:12]} → {now.hash[:12]}), so the checks "
+                "are not all about one text; call verify again once it is saved.")
+    return ""
 
 
 def _headline(verified: bool, checks: list[m.VerifyCheck], name: str) -> str:
@@ -65,7 +86,7 @@ def _headline(verified: bool, checks: list[m.VerifyCheck], name: str) -> str:
     unchecked = [c.name for c in checks if c.status == "unchecked"]
     parts = ([f"failed: {', '.join(failed)}"] if failed else []) + (
         [f"not checked: {', '.join(unchecked)}"] if unchecked else [])
-    return f"NOT VERIFIED: {name}: {'; '.join(parts)}."
+    return f"NOT VERIFIED: {name}" + (f": {'; '.join(parts)}." if parts else ".")
 
 
 def _proofs(diag: m.DiagnosticsResult, wanted: list[str]) -> tuple[m.VerifyCheck, list[str]]:

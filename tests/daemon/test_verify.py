@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from holctl.render import render
 from holsrv.errors import BadRequest
 from holsrv.rpc import messages as m
 
-from conftest import GOOD_SCRIPT
+from conftest import GOOD_SCRIPT, wait_until
 
 GIT_S = 30.0
 DEF_SCRIPT = GOOD_SCRIPT + """
@@ -249,3 +250,21 @@ def test_a_named_theorem_the_file_lacks_is_not_verified(daemon, tmp_path):
     assert not reply.verified and reply.theorems == ["add0", "no_such_thm"]
     proofs = check(reply, "proofs")
     assert proofs.status == "failed" and "no_such_thm: no such theorem in the file" in proofs.evidence
+
+
+def test_a_file_changed_while_verify_builds_is_not_verified(daemon, tmp_path):
+    path = committed(tmp_path, GOOD_SCRIPT)
+    os.mkfifo(path.parent / "holmake.gate")  # the fake Holmake waits here until it is opened for writing
+    outcome: dict = {}
+    caller = threading.Thread(target=lambda: outcome.update(reply=verify(daemon, path)))
+    caller.start()
+    wait_until(lambda: (path.parent / ".holmake-runs").exists(), 60.0, "the build to start")
+    path.write_text(GOOD_SCRIPT + LEMMA, encoding="utf-8")  # an edit while the build runs
+    fd = os.open(path.parent / "holmake.gate", os.O_WRONLY | os.O_NONBLOCK)
+    os.close(fd)
+    caller.join(120.0)
+    assert not caller.is_alive()
+    reply = outcome["reply"]
+    assert [c.status for c in reply.checks] == ["passed"] * 4  # each check passed, on one text or another
+    assert not reply.verified
+    assert "The file changed during this call" in reply.headline and reply.headline.startswith("NOT VERIFIED")
