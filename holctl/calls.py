@@ -126,7 +126,7 @@ class Target:
         self.progress = progress
         self.expect_hash = expect_hash  # put on every request that takes one
 
-    def ask(self, request: messages.Request, as_json: bool) -> None:
+    def ask(self, request: messages.Request, as_json: bool) -> messages.Reply:
         """Send `request`, print its reply; a daemon error becomes a CallFailed.
 
         The reply timeout comes from the daemon's limits (`Client.reply_timeout`).
@@ -161,6 +161,7 @@ class Target:
             click.echo(msgspec.json.format(msgspec.json.encode(reply), indent=2).decode())
         else:
             click.echo(render(reply))
+        return reply
 
     def _live_line(self, request: messages.Request, as_json: bool) -> LiveLine | None:
         if as_json or not isinstance(request, _FOLLOWED):
@@ -170,4 +171,4 @@ class Target:
 
 
 # Requests whose progress holctl shows as live lines.
-_FOLLOWED = (messages.Diagnostics, messages.GoalState, messages.Holmake, messages.Try)
+_FOLLOWED = (messages.Diagnostics, messages.GoalState, messages.Holmake, messages.Try, messages.Verify)

@@ -277,5 +277,39 @@ def holmake(target: Target, file: str, make_target: str, jobs: int, defer_after:
     target.ask(messages.Holmake(file=absolute(file), target=make_target, jobs=jobs, defer_after=defer_after), as_json)
 
 
+VERIFY_EXIT = """\b
+Exit codes: 0 VERIFIED; 1 NOT VERIFIED (a check failed or could not run; the
+answer says which and why); 2-5 as for the other commands (bad input, HOL, daemon).
+"""
+
+
+@click.command("verify", epilog=VERIFY_EXIT)
+@file_argument
+@click.argument("theorems", nargs=-1)
+@click.option("--against", "against", metavar="REV", default="",
+              help="Compare the statements with the file at this git revision (default: HEAD).")
+@click.option("--pinned", "pinned", metavar="FILE", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Compare with a file of pinned statements instead of git: a .sml whose Theorem/Definition "
+              "blocks are read as the script's (a copy of the script as it was is one).")
+@wait_option
+@json_option
+@click.pass_obj
+def verify(target: Target, file: str, theorems: tuple[str, ...], against: str, pinned: str | None,
+           wait: float | None, as_json: bool) -> None:
+    """Is FILE really proved, as stated? Print VERIFIED or NOT VERIFIED with each check.
+
+    Checks: the statements equal the committed ones (git HEAD, or --against/--pinned);
+    every theorem (or each THEOREM named) is proved by HOL with no cheat; HOL's record of
+    oracles and axioms after a Holmake build; the build itself, not CHEATED.
+    """
+    if against and pinned:
+        raise click.UsageError("give --against REV or --pinned FILE, not both")
+    request = _with_wait(messages.Verify, wait, file=absolute(file), theorems=list(theorems), against=against,
+                         pinned=absolute(pinned) if pinned else "")
+    reply = target.ask(request, as_json)
+    if not (isinstance(reply, messages.VerifyResult) and reply.verified):
+        sys.exit(1)
+
+
 COMMANDS = [diagnostics, goal_state, hover, definition, references, completion, document_symbol, workspace_symbol,
-            eval_, try_, goal_diff, search, uses, holmake]
+            eval_, try_, goal_diff, search, uses, holmake, verify]

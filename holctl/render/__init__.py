@@ -15,7 +15,7 @@ from holctl.render.common import _footer, _freshness, _indented, _location, _not
 from holctl.render.diagnostics import _diagnostics, tally_line
 from holctl.render.goals import _diff, _goal_state, _goal_states, _goals, _try
 from holctl.render.lookups import _completion, _document_symbols, _references, _search, _uses, _workspace_symbols
-from holctl.render.output import _eval, _holmake
+from holctl.render.output import _eval, _holmake, _verify
 from holctl.render.status import _status
 from holsrv.rpc.messages import (
     CompletionResult,
@@ -44,6 +44,7 @@ from holsrv.rpc.messages import (
     StopResult,
     TryResult,
     UsesResult,
+    VerifyResult,
     Welcome,
     WorkspaceSymbolResult,
 )
@@ -118,6 +119,8 @@ def _result_lines(reply: Result) -> list[str]:
             lines = [f"JOB {reply.id} {reply.state.upper()}: {reply.message}"]
         case UsesResult():
             lines = [*_uses(reply), *_server_lines(reply.server)]
+        case VerifyResult():
+            lines = _verify(reply)
         case _:
             assert_never(reply)
     return lines + _freshness(reply)

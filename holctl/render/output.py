@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from holctl.render.common import _indented, _server_lines
-from holsrv.rpc.messages import EvalResult, HolmakeResult
+from holsrv.rpc.messages import EvalResult, HolmakeResult, VerifyResult
 
 
 def _eval(reply: EvalResult) -> list[str]:
@@ -28,6 +28,23 @@ def _eval(reply: EvalResult) -> list[str]:
         lines = ["(no output)"]
     shared = [f"shared: {reply.shared_state}"] if reply.shared_state else []
     return lines + shared + _server_lines(reply.server)
+
+
+def _verify(reply: VerifyResult) -> list[str]:
+    """The verdict, then each check: its status, its summary, its evidence indented."""
+    lines = [reply.headline]
+    if reply.reference:
+        lines.append(f"reference: {reply.reference}")
+    for check in reply.checks:
+        lines.append(f"{check.status.upper():9} {check.name}: {check.summary}")
+        lines += [f"    {line}" for line in check.evidence[:_EVIDENCE]]
+        if len(check.evidence) > _EVIDENCE:
+            lines.append(f"    … and {len(check.evidence) - _EVIDENCE} more")
+    lines.append(f"({reply.elapsed_s:.1f}s; about file content {reply.content_hash[:12]})")
+    return lines
+
+
+_EVIDENCE = 40  # lines of evidence shown per check; --json has them all
 
 
 def _holmake(reply: HolmakeResult) -> list[str]:

@@ -57,6 +57,8 @@ TOOLS: dict[str, ToolAnnotations] = {
     # asks for a proved candidate to replace the line's tactic in the file.
     "try": _hints(read_only=False, destructive=True, idempotent=False),
     "goalDiff": ASKS,
+    # Runs Holmake (build products, as holmake) and loads the built theory in the file's server.
+    "verify": _hints(read_only=False),
     # Waiting changes nothing; a cancel stops the job's work (a holmake's build).
     "job": _hints(read_only=False, destructive=True, idempotent=False),
 }

@@ -124,6 +124,16 @@ class ProofTools:
         )
         return await self.daemon.ask(ctx, request)
 
+    async def verify(
+        self, ctx: Context, file: File,
+        theorems: Annotated[list[str] | None, Field(description="Theorems to check; omit for all.")] = None,
+    ) -> CallToolResult:
+        """Before calling a proof done: VERIFIED, or NOT VERIFIED naming what failed: statements vs git
+        HEAD, cheats, HOL's oracles and axioms, a Holmake build.
+        """
+        request = messages.Verify(file=self.daemon.path(file), theorems=theorems or [], progress=True)
+        return await self.daemon.ask(ctx, request)
+
 
 def _positions(line: int | None, column: int | None, positions: list[list[int]] | None) -> list | None:
     """goalState's `positions` as the wire has them, or None for one position; BadRequest
@@ -138,3 +148,4 @@ def _positions(line: int | None, column: int | None, positions: list[list[int]] 
                          "Nothing was run.")
     limits.check_positions(0, positions)
     return [(p[0], p[1] if len(p) > 1 else None) for p in positions]
+

@@ -18,6 +18,7 @@ from holsrv.answers.cache import AnswerCache
 from holsrv.answers.goals.prefetch import Prefetches
 from holsrv.answers.inheritedcheats import AncestorCheats
 from holsrv.answers.scope import Ancestries
+from holsrv.answers.statementcheck import HeadNotes
 from holsrv.config.settings import Settings
 from holsrv.disk import files
 from holsrv.errors import BadRequest, HolsrvError, RanAway, Starting
@@ -46,9 +47,12 @@ class Context:
     editors: EditorBuffers = field(default_factory=EditorBuffers)  # files an editor holds (`holctl lsp`)
     # Each server's cheated ancestor theorems, asked once (`inheritedcheats`).
     ancestor_cheats: AncestorCheats = field(default_factory=AncestorCheats)
+    # Each text's statements that differ from git HEAD's, for diagnostics' note (`statementcheck`).
+    head_notes: HeadNotes = field(default_factory=lambda: HeadNotes(60.0))
 
     def __post_init__(self) -> None:
         self.ancestor_cheats.timeout_s = self.settings.request_timeout_s  # every request to HOL has one
+        self.head_notes.timeout_s = self.settings.request_timeout_s  # and every git run
         # Where the editors' object is made: the pool's syncs with no call send its buffers (`textsource`).
         self.pool.texts.held = self.editors.text
 

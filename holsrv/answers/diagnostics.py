@@ -9,7 +9,7 @@ from pathlib import Path
 from holsrv.answers import inheritedcheats
 from holsrv.answers.common import Context, Report, check_expect_hash, note, opened, read, replace, starting_message
 from holsrv.answers.goals import goals
-from holsrv.disk import ancestors, files
+from holsrv.disk import ancestors, files, gitrefs
 from holsrv.disk.files import Script, content_hash
 from holsrv.lsp import hol
 from holsrv.pool import replacement
@@ -32,8 +32,9 @@ AHEAD_WAIT_S = 120.0
 
 def cache_key(session: Session, content: str, stale: list[str] | tuple[str, ...]) -> tuple:
     """Where a diagnostics answer of `session` about content `content` is cached: keyed by its
-    staleness reasons too, which the answer lists."""
-    return session.cache_key("diagnostics", content, tuple(stale))
+    staleness reasons too, which the answer lists, and by the commit git's HEAD names (read from
+    `.git`'s files, no child), as its note of statements changed since HEAD is (`statementcheck`)."""
+    return session.cache_key("diagnostics", content, tuple(stale), gitrefs.head_key(session.path.parent))
 
 
 async def answer(ctx: Context, req: m.Diagnostics, client: str, report: Report | None = None) -> m.DiagnosticsResult:
@@ -140,6 +141,8 @@ async def _result(ctx: Context, src: Script, lease: Lease, stale: list[str], wai
             f"(content {content[:12]}), not the one the call started with."
         )
     await _inherited(ctx, session, src.path, text, result)
+    # A statement that differs from the committed one: said before `verify` would name it.
+    result.warnings += await ctx.head_notes.notes(src.path, content, text)
     if result.verdict == "BLOCKED" and (missing := replacement.missing_build(
             ancestors.development(text, src.path.parent))):
         result.headline += f" What is missing: {missing} (holctl holmake FILE, or the holmake tool)."

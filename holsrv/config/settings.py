@@ -141,6 +141,10 @@ class Settings:
     holmake_tail_lines: int = 40
     # Trials (`try`): candidates per call, each one's default time limit, and
     # how long another call on the file waits for a running trial to end.
+    # verify: the oracles (besides HOL's DISK_THM) and the axioms ("theory.name") a verified
+    # theorem may rest on; `cheat` never.  Empty: none.
+    verify_oracles: tuple[str, ...] = ()
+    verify_axioms: tuple[str, ...] = ()
     max_try_candidates: int = 8
     try_timeout_s: float = 30.0
     trial_wait_s: float = 30.0

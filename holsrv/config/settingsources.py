@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 ENV_PREFIX = "HOLSRV_"
+# Settings that are lists, given in the environment separated by commas.
+_COMMA_LISTS = ("position_encodings", "verify_oracles", "verify_axioms")
 # Other environment names for a setting, after its own HOLSRV_ name: an old
 # name kept working after a rename, and the names the reference tool (the
 # in-process MCP server holmcp re-homes) reads, so its users' setups carry over.
@@ -92,7 +94,7 @@ def parse(types: Types, name: str, raw: str) -> Any:
         return Path(raw)
     if name == "extra_path":
         return tuple(p for p in raw.split(os.pathsep) if p)
-    if name == "position_encodings":
+    if name in _COMMA_LISTS:
         return tuple(p.strip() for p in raw.split(",") if p.strip())
     if kind in ("int",):
         return int(raw)
@@ -150,7 +152,7 @@ def _key_line(text: str, key: str) -> int | str:
 def _from_toml(types: Types, key: str, raw: object):
     """A TOML value as the setting's type; ValueError saying what was expected."""
     kind = types[key]
-    if key in ("extra_path", "position_encodings"):
+    if key in ("extra_path", *_COMMA_LISTS):
         if isinstance(raw, str):
             return parse(types, key, raw)
         if isinstance(raw, list) and all(isinstance(item, str) for item in raw):

@@ -42,6 +42,7 @@ from holsrv.rpc.messages import (
     Stop,
     Try,
     Uses,
+    Verify,
     Welcome,
     WorkspaceSymbol,
 )
@@ -153,6 +154,11 @@ def reply_timeout(request: Request, welcome: Welcome) -> float:
             spent = welcome.holmake_timeout_s or FALLBACK_HOLMAKE_TIMEOUT_S
         case Try():
             spent = _try_spent(request, welcome, start, lookup, lsp)
+        case Verify():
+            # Reading the reference (two git runs, each bounded by request_timeout), the diagnostics
+            # wait, the build (killed at its limit), then opening the file again and HOL's record.
+            build = welcome.holmake_timeout_s or FALLBACK_HOLMAKE_TIMEOUT_S
+            spent = 2 * lsp + limits.bounded(request.wait) + start + lsp + build + start + lookup + lsp
         case GoalDiff():
             spent = 2 * (limits.bounded(request.wait) + start + lsp)
         case Job():

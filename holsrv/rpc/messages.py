@@ -231,6 +231,20 @@ class Holmake(RequestBase, tag="holmake"):
     defer_after: float | None = None  # see DEFER_AFTER
 
 
+class Verify(RequestBase, tag="verify"):
+    """Is FILE really proved, as stated?  Its statements against a reference, its proofs,
+    HOL's record of oracles and axioms after a Holmake build, and the build itself."""
+
+    file: str
+    theorems: list[str] = []  # the theorems whose proofs must hold; []: every one of the file's
+    # The reference statements: a git revision ("": HEAD when the file is in a git repository) …
+    against: str = ""
+    # … or a file of pinned statements (absolute path; see docs/holctl.md), instead of git.
+    pinned: str = ""
+    wait: float = 25.0  # for the server to start and the file to settle (the build has its own limit)
+    progress: bool = False
+
+
 # -- trials: try candidate tactics, and the goal diff ------------------------
 
 
@@ -315,6 +329,7 @@ Request = Union[
     Job,
     Uses,
     EditorAttach,
+    Verify,
 ]
 
 # -- pieces of replies ------------------------------------------------------
@@ -1040,6 +1055,46 @@ class GoalDiffResult(ReplyBase, tag="goalDiff"):
     freshness: Freshness | None = None  # how fresh this answer is (see Freshness)
 
 
+# -- verify -------------------------------------------------------------------
+
+
+class StatementChange(Struct):
+    """A theorem or definition whose statement differs from the reference's (compared as HOL
+    reads them: whitespace and comments aside)."""
+
+    name: str
+    kind: str  # "theorem" | "definition" (Definition, Inductive, CoInductive, Datatype)
+    change: str  # "changed" | "removed" | "added" | "renamed"
+    line: int = 0  # in the current text (0: removed)
+    reference: str = ""  # the statement as the reference has it ("" when added)
+    current: str = ""  # as the file has it now ("" when removed)
+    renamed_to: str = ""  # for "renamed": the current name of the same statement
+    allowed: bool = False  # a new theorem (or definition) is allowed; anything else is not
+
+
+class VerifyCheck(Struct):
+    """One check of `verify`: passed, failed, or not checked (and why), with its evidence."""
+
+    name: str  # "statements" | "proofs" | "oracles" | "build"
+    status: str  # "passed" | "failed" | "unchecked"
+    summary: str
+    evidence: list[str] = []
+
+
+class VerifyResult(ReplyBase, tag="verify"):
+    file: str
+    content_hash: str
+    verified: bool
+    headline: str  # starts with VERIFIED or NOT VERIFIED
+    checks: list[VerifyCheck]
+    reference: str = ""  # what the statements were compared with: "git HEAD (abc123…)", a pinned file, or ""
+    statements: list[StatementChange] = []
+    theorems: list[str] = []  # the theorems whose proofs were checked
+    unchecked: list[str] = []  # what could not be checked, one sentence each
+    elapsed_s: float = 0.0
+    freshness: Freshness | None = None
+
+
 Result = Union[
     DiagnosticsResult,
     GoalStateResult,
@@ -1064,6 +1119,7 @@ Result = Union[
     JobStarted,
     JobState,
     UsesResult,
+    VerifyResult,
 ]
 
 # typing flattens the nested union, so msgspec sees one flat tagged union.

@@ -80,3 +80,17 @@ async def test_search_narrows_by_scope_kind_and_conclusion_and_uses_lists_depend
     assert [d["name"] for d in used.structured_content["depends_on"]] == ["ADD_0", "ADD_CLAUSES", "num#9"]
     assert used.content[0].text.startswith("arithmetic.ADD_COMM depends on (by HOL's dependency tags): "
                                            "arithmetic.ADD_0, arithmetic.ADD_CLAUSES, num#9")
+
+
+@pytest.mark.asyncio
+async def test_verify_outside_git_is_not_verified_and_says_what_it_could_not_check(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    async with Client(build_server(daemon.socket, path.parent, autostart=False)) as client:
+        result = await client.call_tool("verify", {"file": path.name, "theorems": ["add0"]})
+    assert not result.is_error, result.content
+    data = result.structured_content
+    assert data["verified"] is False and data["theorems"] == ["add0"]
+    assert [c["status"] for c in data["checks"]] == ["unchecked", "passed", "passed", "passed"]
+    text = result.content[0].text
+    assert text.startswith("NOT VERIFIED: demoScript.sml: not checked: statements.")
+    assert "is not in a git repository" in text

@@ -267,3 +267,17 @@ def test_a_fresh_server_blocked_on_a_theory_built_against_an_old_ancestor_names_
 
     build(daemon, development["mid"])  # the block lifts by itself: the daemon retries the compile
     wait_until(lambda: diagnostics(daemon, top2).verdict == "CHEATS", DEADLINE_S, "top2 to compile")
+
+
+def test_verify_names_a_proof_resting_on_a_cheated_ancestor_theorem_and_only_named_ones_escape_it(
+        daemon, development):
+    built(daemon, development)
+    reply = daemon.call(m.Verify(file=str(development["top"]), wait=30.0), timeout=DEADLINE_S)
+    checks = {c.name: c for c in reply.checks}
+    assert not reply.verified
+    assert "dbl_3_even (line 4): rests on cheated midTheory.dbl_even" in checks["proofs"].evidence
+    assert checks["build"].summary == "Holmake built topTheory but reported it CHEATED."
+    assert "dbl_3_even, dbl_3_even_again rest on cheat" in checks["oracles"].summary  # HOL's tags carry it up
+    only = daemon.call(m.Verify(file=str(development["top"]), theorems=["dbl_2"], wait=30.0), timeout=DEADLINE_S)
+    assert [c.status for c in only.checks][1] == "passed"  # dbl_2's proof is its own
+    assert not only.verified  # the theory still rests on the cheat: its build and HOL's record say so

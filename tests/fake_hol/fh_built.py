@@ -22,6 +22,7 @@ _INCLUDES = re.compile(r"^\s*INCLUDES\s*[+:]?=(.*)$", re.MULTILINE)
 _THEOREM = re.compile(r"^(?:Theorem|Triviality)\s+([A-Za-z_][A-Za-z0-9_']*)", re.MULTILINE)
 _PROOF = re.compile(r"^Proof\b(.*?)^QED\b", re.MULTILINE | re.DOTALL)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_']*(?:\.[A-Za-z_][A-Za-z0-9_']*)?")
+_AXIOM = re.compile(r'\bnew_axiom\s*\(\s*"([^"\\]+)"')
 _ANCESTORS = re.compile(r"^Ancestors\b(.*?)(?=^\S|^\s*$|\Z)", re.MULTILINE | re.DOTALL)
 MAX_DIRS = 64
 
@@ -140,4 +141,6 @@ def build(name, text, directory="."):
                 cheated |= any("cheat" in o for (t, n), o in below.items() if n == word)
         own[thm] = ["DISK_THM", "cheat"] if cheated else ["DISK_THM"]
     against = {p: record(p, directory).get("stamp") for p in parents if record(p, directory).get("stamp")}
-    return {"theory": name, "ancestors": parents, "tags": own, "stamp": time.time_ns(), "against": against}
+    axioms = _AXIOM.findall(text)  # `new_axiom ("my_ax", …)`: in DB.axioms, not in a loaded theorem's tag
+    return {"theory": name, "ancestors": parents, "tags": own, "axioms": axioms, "stamp": time.time_ns(),
+            "against": against}

@@ -266,6 +266,11 @@ _TAG_OF = re.compile(r"PolyML\.print \(Tag\.dest_tag \(Thm\.tag ([A-Za-z_][A-Za-
                      r"([A-Za-z_][A-Za-z0-9_']*)\)\)")
 _TAGS_OF = re.compile(r'PolyML\.print \(map \(fn \(n, th\) => \(n, Tag\.dest_tag \(Thm\.tag th\)\)\) '
                       r'\(DB\.theorems ' + _STR + r'\)\)')
+# The daemon's verify question (holsrv.answers.oracles.query_code): the built theory loaded, then
+# each theorem's tag (oracles, axioms) and the axioms of the theories listed.
+_VERIFY = re.compile(r'val _ = PolyML\.print \(let val thy = ' + _STR + r' val _ = load ' + _STR + r' fun thm .*? '
+                     r'in String\.concatWith "\\n" \(map thm \(DB\.thms thy\) @ List\.concat \(map axioms '
+                     + _STRS + r'\)\) end' + _FAILS, re.S)
 OWN = object()  # env key: (the open file's theory, its theorems), which carry a placeholder tag
 
 
@@ -283,6 +288,9 @@ def tags_query(body, env):
         for theory in _strings(m.group(1)):
             out += [f"{theory}.{n}" for n, o in fh_built.tags(theory).items() if "cheat" in o]
         return '"' + " ".join(out) + '"\n'
+    m = _VERIFY.fullmatch(body)
+    if m:
+        return _quoted(verify_answer(m.group(1), _strings(m.group(3))))
     if body == "PolyML.print (current_theory ())":  # the open file's theory, in the server's session
         return f'"{env.get(OWN, ("", []))[0]}"\n'
     m = _TAG_OF.fullmatch(body)
@@ -296,6 +304,24 @@ def tags_query(body, env):
             return "[" + ", ".join(f'("{n}", {_tag(["lsp_deferred"])})' for n in names) + "]\n"
         return "[" + ", ".join(f'("{n}", {_tag(o)})' for n, o in fh_built.tags(m.group(1)).items()) + "]\n"
     return None
+
+
+def verify_answer(theory, listed):
+    """What HOL prints for the verify question: after `load`, a theorem from disk lists its oracles
+    and no axioms (theorem-tags: `uses_ax` reads `(["DISK_THM"], [])`); `DB.axioms` lists the
+    theory's axioms.  A theory with no build: `load` fails (the wording is a guess)."""
+    record = fh_built.record(theory)
+    if not record:
+        return f"!Cannot find file {theory}Theory.ui"
+    lines = [f"T\t{n}\t{' '.join(o)}\t" for n, o in record.get("tags", {}).items()]
+    for t in listed:
+        lines += [f"A\t{t}\t{a}" for a in fh_built.record(t).get("axioms", [])]
+    return "\n".join(lines)
+
+
+def _quoted(printed):
+    """A string as PolyML.print shows it."""
+    return '"' + printed.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t") + '"\n'
 
 
 def _strings(listed):

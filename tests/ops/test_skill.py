@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 SKILL_DIR = ROOT / "holmcp" / "skill"
 VERDICTS = ["OK", "FAILED", "ERRORS", "BLOCKED", "CHEATS", "INCOMPLETE", "STALE", "REBUILT", "UNCHECKED", "SUSPENDED"]
 # The proving loop, in the order the skill teaches it.
-LOOP = ["diagnostics", "goalState", "search", "try", "diagnostics", "holmake"]
+LOOP = ["diagnostics", "goalState", "search", "try", "diagnostics", "holmake", "verify"]
 # A tool call as the skill writes one: `name(argument, …)` in backticks.
 _CALL = re.compile(r"`([A-Za-z_]\w*)\(([^)`]*)\)`")
 _CAMEL = re.compile(r"`([a-z]+[A-Z]\w*)[`(]")
@@ -130,6 +130,7 @@ def test_skill_md_teaches_the_loop_in_order_and_every_verdict():
     firsts = [called.index(tool) for tool in dict.fromkeys(LOOP)]
     assert firsts == sorted(firsts), called
     assert called.count("diagnostics") >= 2
+    assert "Before you say a proof is done: `verify(file)`" in text  # the last step, not an aside
     missing = [v for v in VERDICTS if not re.search(rf"\b{v}\b", text)]
     assert missing == []
 
