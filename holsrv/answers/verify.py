@@ -150,7 +150,12 @@ async def _oracles(ctx: Context, req: m.Verify, client: str, theory: str, text: 
     code = oracles.query_code(theory, development)
     try:
         async with opened(ctx, req.file, client, req.wait) as (_, lease):
-            printed = await theorydb.printed(lease.session.hol, code, ctx.settings.request_timeout_s)
+            try:
+                printed = await theorydb.printed(lease.session.hol, code, ctx.settings.request_timeout_s)
+            finally:
+                # The built theory is now loaded in the server that compiles the script making it: no
+                # recording shows the next compile unharmed, so a fresh server takes over in the background.
+                ctx.pool.replacer.refresh(lease.session, "verify loaded the built theory into it")
     except theorydb.DbError as err:
         return m.VerifyCheck("oracles", "unchecked", f"HOL could not load {theory}Theory to read its record: "
                              f"{str(err)[:300]}")

@@ -226,11 +226,23 @@ class Replacer:
             self._start(session, [], built, bloat_mb=footprint_mb)
         return why
 
-    def _start(self, old: Session, rebuilt: list[str], built: dict[str, float], bloat_mb: float = 0.0) -> None:
+    def refresh(self, session: Session, why: str) -> str:
+        """Replace `session`, whose HOL state `why` says was changed, in the background; "" once
+        started (or under way already), else why there is no room for it."""
+        if session.path in self.running or self.pool.current(session.path) is not session:
+            return ""
+        no_room = self._no_room(session)
+        if not no_room:
+            self._start(session, [], ancestors.built_times(session.file.text, session.path.parent), refresh=why)
+        return no_room
+
+    def _start(self, old: Session, rebuilt: list[str], built: dict[str, float], bloat_mb: float = 0.0,
+               refresh: str = "") -> None:
         new = self.pool.spawn(old.path, old.max_heap_mb, old.hol_cmd)
         # It loads these builds or newer ones: a later rebuild is one it missed.
         new.ancestors.loaded(built)
-        rep = self.running[old.path] = Replacement(old, new, rebuilt, self.pool.clock(), built, bloat_mb=bloat_mb)
+        rep = self.running[old.path] = Replacement(old, new, rebuilt, self.pool.clock(), built, bloat_mb=bloat_mb,
+                                                   refresh=refresh)
         self._refused.pop(old.path, None)
         log.info("replacing %s (pid %s) in the background: %s", old.path, old.pid, rep.cause())
         rep.task = asyncio.create_task(self._run(rep), name=f"replace-{old.path.name}")

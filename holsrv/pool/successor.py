@@ -39,15 +39,20 @@ class Replacement:
     # Not a rebuild: the old server's footprint (MB) passed the soft limit, and
     # Poly/ML never gives a grown heap back.  Its answers are not stale.
     bloat_mb: float = 0.0
+    # Nor either: why the old server's HOL state is no longer a fresh one's (a verify
+    # loaded the built theory into it).  Its answers are not stale either.
+    refresh: str = ""
 
     def cause(self) -> str:
+        if self.refresh:
+            return self.refresh
         if self.bloat_mb:
             return f"it grew to {self.bloat_mb:.0f} MB, past the soft footprint limit"
         return f"ancestor {', '.join(self.rebuilt)} rebuilt"
 
     def reason(self) -> str:
         """What the old server's answers say meanwhile ("" when they are as good as ever)."""
-        if self.bloat_mb:
+        if self.bloat_mb or self.refresh:
             return ""
         return (
             f"STALE: ancestor {', '.join(self.rebuilt)} was rebuilt after this HOL server (pid {self.old.pid}) "
@@ -56,8 +61,8 @@ class Replacement:
         )
 
     def retired_reason(self) -> str:
-        """What answers from the old server say once the new one has taken over ("" after a bloat)."""
-        if self.bloat_mb:
+        """What answers from the old server say once the new one has taken over ("" after a bloat or a refresh)."""
+        if self.bloat_mb or self.refresh:
             return ""
         return (
             f"STALE: this answer is from the HOL server for {self.old.path.name} that was replaced because "

@@ -83,6 +83,18 @@ def test_a_clean_change_with_a_new_lemma_is_verified(daemon, tmp_path):
     assert "theorem add0_again (line 16) is new (allowed)" in render(reply)
 
 
+def test_the_server_verify_loaded_the_built_theory_into_is_replaced_in_the_background(daemon, tmp_path):
+    path = committed(tmp_path, GOOD_SCRIPT)
+    first = daemon.call(m.Diagnostics(str(path), wait=30))
+    assert verify(daemon, path).verified
+    # Its HOL state holds the built theory now: a fresh server takes over by itself, with the same verdict.
+    wait_until(lambda: daemon.call(m.Status()).sessions[0].pid not in (None, first.server.pid),
+               what="the server replaced after verify")
+    again = daemon.call(m.Diagnostics(str(path), wait=30))
+    assert again.verdict == first.verdict and again.server.pid != first.server.pid
+    assert not again.freshness.may_be_stale, again.freshness
+
+
 def test_a_weakened_statement_is_named_with_the_committed_one_beside_it(daemon, tmp_path):
     path = committed(tmp_path, GOOD_SCRIPT)
     path.write_text(GOOD_SCRIPT.replace("!n:num. n + 0 = n", "!n:num. n + 0 >= n"), encoding="utf-8")
@@ -260,11 +272,22 @@ def test_a_file_changed_while_verify_builds_is_not_verified(daemon, tmp_path):
     caller.start()
     wait_until(lambda: (path.parent / ".holmake-runs").exists(), 60.0, "the build to start")
     path.write_text(GOOD_SCRIPT + LEMMA, encoding="utf-8")  # an edit while the build runs
-    fd = os.open(path.parent / "holmake.gate", os.O_WRONLY | os.O_NONBLOCK)
-    os.close(fd)
+    # The build reaches its gate a moment after it records the run: a writer's open fails (ENXIO)
+    # until the build has the FIFO open for reading, so it is tried until then (bounded).
+    wait_until(lambda: _opened_for_writing(path.parent / "holmake.gate"), 60.0, "the build at its gate")
     caller.join(120.0)
     assert not caller.is_alive()
     reply = outcome["reply"]
     assert [c.status for c in reply.checks] == ["passed"] * 4  # each check passed, on one text or another
     assert not reply.verified
     assert "The file changed during this call" in reply.headline and reply.headline.startswith("NOT VERIFIED")
+
+
+def _opened_for_writing(fifo: Path) -> bool:
+    """Open `fifo` for writing and close it (which lets its reader go on); False while it has no reader."""
+    try:
+        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:  # ENXIO: nobody reads it yet
+        return False
+    os.close(fd)
+    return True
