@@ -76,6 +76,26 @@ def goal_state(
     target.ask(request, as_json)
 
 
+@click.command("holes", epilog=EXIT_CODES)
+@file_argument
+@wait_option
+@json_option
+@click.pass_obj
+def holes(target: Target, file: str, wait: float | None, as_json: bool) -> None:
+    """Every unfinished proof of FILE, each with the goals at its hole, in one call.
+
+    A cheat (the goals it stands in for), a failed proof (the goals at its
+    failing step), a proof HOL did not check, one resting on a cheated
+    ancestor theorem. Read off FILE's verdict (as diagnostics, within the
+    wait); at most {max} holes are walked, the rest listed without goals. A
+    proof the daemon thinks loops is listed with the reason, not walked.
+    """
+    target.ask(_with_wait(messages.Holes, wait, file=absolute(file)), as_json)
+
+
+holes.help = (holes.help or "").replace("{max}", str(limits.MAX_POSITIONS))
+
+
 PositionLookup = type[messages.Hover | messages.Definition | messages.References | messages.Completion]
 
 
@@ -278,4 +298,4 @@ def holmake(target: Target, file: str, make_target: str, jobs: int, defer_after:
 
 
 COMMANDS = [diagnostics, goal_state, hover, definition, references, completion, document_symbol, workspace_symbol,
-            eval_, try_, goal_diff, search, uses, holmake]
+            eval_, try_, goal_diff, search, uses, holmake, holes]

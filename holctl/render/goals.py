@@ -10,6 +10,8 @@ from holsrv.rpc.messages import (
     GoalStateEntry,
     GoalStateResult,
     GoalStatesResult,
+    Hole,
+    HolesResult,
     TryCandidate,
     TryResult,
 )
@@ -32,6 +34,36 @@ def _goal_states(reply: GoalStatesResult) -> list[str]:
         lines += [f"== {at}{' (cached)' if entry.cached else ''} ==",
                   *([f"{entry.code}: {entry.message}"] if entry.state == "error" else _at(entry))]
     return lines + _footer(reply.content_hash, reply.server)
+
+
+def _holes(reply: HolesResult) -> list[str]:
+    """A headline, then one block per hole, headed by its kind and place; one footer for them all."""
+    n = len(reply.holes)
+    if n:
+        head = f"HOLES: {n} unfinished proof hole{'s' if n != 1 else ''} (verdict {reply.verdict})"
+    else:
+        head = f"NO HOLES: every proof is finished (verdict {reply.verdict})"
+    lines = [head]
+    if reply.verdict not in ("OK", "FAILED", "CHEATS") or not reply.complete:
+        lines.append(reply.headline)
+    for hole in reply.holes:
+        lines += _hole(hole)
+    if reply.message:
+        lines.append(reply.message)
+    return lines + _footer(reply.content_hash, reply.server)
+
+
+def _hole(hole: Hole) -> list[str]:
+    at = f"line {hole.line}" + (f", column {hole.column}" if hole.column is not None else "")
+    lines = [f"== {hole.kind}: {hole.theorem} (line {hole.theorem_line}), hole at {at} =="]
+    if hole.detail and hole.kind not in ("cheat",):
+        first, *rest = hole.detail.strip().splitlines() or [""]
+        lines += [f"{hole.kind}: {first}", *("    " + line for line in rest)]
+    if hole.goals is None:
+        return lines + ([f"not walked: {hole.unwalked}"] if hole.unwalked else [])
+    if hole.goals.state == "error":
+        return lines + [f"{hole.goals.code}: {hole.goals.message}"]
+    return lines + _at(hole.goals)
 
 
 def _at(reply: GoalStateResult | GoalStateEntry) -> list[str]:

@@ -83,6 +83,12 @@ class ProofTools:
                                      progress=True, expect_hash=expect_hash, positions=at)
         return await self.daemon.ask(ctx, request)
 
+    async def holes(self, ctx: Context, file: File) -> CallToolResult:
+        """Every unfinished proof (cheat, failed step, unchecked, resting on a cheated ancestor) with its
+        line and the goals at the hole: what is left to prove, in one call.
+        """
+        return await self.daemon.ask(ctx, messages.Holes(file=self.daemon.path(file), progress=True))
+
     async def try_(
         self,
         ctx: Context,

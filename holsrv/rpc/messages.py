@@ -292,6 +292,16 @@ class EditorAttach(RequestBase, tag="editorAttach"):
     editor: str = ""  # the editor's name, as its LSP client gave it (for status)
 
 
+class Holes(RequestBase, tag="holes"):
+    """Every unfinished proof of the file, each with the goals at its hole (`HolesResult`):
+    the file's verdict first (as `Diagnostics`, within `wait`), then goal states as a batch."""
+
+    file: str
+    wait: float = 25.0
+    progress: bool = False
+    expect_hash: str = ""  # see PositionRequest
+
+
 Request = Union[
     Diagnostics,
     GoalState,
@@ -315,6 +325,7 @@ Request = Union[
     Job,
     Uses,
     EditorAttach,
+    Holes,
 ]
 
 # -- pieces of replies ------------------------------------------------------
@@ -1040,6 +1051,40 @@ class GoalDiffResult(ReplyBase, tag="goalDiff"):
     freshness: Freshness | None = None  # how fresh this answer is (see Freshness)
 
 
+class Hole(Struct):
+    """One unfinished proof of a `holes` answer, and the goals at its hole."""
+
+    theorem: str  # its pool name
+    # The hole: a cheat's position, a failing step's, else the proof's QED line (column None).
+    line: int
+    column: int | None
+    # "cheat"; the proof's status: "failed", "unchecked", "suspended", "diverged", "parse_error",
+    # "checking", "unreported"; or "inherited_cheat" (proved, but resting on a cheated ancestor theorem).
+    kind: str
+    theorem_line: int = 0  # its declaration's, 1-based
+    detail: str = ""  # the verdict's words on the proof (HOL's message, the theorems it rests on)
+    # The goals at the hole, as one goalState position; None when not asked (`unwalked` says why).
+    goals: GoalStateEntry | None = None
+    unwalked: str = ""
+
+
+class HolesResult(ReplyBase, tag="holes"):
+    """The answer to `Holes`: the unfinished proofs in the text's order, the first
+    `limits.MAX_POSITIONS` walkable ones with their goals."""
+
+    file: str
+    content_hash: str
+    verdict: str  # the diagnostics verdict the holes were read from
+    headline: str
+    complete: bool  # the verdict was settled (INCOMPLETE: proofs still checking are listed as such)
+    holes: list[Hole]
+    server: ServerNote
+    walked: int = 0  # holes whose goals were asked
+    # Holes listed without goals past the bound, a file changed after its verdict: said once.
+    message: str = ""
+    freshness: Freshness | None = None
+
+
 Result = Union[
     DiagnosticsResult,
     GoalStateResult,
@@ -1064,6 +1109,7 @@ Result = Union[
     JobStarted,
     JobState,
     UsesResult,
+    HolesResult,
 ]
 
 # typing flattens the nested union, so msgspec sees one flat tagged union.

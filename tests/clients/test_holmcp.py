@@ -34,6 +34,7 @@ POSITION = {"file", "line", "column", "wait"}
 PARAMETERS = {
     "diagnostics": {"file", "wait", "expect_hash", "defer_after"},
     "goalState": POSITION | {"expect_hash", "positions"},
+    "holes": {"file"},
     "hover": POSITION,
     "definition": POSITION,
     "references": POSITION,
@@ -52,13 +53,14 @@ PARAMETERS = {
     "goalDiff": {"file", "line1", "column1", "line2", "column2"},
     "job": {"id", "wait", "cancel"},
 }
-READ_ONLY = {"diagnostics", "goalState", "hover", "definition", "references", "completion", "documentSymbol",
+READ_ONLY = {"diagnostics", "goalState", "holes", "hover", "definition", "references", "completion", "documentSymbol",
              "workspaceSymbol", "status", "search", "uses", "goalDiff"}
 # What an agent host pays for the tool list in every context, in characters
 # (12,000 until search, holmake, try and goalDiff came, with expect_hash;
 # 16,000 until goalState's positions, eval's word on shared state, defer_after and job,
-# search's scope, kind, conclusion and hypothesis, and uses: 18,360 then).
-MAX_TOOL_LIST_CHARS = 18_500
+# search's scope, kind, conclusion and hypothesis, and uses: 18,360 then; 18,500 until
+# holes, a tool of one parameter: 18,971 with it).
+MAX_TOOL_LIST_CHARS = 19_000
 
 
 async def listed(server):
