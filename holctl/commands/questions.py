@@ -205,6 +205,11 @@ def try_(
     leaves (or its error), its proof's status, its time and what changed.
     Put `--` before tactics that start with `-`.
 
+    LINE on a theorem's Theorem, statement, Proof or QED line (no COLUMN):
+    each TACTIC replaces the whole proof body. A TACTIC that is a whole
+    `Theorem name: ... Proof ... QED` replaces the declaration; if its
+    statement differs, the answer says so (verify will name it).
+
     With --apply, the first candidate that proves the theorem is written
     into FILE in place of the replaced text, only if FILE still has the
     bytes the trial ran on; it is kept only if FILE's own check then proves

@@ -127,7 +127,8 @@ def _diff(d: GoalsDiff) -> list[str]:
 
 
 def _try(reply: TryResult) -> list[str]:
-    lines = [f"theorem {reply.theorem}, line {reply.line}: tried in place of {reply.replaced!r}", reply.message]
+    whole = "the whole proof " if reply.whole_proof else ""
+    lines = [f"theorem {reply.theorem}, line {reply.line}: tried in place of {whole}{reply.replaced!r}", reply.message]
     if reply.blocked is None:  # a blocked file has no goals, which must not read as proved
         lines += ["goals before:", *_goals(reply.before, "  ")]
     for n, candidate in enumerate(reply.candidates, 1):

@@ -236,7 +236,12 @@ class Holmake(RequestBase, tag="holmake"):
 
 class Try(RequestBase, tag="try"):
     """Try each tactic in `tactics` in place of the line's tactic (from `column`, or
-    the whole line's when None), in the server's copy of the text only."""
+    the whole line's when None), in the server's copy of the text only.
+
+    `line` on a theorem's declaration outside its body (its `Theorem`, statement,
+    `Proof` or `QED` line, no `column`): each candidate replaces the whole proof
+    body.  A candidate that is a whole `Theorem name: … Proof … QED` of the same
+    theorem replaces the declaration, its statement included (see `placement`)."""
 
     file: str
     line: int
@@ -953,6 +958,9 @@ class TryCandidate(Struct):
     # A failed or timed-out candidate: one short next step chosen by the class of
     # HOL's message (`holsrv.verdict.hints`); "" when none.
     hint: str = ""
+    # A candidate that is a whole `Theorem … QED` whose statement differs from the file's:
+    # its statement ("" when it keeps the file's); `message` says so.
+    statement: str = ""
 
 
 class Applied(Struct):
@@ -1006,6 +1014,9 @@ class TryResult(ReplyBase, tag="try"):
     # was tried (each is `not_tried`), as goalState answers state "blocked".
     blocked: Blocked | None = None
     freshness: Freshness | None = None  # how fresh this answer is (see Freshness)
+    # `line` was on the theorem's declaration (not in its body): each candidate replaced the
+    # whole proof between Proof and QED (`replaced`), or the declaration if it is a whole Theorem.
+    whole_proof: bool = False
 
 
 class JobRow(Struct):

@@ -59,7 +59,7 @@ READ_ONLY = {"diagnostics", "goalState", "holes", "hover", "definition", "refere
 # (12,000 until search, holmake, try and goalDiff came, with expect_hash;
 # 16,000 until goalState's positions, eval's word on shared state, defer_after and job,
 # search's scope, kind, conclusion and hypothesis, and uses: 18,360 then; 18,500 until
-# holes, a tool of one parameter: 18,971 with it).
+# holes, a tool of one parameter, and try on a whole proof: 18,996 with them).
 MAX_TOOL_LIST_CHARS = 19_000
 
 

@@ -61,6 +61,7 @@ REQUESTS[m.Logs] = st.builds(m.Logs, files, lines)
 REQUESTS[m.Uses] = st.builds(m.Uses, files, texts, optional_wait, texts)
 REQUESTS[m.Job] = st.builds(m.Job, texts, seconds, st.booleans())
 REQUESTS[m.EditorAttach] = st.builds(m.EditorAttach, texts)
+REQUESTS[m.Holes] = st.builds(m.Holes, files, seconds, st.booleans())
 requests = st.one_of(*REQUESTS.values())
 
 
