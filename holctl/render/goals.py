@@ -149,7 +149,9 @@ def _applied(a: Applied | None) -> list[str]:
 def _candidate(n: int, c: TryCandidate) -> list[str]:
     proof = f"; proof {c.proof.status}" if c.proof else ""
     taken = f", after HOL took {duration(c.taken_s)} to take it" if c.taken_s is not None and c.taken_s >= 1.0 else ""
-    lines = [f"[{n}] {c.tactic}: {c.state.upper()} in {duration(c.time_s)}{taken}{proof}"]
+    first, *more = c.tactic.strip().splitlines() or [""]
+    shown = f"{first} … ({len(more) + 1} lines)" if more else first  # a whole proof: its first line
+    lines = [f"[{n}] {shown}: {c.state.upper()} in {duration(c.time_s)}{taken}{proof}"]
     if c.message:
         lines.append("    " + c.message)
     if c.error:

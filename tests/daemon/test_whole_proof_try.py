@@ -48,7 +48,8 @@ def test_a_candidate_changing_the_statement_says_so_plainly_and_apply_says_the_f
     assert kept.statement == "" and "STATEMENT" not in kept.message
     assert weaker.state == "proved" and weaker.statement == "!p q. p /\\ q ==> q"
     assert "CHANGES THE STATEMENT of swap: was `!p q. p /\\ q ==> q /\\ p`, now `!p q. p /\\ q ==> q`" in weaker.message
-    assert "verify will name it" in result.message
+    assert "Candidate 2 changes the theorem's statement" in result.message and "verify will name it" in result.message
+    assert "[2] Theorem swap: … (5 lines): PROVED" in render(result)
     # The first proved candidate keeps the statement: it is the one written.
     assert result.applied.state == "kept" and "CHANGED" not in result.applied.message
     assert "==> q /\\ p (* the same *)" in path.read_text()

@@ -137,8 +137,9 @@ def message(result: m.TryResult, before: goals.Reply, timeout: float, taken_back
              f"({result.theorem}){UNTOUCHED}"]
     changed = [n for n, c in enumerate(result.candidates, 1) if c.statement]
     if changed:
-        words.append(f"Candidate(s) {', '.join(map(str, changed))} change the theorem's statement (see each); "
-                     "verify will name it as changed.")
+        which = (f"Candidate {changed[0]} changes" if len(changed) == 1
+                 else f"Candidates {', '.join(map(str, changed))} change")
+        words.append(f"{which} the theorem's statement (see each); verify will name it as changed.")
     proved = [c for c in result.candidates if c.state == "proved"]
     if proved:
         words.append(f"Proves the theorem: {proved[0].tactic!r}" + (
