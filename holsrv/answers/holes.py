@@ -71,6 +71,9 @@ async def holes(ctx: Context, req: m.Holes, client: str, report: Report | None =
                 hole.unwalked = _CHECKING
             else:
                 result.walked += 1
+                if report is not None:
+                    await report(m.Progress(f"goals at {hole.theorem}'s hole, line {hole.line}", result.walked,
+                                            min(limits.MAX_POSITIONS, sum(f.walk for f in found))))
                 entry = await walk.entry(hole.line, hole.column)
                 if entry.state == "looping":  # found to loop meanwhile (`walk_refusal`)
                     hole.unwalked = entry.message

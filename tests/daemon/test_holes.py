@@ -6,6 +6,7 @@ from click.testing import CliRunner
 
 from holctl.cli import cli
 from holctl.render import render
+from holsrv.rpc import client as rpc_client
 from holsrv.rpc import limits
 from holsrv.rpc import messages as m
 
@@ -61,6 +62,17 @@ def test_holes_lists_a_cheat_and_a_failed_step_with_their_goals_and_not_the_clea
     assert "HOLES: 2 unfinished proof holes (verdict FAILED)" in text
     assert f"== cheat: cheated (line 10), hole at line {CHEAT_LINE}, column 3 ==" in text
     assert "clean" not in text
+
+
+def test_holes_with_progress_tells_which_hole_it_walks(daemon, write_script):
+    path = write_script(SCRIPT)
+    frames: list[m.Progress] = []
+    with rpc_client.connect(daemon.socket, name="test", autostart=False) as client:
+        result = client.call(m.Holes(str(path), wait=30, progress=True), 120, on_progress=frames.append)
+    assert len(result.holes) == 2
+    walks = [(f.message, f.done, f.total) for f in frames if f.message.startswith("goals at")]
+    assert walks == [(f"goals at cheated's hole, line {CHEAT_LINE}", 1, 2),
+                     (f"goals at fails's hole, line {FAIL_LINE}", 2, 2)]
 
 
 def test_holes_on_a_finished_file_says_there_are_none(daemon, write_script):
