@@ -20,7 +20,20 @@ from typing import assert_never
 import msgspec
 
 from holsrv import __version__
-from holsrv.answers import cached, common, control, diagnostics, editors, holmake, logs, lookups, search, uses, verify
+from holsrv.answers import (
+    cached,
+    common,
+    control,
+    diagnostics,
+    editors,
+    holes,
+    holmake,
+    logs,
+    lookups,
+    search,
+    uses,
+    verify,
+)
 from holsrv.answers.common import Context, Report
 from holsrv.answers.goals import goalbatch, goals
 from holsrv.answers.trials import trials
@@ -135,6 +148,8 @@ class Dispatch:
                 return await uses.uses(ctx, request, client)
             case m.Verify():
                 return await verify.verify(ctx, request, client, report)
+            case m.Holes():
+                return await holes.holes(ctx, request, client, report)
             case m.EditorAttach():  # the connection serves it (it needs the stream): only an editor's first frame
                 raise BadRequest("editorAttach must be the first request of a connection: `holctl lsp` sends it")
             case _:

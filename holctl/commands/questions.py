@@ -76,6 +76,26 @@ def goal_state(
     target.ask(request, as_json)
 
 
+@click.command("holes", epilog=EXIT_CODES)
+@file_argument
+@wait_option
+@json_option
+@click.pass_obj
+def holes(target: Target, file: str, wait: float | None, as_json: bool) -> None:
+    """Every unfinished proof of FILE, each with the goals at its hole, in one call.
+
+    A cheat (the goals it stands in for), a failed proof (the goals at its
+    failing step), a proof HOL did not check, one resting on a cheated
+    ancestor theorem. Read off FILE's verdict (as diagnostics, within the
+    wait); at most {max} holes are walked, the rest listed without goals. A
+    proof the daemon thinks loops is listed with the reason, not walked.
+    """
+    target.ask(_with_wait(messages.Holes, wait, file=absolute(file)), as_json)
+
+
+holes.help = (holes.help or "").replace("{max}", str(limits.MAX_POSITIONS))
+
+
 PositionLookup = type[messages.Hover | messages.Definition | messages.References | messages.Completion]
 
 
@@ -184,6 +204,11 @@ def try_(
     the file's text back at the end. Prints, per candidate, the goals it
     leaves (or its error), its proof's status, its time and what changed.
     Put `--` before tactics that start with `-`.
+
+    LINE on a theorem's Theorem, statement, Proof or QED line (no COLUMN):
+    each TACTIC replaces the whole proof body. A TACTIC that is a whole
+    `Theorem name: ... Proof ... QED` replaces the declaration; if its
+    statement differs, the answer says so (verify will name it).
 
     With --apply, the first candidate that proves the theorem is written
     into FILE in place of the replaced text, only if FILE still has the
@@ -312,4 +337,4 @@ def verify(target: Target, file: str, theorems: tuple[str, ...], against: str, p
 
 
 COMMANDS = [diagnostics, goal_state, hover, definition, references, completion, document_symbol, workspace_symbol,
-            eval_, try_, goal_diff, search, uses, holmake, verify]
+            eval_, try_, goal_diff, search, uses, holmake, verify, holes]

@@ -13,7 +13,7 @@ from typing import assert_never
 
 from holctl.render.common import _footer, _freshness, _indented, _location, _noted, _server_lines
 from holctl.render.diagnostics import _diagnostics, tally_line
-from holctl.render.goals import _diff, _goal_state, _goal_states, _goals, _try
+from holctl.render.goals import _diff, _goal_state, _goal_states, _goals, _holes, _try
 from holctl.render.lookups import _completion, _document_symbols, _references, _search, _uses, _workspace_symbols
 from holctl.render.output import _eval, _holmake, _verify
 from holctl.render.status import _status
@@ -27,6 +27,7 @@ from holsrv.rpc.messages import (
     GoalDiffResult,
     GoalStateResult,
     GoalStatesResult,
+    HolesResult,
     HolmakeResult,
     HoverResult,
     JobStarted,
@@ -121,6 +122,8 @@ def _result_lines(reply: Result) -> list[str]:
             lines = [*_uses(reply), *_server_lines(reply.server)]
         case VerifyResult():
             lines = _verify(reply)
+        case HolesResult():
+            lines = _holes(reply)
         case _:
             assert_never(reply)
     return lines + _freshness(reply)

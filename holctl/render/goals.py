@@ -10,6 +10,8 @@ from holsrv.rpc.messages import (
     GoalStateEntry,
     GoalStateResult,
     GoalStatesResult,
+    Hole,
+    HolesResult,
     TryCandidate,
     TryResult,
 )
@@ -32,6 +34,36 @@ def _goal_states(reply: GoalStatesResult) -> list[str]:
         lines += [f"== {at}{' (cached)' if entry.cached else ''} ==",
                   *([f"{entry.code}: {entry.message}"] if entry.state == "error" else _at(entry))]
     return lines + _footer(reply.content_hash, reply.server)
+
+
+def _holes(reply: HolesResult) -> list[str]:
+    """A headline, then one block per hole, headed by its kind and place; one footer for them all."""
+    n = len(reply.holes)
+    if n:
+        head = f"HOLES: {n} unfinished proof hole{'s' if n != 1 else ''} (verdict {reply.verdict})"
+    else:
+        head = f"NO HOLES: every proof is finished (verdict {reply.verdict})"
+    lines = [head]
+    if reply.verdict not in ("OK", "FAILED", "CHEATS") or not reply.complete:
+        lines.append(reply.headline)
+    for hole in reply.holes:
+        lines += _hole(hole)
+    if reply.message:
+        lines.append(reply.message)
+    return lines + _footer(reply.content_hash, reply.server)
+
+
+def _hole(hole: Hole) -> list[str]:
+    at = f"line {hole.line}" + (f", column {hole.column}" if hole.column is not None else "")
+    lines = [f"== {hole.kind}: {hole.theorem} (line {hole.theorem_line}), hole at {at} =="]
+    if hole.detail and hole.kind not in ("cheat",):
+        first, *rest = hole.detail.strip().splitlines() or [""]
+        lines += [f"{hole.kind}: {first}", *("    " + line for line in rest)]
+    if hole.goals is None:
+        return lines + ([f"not walked: {hole.unwalked}"] if hole.unwalked else [])
+    if hole.goals.state == "error":
+        return lines + [f"{hole.goals.code}: {hole.goals.message}"]
+    return lines + _at(hole.goals)
 
 
 def _at(reply: GoalStateResult | GoalStateEntry) -> list[str]:
@@ -95,7 +127,8 @@ def _diff(d: GoalsDiff) -> list[str]:
 
 
 def _try(reply: TryResult) -> list[str]:
-    lines = [f"theorem {reply.theorem}, line {reply.line}: tried in place of {reply.replaced!r}", reply.message]
+    whole = "the whole proof " if reply.whole_proof else ""
+    lines = [f"theorem {reply.theorem}, line {reply.line}: tried in place of {whole}{reply.replaced!r}", reply.message]
     if reply.blocked is None:  # a blocked file has no goals, which must not read as proved
         lines += ["goals before:", *_goals(reply.before, "  ")]
     for n, candidate in enumerate(reply.candidates, 1):
@@ -116,7 +149,9 @@ def _applied(a: Applied | None) -> list[str]:
 def _candidate(n: int, c: TryCandidate) -> list[str]:
     proof = f"; proof {c.proof.status}" if c.proof else ""
     taken = f", after HOL took {duration(c.taken_s)} to take it" if c.taken_s is not None and c.taken_s >= 1.0 else ""
-    lines = [f"[{n}] {c.tactic}: {c.state.upper()} in {duration(c.time_s)}{taken}{proof}"]
+    first, *more = c.tactic.strip().splitlines() or [""]
+    shown = f"{first} … ({len(more) + 1} lines)" if more else first  # a whole proof: its first line
+    lines = [f"[{n}] {shown}: {c.state.upper()} in {duration(c.time_s)}{taken}{proof}"]
     if c.message:
         lines.append("    " + c.message)
     if c.error:

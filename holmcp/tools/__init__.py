@@ -35,6 +35,7 @@ ASKS = _hints(read_only=True)
 TOOLS: dict[str, ToolAnnotations] = {
     "diagnostics": ASKS,
     "goalState": ASKS,
+    "holes": ASKS,
     "hover": ASKS,
     "definition": ASKS,
     "references": ASKS,

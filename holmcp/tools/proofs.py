@@ -83,6 +83,12 @@ class ProofTools:
                                      progress=True, expect_hash=expect_hash, positions=at)
         return await self.daemon.ask(ctx, request)
 
+    async def holes(self, ctx: Context, file: File) -> CallToolResult:
+        """Every unfinished proof (cheat, failed step, unchecked, resting on a cheated ancestor) with its
+        line and the goals at its hole, in one call.
+        """
+        return await self.daemon.ask(ctx, messages.Holes(file=self.daemon.path(file), progress=True))
+
     async def try_(
         self,
         ctx: Context,
@@ -100,9 +106,10 @@ class ProofTools:
         ] = False,
         defer_after: DeferAfter = None,
     ) -> CallToolResult:
-        """Try tactics in place of a proof line's tactic, file untouched unless apply. Per candidate: state
-        (proved, proved_here, goals, failed, timed_out, not_tried), goals or error (with its range in the
-        candidate), proof status, time, goal diff. At most 8.
+        """Try tactics in place of a proof line's tactic (on a Theorem/Proof line: whole proof; a
+        Theorem...QED candidate may change the statement), file untouched unless apply. Each: state
+        (proved, proved_here, goals, failed, timed_out, not_tried), goals or error, proof status, time,
+        goal diff. At most 8.
         """
         request = messages.Try(
             file=self.daemon.path(file), line=line, column=column, tactics=tactics, timeout=timeout, progress=True,

@@ -279,6 +279,9 @@ def answer_settled(reply: m.Reply, session: Session | None) -> bool:
             return not reply.provisional and reply.state not in ("compiling", "starting")
         case m.GoalStatesResult():
             return not any(e.provisional or e.state in ("compiling", "starting") for e in reply.positions)
+        case m.HolesResult():
+            return reply.complete and not any(h.goals is not None and (
+                h.goals.provisional or h.goals.state in ("compiling", "starting")) for h in reply.holes)
         case m.HoverResult() | m.DefinitionResult() | m.CompletionResult() | m.WorkspaceSymbolResult() \
                 | m.SearchResult():
             return not reply.note

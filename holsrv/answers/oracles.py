@@ -14,9 +14,10 @@ of the development's ancestor theories (`query_code`).
 Judged (`judge`): no theorem carries `cheat`; other oracles than HOL's own
 `DISK_THM` only from the `verify_oracles` setting; no axiom in the file's
 theory or the development's ancestors unless `verify_axioms` names it.
-The eval leaves the theory loaded in that server's session (PROTOCOL.md §12:
-an eval's effects stay): the recordings show a later answer unharmed by it,
-but not a later compile; design.md says so.
+The eval leaves the theory loaded in that server's session (an eval's effects
+stay: docs/protocol.md#eval): the recordings show a later answer unharmed by it,
+but not a later compile, so `verify` has a fresh server take over in the
+background (`Replacer.refresh`).
 """
 
 from __future__ import annotations

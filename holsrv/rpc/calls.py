@@ -25,6 +25,7 @@ from holsrv.rpc.messages import (
     GoalDiff,
     GoalState,
     Hello,
+    Holes,
     Holmake,
     Hover,
     Job,
@@ -122,6 +123,11 @@ def reply_timeout(request: Request, welcome: Welcome) -> float:
                 # Past its wait a batch still asks each position left, at most
                 # two walks of MIN_REQUEST_S each.
                 spent += len(request.positions) * 2 * limits.MIN_REQUEST_S
+        case Holes():
+            # A diagnostics within the wait, then a batch of up to MAX_POSITIONS holes,
+            # each asked past the wait at most twice for MIN_REQUEST_S (as GoalState's).
+            spent = limits.bounded(request.wait) + start + 2 * lsp
+            spent += limits.MAX_POSITIONS * 2 * limits.MIN_REQUEST_S
         case Hover() | Definition() | References() | Completion() | DocumentSymbol() | WorkspaceSymbol():
             # Start, then the compile reaching the tree (lookup_wait), then the LSP
             # request; a caller's own wait replaces both waits.

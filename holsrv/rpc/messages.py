@@ -250,7 +250,12 @@ class Verify(RequestBase, tag="verify"):
 
 class Try(RequestBase, tag="try"):
     """Try each tactic in `tactics` in place of the line's tactic (from `column`, or
-    the whole line's when None), in the server's copy of the text only."""
+    the whole line's when None), in the server's copy of the text only.
+
+    `line` on a theorem's declaration outside its body (its `Theorem`, statement,
+    `Proof` or `QED` line, no `column`): each candidate replaces the whole proof
+    body.  A candidate that is a whole `Theorem name: … Proof … QED` of the same
+    theorem replaces the declaration, its statement included (see `placement`)."""
 
     file: str
     line: int
@@ -306,6 +311,16 @@ class EditorAttach(RequestBase, tag="editorAttach"):
     editor: str = ""  # the editor's name, as its LSP client gave it (for status)
 
 
+class Holes(RequestBase, tag="holes"):
+    """Every unfinished proof of the file, each with the goals at its hole (`HolesResult`):
+    the file's verdict first (as `Diagnostics`, within `wait`), then goal states as a batch."""
+
+    file: str
+    wait: float = 25.0
+    progress: bool = False
+    expect_hash: str = ""  # see PositionRequest
+
+
 Request = Union[
     Diagnostics,
     GoalState,
@@ -330,6 +345,7 @@ Request = Union[
     Uses,
     EditorAttach,
     Verify,
+    Holes,
 ]
 
 # -- pieces of replies ------------------------------------------------------
@@ -957,6 +973,9 @@ class TryCandidate(Struct):
     # A failed or timed-out candidate: one short next step chosen by the class of
     # HOL's message (`holsrv.verdict.hints`); "" when none.
     hint: str = ""
+    # A candidate that is a whole `Theorem … QED` whose statement differs from the file's:
+    # its statement ("" when it keeps the file's); `message` says so.
+    statement: str = ""
 
 
 class Applied(Struct):
@@ -1010,6 +1029,9 @@ class TryResult(ReplyBase, tag="try"):
     # was tried (each is `not_tried`), as goalState answers state "blocked".
     blocked: Blocked | None = None
     freshness: Freshness | None = None  # how fresh this answer is (see Freshness)
+    # `line` was on the theorem's declaration (not in its body): each candidate replaced the
+    # whole proof between Proof and QED (`replaced`), or the declaration if it is a whole Theorem.
+    whole_proof: bool = False
 
 
 class JobRow(Struct):
@@ -1092,6 +1114,39 @@ class VerifyResult(ReplyBase, tag="verify"):
     theorems: list[str] = []  # the theorems whose proofs were checked
     unchecked: list[str] = []  # what could not be checked, one sentence each
     elapsed_s: float = 0.0
+
+
+class Hole(Struct):
+    """One unfinished proof of a `holes` answer, and the goals at its hole."""
+
+    theorem: str  # its pool name
+    # The hole: a cheat's position, a failing step's, else the proof's QED line (column None).
+    line: int
+    column: int | None
+    # "cheat"; the proof's status: "failed", "unchecked", "suspended", "diverged", "parse_error",
+    # "checking", "unreported"; or "inherited_cheat" (proved, but resting on a cheated ancestor theorem).
+    kind: str
+    theorem_line: int = 0  # its declaration's, 1-based
+    detail: str = ""  # the verdict's words on the proof (HOL's message, the theorems it rests on)
+    # The goals at the hole, as one goalState position; None when not asked (`unwalked` says why).
+    goals: GoalStateEntry | None = None
+    unwalked: str = ""
+
+
+class HolesResult(ReplyBase, tag="holes"):
+    """The answer to `Holes`: the unfinished proofs in the text's order, the first
+    `limits.MAX_POSITIONS` walkable ones with their goals."""
+
+    file: str
+    content_hash: str
+    verdict: str  # the diagnostics verdict the holes were read from
+    headline: str
+    complete: bool  # the verdict was settled (INCOMPLETE: proofs still checking are listed as such)
+    holes: list[Hole]
+    server: ServerNote
+    walked: int = 0  # holes whose goals were asked
+    # Holes listed without goals past the bound, a file changed after its verdict: said once.
+    message: str = ""
     freshness: Freshness | None = None
 
 
@@ -1120,6 +1175,7 @@ Result = Union[
     JobState,
     UsesResult,
     VerifyResult,
+    HolesResult,
 ]
 
 # typing flattens the nested union, so msgspec sees one flat tagged union.

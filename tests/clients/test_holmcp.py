@@ -34,6 +34,7 @@ POSITION = {"file", "line", "column", "wait"}
 PARAMETERS = {
     "diagnostics": {"file", "wait", "expect_hash", "defer_after"},
     "goalState": POSITION | {"expect_hash", "positions"},
+    "holes": {"file"},
     "hover": POSITION,
     "definition": POSITION,
     "references": POSITION,
@@ -53,14 +54,15 @@ PARAMETERS = {
     "job": {"id", "wait", "cancel"},
     "verify": {"file", "theorems"},
 }
-READ_ONLY = {"diagnostics", "goalState", "hover", "definition", "references", "completion", "documentSymbol",
+READ_ONLY = {"diagnostics", "goalState", "holes", "hover", "definition", "references", "completion", "documentSymbol",
              "workspaceSymbol", "status", "search", "uses", "goalDiff"}
 # What an agent host pays for the tool list in every context, in characters
 # (12,000 until search, holmake, try and goalDiff came, with expect_hash;
 # 16,000 until goalState's positions, eval's word on shared state, defer_after and job,
-# search's scope, kind, conclusion and hypothesis, and uses: 18,360 then; 18,500
-# until verify, whose entry, kept to a file and theorems, is some 600 more).
-MAX_TOOL_LIST_CHARS = 19_150
+# search's scope, kind, conclusion and hypothesis, and uses: 18,360 then; 18,500 until
+# verify (an entry kept to a file and theorems, some 600 more) and holes, a tool of one
+# parameter, with try on a whole proof (some 500 more)).
+MAX_TOOL_LIST_CHARS = 19_700
 
 
 async def listed(server):

@@ -142,7 +142,7 @@ def test_every_request_round_trips_through_a_frame():
         m.Try(f, 4, ["simp[]", "metis_tac[]"], column=3, timeout=2.0), m.GoalDiff(f, 4, 6, column2=2),
     ]
     requests += [m.Logs(f, lines=5), m.EditorAttach(editor="Neovim"), m.Job("0123abcd", wait=2.0, cancel=True),
-                 m.Uses(f, "arithmeticTheory.ADD_COMM", wait=2.0),
+                 m.Uses(f, "arithmeticTheory.ADD_COMM", wait=2.0), m.Holes(f, wait=4.0, progress=True),
                  m.Verify(f, ["add0"], against="HEAD~1", wait=2.0),
                  m.Search(f, "", scope=["list", "bool"], kind="theorem", conclusion="x <= y", hypothesis="P")]
     assert {type(r) for r in requests} == set(typing.get_args(m.Request)), "a request type is not covered"

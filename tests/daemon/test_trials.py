@@ -226,7 +226,7 @@ def test_more_candidates_than_the_bound_is_refused_with_its_code(daemon_factory,
 def test_a_line_outside_any_proof_is_refused(daemon, write_script):
     path = write_script(SCRIPT)
     with pytest.raises(errors.BadRequest, match="not a line of tactics"):
-        daemon.call(m.Try(str(path), 4, ["simp[]"]))
+        daemon.call(m.Try(str(path), 1, ["simp[]"]))  # `Theory demo` (a declaration's line: its whole proof)
 
 
 def test_goal_diff_between_two_lines_names_the_hypotheses_added_and_the_goal_split(daemon, write_script):

@@ -62,6 +62,7 @@ REQUESTS[m.Uses] = st.builds(m.Uses, files, texts, optional_wait, texts)
 REQUESTS[m.Job] = st.builds(m.Job, texts, seconds, st.booleans())
 REQUESTS[m.EditorAttach] = st.builds(m.EditorAttach, texts)
 REQUESTS[m.Verify] = st.builds(m.Verify, files, st.lists(texts, max_size=4), texts, texts, seconds, st.booleans())
+REQUESTS[m.Holes] = st.builds(m.Holes, files, seconds, st.booleans())
 requests = st.one_of(*REQUESTS.values())
 
 

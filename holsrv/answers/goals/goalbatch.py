@@ -30,7 +30,7 @@ async def goal_states(ctx: Context, req: m.GoalState, client: str) -> m.GoalStat
     limits.check_positions(req.line, req.positions)
     deadline = ctx.clock() + max(0.0, req.wait)
     async with opened(ctx, req.file, client, req.wait, tolerate_start=True) as (src, lease):
-        walk = _Walk(ctx, src, lease, deadline)
+        walk = Walk(ctx, src, lease, deadline)
         entries = [await walk.entry(line, column) for line, column in req.positions or []]
         # The oldest cached entry's age is the answer's; `stamp` fills in the rest.
         age = m.Freshness(src.hash, age_s=walk.oldest) if walk.oldest else None
@@ -39,8 +39,8 @@ async def goal_states(ctx: Context, req: m.GoalState, client: str) -> m.GoalStat
         )
 
 
-class _Walk:
-    """The positions of one batch, asked in turn on one opened text."""
+class Walk:
+    """The positions of one batch, asked in turn on one opened text (`holes` walks its holes so too)."""
 
     def __init__(self, ctx: Context, src: Script, lease: Lease, deadline: float) -> None:
         self.ctx, self.src, self.lease, self.deadline = ctx, src, lease, deadline

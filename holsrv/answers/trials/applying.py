@@ -37,6 +37,7 @@ async def apply(
     if chosen is None:
         result.message += " Nothing was written (--apply): no candidate proved the theorem."
         return result
+    span = placement.for_candidate(src.text, span, chosen.tactic)  # a whole Theorem: its declaration's
     index = textinfo.of(src.text).index
     rng = m.Range(*index.line_col(span.start), *index.line_col(span.end))
     applied = m.Applied(state="refused", reason="", range=rng, text=chosen.tactic, content_hash="")
@@ -78,7 +79,8 @@ async def _checked(
     ctx: Context, req: m.Try, client: str, applied: m.Applied, src: Script, span: placement.Span
 ) -> None:
     """Check the written file; keep the edit if it proves the theorem, else put the old bytes back."""
-    where = f"line {applied.range.line}"  # a candidate replaces text of one line
+    rng = applied.range
+    where = f"line {rng.line}" if rng.line == rng.end_line else f"lines {rng.line}-{rng.end_line}"
     try:
         check = await diagnostics.answer(ctx, m.Diagnostics(file=req.file, wait=max(0.0, req.wait)), client)
     except HolsrvError as err:  # the server died, is starting again…: no verdict, so the old bytes go back
@@ -96,6 +98,8 @@ async def _checked(
         applied.state = "kept"
         applied.message = (f"Applied: wrote {applied.text!r} in place of {src.text[span.start:span.end]!r} "
                            f"({where}); the file's check proves {span.name} (verdict {check.verdict}).")
+        if placement.statement_change(src.text, span, applied.text) is not None:
+            applied.message += f" The statement of {span.block.name} in the file has CHANGED: verify will name it."
         return
     undecided = applied.status in _UNDECIDED and not check.complete
     why = (f"its check gave no verdict on {span.name} within {req.wait:g}s (the trial's wait)" if undecided

@@ -149,7 +149,7 @@ async def _checked(
             # the whole server (transcript walk-of-a-loop).  A candidate still
             # checking at its deadline is cut off unwalked.
             if await session.wait_until(lambda: verdict_in(session, span.name), deadline - ctx.clock()):
-                reply = await goals_at(ctx, session, Text(trial), span.start + len(out.tactic), deadline)
+                reply = await goals_at(ctx, session, Text(trial), span.goals_offset(out.tactic), deadline)
     except ServerTimeout:
         pass  # a walk HOL did not answer in time: the candidate is cut off like a loop
     out.time_s = round(ctx.clock() - started, 3)
@@ -161,6 +161,18 @@ def has_taken(session: Session, name: str, sent: float) -> bool:
     entry = session.file.proofs.get(name)
     fresh = entry is not None and entry.status == "checking" and (entry.checking_since or 0.0) >= sent
     return session.phase != "compiling" or fresh
+
+
+def stated(text: str, span: placement.Span, out: m.TryCandidate) -> m.TryCandidate:
+    """`out`, saying plainly when the candidate changes the theorem's statement."""
+    change = placement.statement_change(text, span, out.tactic)
+    if change is None:
+        return out
+    was, now = change
+    out.statement = now
+    said = (f"This candidate CHANGES THE STATEMENT of {span.block.name}: was `{was}`, now `{now}`; a proof of "
+            "another statement is not a proof of the file's (verify names the theorem as changed).")
+    return replace(out, message=" ".join(filter(None, [said, out.message])))
 
 
 def blocked(session: Session, result: m.TryResult, tactics: list[str]) -> m.TryResult:

@@ -35,7 +35,7 @@ def compile_failure(session: Session, trial: str, span: placement.Span, tactic: 
             continue
         rng = diag.get("range") or {}
         line, col = lines.from_lsp(rng.get("start", {}), session.encoding)
-        if span.block.body_start <= index.start(line) + col - 1 < span.block.end + shift:
+        if span.first <= index.start(line) + col - 1 < span.block.end + shift:
             inside.append(diag)
     entry = session.file.proofs.get(span.name)
     errors = [d for d in inside if hol.is_compile_error(d)]
@@ -132,11 +132,18 @@ def message(result: m.TryResult, before: goals.Reply, timeout: float, taken_back
             letgo_s: float = 10.0) -> str:
     """The trial's message; `taken_back`: HOL has taken the file's own text back (so it let go
     of the last candidate's check), or the server was replaced."""
-    words = [f"Tried {len(result.candidates)} candidate(s) in place of {result.replaced!r} "
+    whole = "the whole proof " if result.whole_proof else ""
+    words = [f"Tried {len(result.candidates)} candidate(s) in place of {whole}{result.replaced!r} "
              f"({result.theorem}){UNTOUCHED}"]
-    proved = [c.tactic for c in result.candidates if c.state == "proved"]
+    changed = [n for n, c in enumerate(result.candidates, 1) if c.statement]
+    if changed:
+        which = (f"Candidate {changed[0]} changes" if len(changed) == 1
+                 else f"Candidates {', '.join(map(str, changed))} change")
+        words.append(f"{which} the theorem's statement (see each); verify will name it as changed.")
+    proved = [c for c in result.candidates if c.state == "proved"]
     if proved:
-        words.append(f"Proves the theorem: {proved[0]!r}.")
+        words.append(f"Proves the theorem: {proved[0].tactic!r}" + (
+            f", a CHANGED STATEMENT: `{proved[0].statement}`." if proved[0].statement else "."))
     if isinstance(before, replies.GoalState) and before.error:
         words.append("An earlier tactic already fails, so the goals before are those at that failure.")
     slow = [(n, c) for n, c in enumerate(result.candidates, 1) if c.taken_s is not None and c.taken_s >= SLOW_RELEASE_S]

@@ -89,12 +89,14 @@ async def _round(
         session = lease.session
         footprint = session.footprint_mb()  # to tell bloat the trial caused from what it found
         span = placement.span(src.text, req.line, req.column)
+        spans = [placement.for_candidate(src.text, span, t) for t in req.tactics]  # bad ones refused first
         await candidates.compiled(ctx, session, begun + max(0.0, req.wait))
         if session.phase == "blocked":
             result = m.TryResult(
                 file=str(src.path), content_hash=src.hash, line=req.line, column=req.column, theorem=span.name,
                 replaced=src.text[span.start:span.end], before=[], candidates=[], server=note(lease),
             )
+            result.whole_proof = span.kind == "proof"
             result = candidates.blocked(session, result, req.tactics)
             result.time_s = round(ctx.clock() - started, 3)
             return result, src, span
@@ -107,6 +109,7 @@ async def _round(
         result = m.TryResult(
             file=str(src.path), content_hash=src.hash, line=req.line, column=req.column, theorem=span.name,
             replaced=src.text[span.start:span.end], before=before, candidates=tried, server=server,
+            whole_proof=span.kind == "proof",
         )
         try:
             count = len(req.tactics)
@@ -118,8 +121,8 @@ async def _round(
                     result.candidates.append(candidates.not_tried(tactic))
                     continue
                 try:
-                    result.candidates.append(
-                        await candidates.run(ctx, session, src.text, span, tactic, before, timeout))
+                    result.candidates.append(candidates.stated(src.text, spans[i], await candidates.run(
+                        ctx, session, src.text, spans[i], tactic, before, timeout)))
                 except candidates.Looped as looped:
                     result.candidates.append(looped.candidate)
                     raise looped.ran from None
@@ -148,10 +151,11 @@ def _check_request(ctx: Context, req: m.Try) -> None:
             f"{len(req.tactics)} were given: split them over several calls, most promising first."
         )
     for tactic in req.tactics:
-        if not tactic.strip() or len(tactic) > MAX_TACTIC_CHARS or "QED" in tactic.split():
+        whole = placement.is_declaration(tactic)  # a whole `Theorem … QED` (its shape: `for_candidate`)
+        if not tactic.strip() or len(tactic) > MAX_TACTIC_CHARS or ("QED" in tactic.split() and not whole):
             raise BadRequest(
                 f"a candidate must be a non-empty tactic of at most {MAX_TACTIC_CHARS} characters, "
-                f"inside the proof (no QED): {tactic[:80]!r}"
+                f"inside the proof (no QED), or a whole `Theorem name: … Proof … QED`: {tactic[:80]!r}"
             )
 
 
