@@ -24,6 +24,8 @@ def config(target: Target) -> None:
         ours = holsrv_settings.Settings.from_env()
     except holsrv_settings.ConfigError as err:
         raise click.ClickException(f"a daemon would not start: {err}") from None
+    for warning in ours.warnings:
+        click.echo(f"warning: {warning}")
     effective = ours.effective()
     click.echo("a daemon started now (flags aside) would use (config key = value  source, environment name):")
     for name, value, source in effective:
