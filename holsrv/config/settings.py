@@ -36,13 +36,14 @@ from holsrv.config.settingsources import ConfigError, config_path, env_names, ga
 from holsrv.errors import HolNotFound
 from holsrv.rpc import paths
 
-__all__ = ["CONSTANTS", "ConfigError", "FIXED", "OPERATOR", "USER", "Settings", "config_path", "env_names"]
+__all__ = ["CONSTANTS", "FIXED", "OPERATOR", "USER", "ConfigError", "Settings", "config_path", "env_names", "show"]
 
 # The settings a user sets (docs/settings.md's first table), and those an
 # operator sets (its second); every other field is a constant (CONSTANTS).
 USER = frozenset({
     "socket", "hol_bin", "extra_path", "holmake_bin",
-    "max_servers", "max_heap_mb", "memory_budget_mb", "soft_footprint_mb", "hard_footprint_pct",
+    "max_servers", "max_heap_mb", "memory_budget_mb", "start_footprint_mb", "soft_footprint_mb",
+    "hard_footprint_pct",
     "idle_timeout_s", "letgo_s", "try_timeout_s", "max_try_candidates", "prefetch_per_pass",
     "holmake_jobs", "holmake_timeout_s",
 })

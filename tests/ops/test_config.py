@@ -126,7 +126,8 @@ def test_holctl_config_shows_each_setting_where_it_comes_from_and_what_the_runni
     tmp_path, daemon
 ):
     file = write_config(tmp_path, "max_heap_mb = 1234\n")
-    env = {**_daemon_env(tmp_path), "HOLSRV_SOCKET": str(daemon.socket), "HOLSRV_LETGO_S": "0.7"}
+    env = {**_daemon_env(tmp_path), "HOLSRV_SOCKET": str(daemon.socket), "HOLSRV_LETGO_S": "0.7",
+           "HOLSRV_SYNC_DEBOUNCE_S": "1"}
     shown = holctl("config", env=env)
     assert shown.returncode == 0, shown.stderr
     out = shown.stdout
@@ -134,6 +135,9 @@ def test_holctl_config_shows_each_setting_where_it_comes_from_and_what_the_runni
     assert f"max_heap_mb            = 1234          config file {file}, HOLSRV_MAX_HEAP_MB" in out
     assert "letgo_s                = 0.7           environment HOLSRV_LETGO_S, HOLSRV_LETGO_S" in out
     assert "cache_entries          = 4096          default, HOLSRV_CACHE_ENTRIES" in out
+    assert ("warning: HOLSRV_SYNC_DEBOUNCE_S in the environment has no effect: sync_debounce_s is no longer a "
+            "setting but a constant, fixed at 0.05") in out
+    assert "sync_debounce_s        = 0.05          fixed, HOLSRV_SYNC_DEBOUNCE_S" in out
     # The test daemon was built with other values: each is named, with where the daemon got it.
     running = out.split(f"the running daemon (pid {os.getpid()}) differs in", 1)[1]
     assert "max_heap_mb            = 2048" in running and "quiet_s                = 0.3" in running
