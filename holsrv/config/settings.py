@@ -222,7 +222,7 @@ class Settings:
     def _source(self, f: dataclasses.Field) -> str:
         if f.name in self.sources:
             return self.sources[f.name]
-        default = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
+        default = f.default_factory() if callable(f.default_factory) else f.default
         if getattr(self, f.name) != default:
             return "set"
         return FIXED if f.name in CONSTANTS else "default"
