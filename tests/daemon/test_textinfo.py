@@ -12,7 +12,7 @@ import pytest
 from scanner_oracle import old_pool_names
 
 from holsrv.rpc import messages as m
-from holsrv.text import positions, script, stepping, textinfo
+from holsrv.text import positions, stepping, textinfo
 
 from conftest import GOOD_SCRIPT
 
@@ -46,7 +46,7 @@ def test_the_cache_forgets_the_least_recently_used_text_beyond_its_bound():
 
 def test_the_facts_are_those_the_script_functions_give():
     info = textinfo.TextCache().of(BIG)
-    blocks, cheats = script.scan(BIG)
+    blocks, cheats = stepping.run(textinfo.scan_steps(BIG))
     assert list(info.blocks) == blocks and list(info.cheats) == cheats
     assert [name for name, _ in info.named] == [name for name, _ in old_pool_names(BIG)]
     assert info.ancestors == ("arithmetic", "list")
@@ -79,7 +79,7 @@ async def test_a_large_text_is_computed_in_slices_with_the_loop_free_between_the
     info = await cache.prepare(BIG)
     other.cancel()
     assert ticks - before > 5  # the other task ran between the slices
-    assert list(info.blocks) == script.scan(BIG)[0] and cache.of(BIG) is info
+    assert list(info.blocks) == stepping.run(textinfo.scan_steps(BIG))[0] and cache.of(BIG) is info
 
 
 @pytest.mark.asyncio

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from holsrv.errors import FrameError, PositionOutOfRange
 from holsrv.rpc import framing
 from holsrv.rpc import messages as m
-from holsrv.text import masking, script, stepping
+from holsrv.text import masking, script, stepping, textinfo
 from holsrv.text.positions import Text, units
 from holsrv.verdict import tally
 from holsrv.verdict.filestate import FileState
@@ -267,7 +267,7 @@ def test_cheat_inside_comments_strings_or_quotations_is_never_reported(pieces):
         piece.replace("a", "cheat", 1) if kind not in ("code", "open") else piece for piece, kind in pieces
     )
     text = "Theorem t:\n  T\nProof\n  " + hidden.replace("\nQED", "\n QED") + "\nQED\n"
-    assert script.cheats(text) == [], text
+    assert list(textinfo.of(text).cheats) == [], text
 
 
 # -- the tally -----------------------------------------------------------------
