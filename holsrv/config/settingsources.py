@@ -22,8 +22,9 @@ from typing import Any
 
 ENV_PREFIX = "HOLSRV_"
 # Other environment names for a setting, after its own HOLSRV_ name: an old
-# name kept working after a rename, and the names the reference tool (the
-# in-process MCP server holmcp re-homes) reads, so its users' setups carry over.
+# name of what is now a constant (warned of as the constant is), and the names
+# the reference tool (the in-process MCP server holmcp re-homes) reads, so its
+# users' setups carry over.
 OTHER_NAMES = {
     "lookup_wait_s": ("HOLSRV_DIAGNOSTICS_WAIT_S",),
     "hol_bin": ("HOL_BIN",),
