@@ -202,8 +202,8 @@ class Settings:
                  **overrides) -> Settings:
         """Defaults, then the config file (`config_file`, default `config_path(environ)`),
         then environment variables (`HOLSRV_<FIELD>`, then the other names in
-        OTHER_NAMES), then non-None `overrides` (the daemon's flags); only the
-        USER and OPERATOR settings, a constant named is one of `warnings`.
+        OTHER_NAMES), then non-None `overrides` (the daemon's flags).  Only USER
+        and OPERATOR settings are read; each constant named is one of `warnings`.
 
         A bad config file or value raises `ConfigError`, saying where."""
         env = os.environ if environ is None else environ
@@ -277,7 +277,7 @@ class Settings:
 
 _NAMED = [f.name for f in dataclasses.fields(Settings) if f.name not in ("sources", "warnings")]
 CONSTANTS = frozenset(_NAMED) - USER - OPERATOR
-_TYPES = {name: f.type for f in dataclasses.fields(Settings) if (name := f.name) in _NAMED}
+_TYPES = {f.name: f.type for f in dataclasses.fields(Settings) if f.name in _NAMED}
 _BY_ENV_NAME = {name: setting for setting in _NAMED for name in env_names(setting)}
 # The constants' values: a constant has a plain default, never one sized from the machine.
 _FIXED_VALUES = {f.name: f.default for f in dataclasses.fields(Settings) if f.name in CONSTANTS}
