@@ -97,8 +97,6 @@ class Bench:
         env = dict(os.environ, HOL_BIN=self.hol, HOLSRV_MAX_SERVERS=str(self.args.reps + 1))
         if not self.args.real:
             env["FAKE_HOL_STARTUP_MS"] = str(self.args.startup_ms)
-        if self.args.quiet_s is not None:
-            env["HOLSRV_QUIET_S"] = str(self.args.quiet_s)
         read_fd, write_fd = os.pipe()
         began = time.perf_counter()
         with open(self.log, "ab") as log:
@@ -298,7 +296,6 @@ def write_json(bench: Bench, rows: dict, daemon_start_s: float) -> Path:
         "hol_command": bench.hol if bench.args.real else "tests/fake_hol/fake_hol_lsp.py",
         "fake_startup_ms": None if bench.args.real else bench.args.startup_ms,
         "reps": bench.args.reps,
-        "quiet_s": bench.args.quiet_s,
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
@@ -316,8 +313,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="the fake HOL's heap-load delay before it answers initialize (default 1500)")
     parser.add_argument("--real", action="store_true",
                         help="use the real HOL4 that HOL_BIN, HOLDIR or PATH names instead of the fake")
-    parser.add_argument("--quiet-s", type=float, default=None,
-                        help="the daemon's quiet period before a file counts as settled (default: the daemon's, 1.0)")
     args = parser.parse_args(argv)
     if args.reps < 1:
         parser.error("--reps must be at least 1")

@@ -91,6 +91,11 @@ def units(environ: Mapping[str, str] | None = None, stop_timeout_s: float = 10.0
         else:
             notes.append("no HOL_BIN, HOLDIR or `hol` on PATH: set HOL_BIN (or HOLDIR) and run install-service "
                          "again, or set hol_bin in the config file")
+    from holsrv.config.settings import CONSTANTS, env_names
+
+    for name in sorted({name for constant in CONSTANTS for name in env_names(constant)} & passed.keys()):
+        del passed[name]  # the daemon would only warn at each start that it is fixed
+        notes.append(f"{name} left out: it is no longer a setting but a constant (docs/settings.md)")
     for name, value in list(passed.items()):
         if "\n" in value or "\0" in value:
             del passed[name]

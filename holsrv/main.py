@@ -66,6 +66,8 @@ def main(
     except ConfigError as err:
         logging.getLogger(__name__).error("not starting: %s", err)
         raise BadConfig(f"not starting: {err}") from None
+    for warning in settings.warnings:  # a constant named where a setting once was: it starts, and says so
+        logging.getLogger(__name__).warning("%s", warning)
     if detach and "idle_exit_s" not in settings.sources:
         settings = dataclasses.replace(settings, idle_exit_s=ON_DEMAND_IDLE_EXIT_S, sources={
             **settings.sources, "idle_exit_s": "default for a daemon started on demand"})

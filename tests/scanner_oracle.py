@@ -10,6 +10,7 @@ import bisect
 import re
 
 from holsrv.text import script
+from holsrv.text.cheats import Cheat
 
 _QUOTES = (("``", "``"), ("`", "`"), ("‘", "’"), ("“", "”"))
 _WORD = re.compile(r"(?<![A-Za-z0-9_'.])(?:cheat|CHEAT_TAC|mk_thm)(?![A-Za-z0-9_'])")
@@ -116,7 +117,7 @@ def old_pool_names(text):
     return named
 
 
-def old_cheats(text: str) -> list[script.Cheat]:
+def old_cheats(text: str) -> list[Cheat]:
     code = old_blank(text)
     blocks = old_proof_blocks(text)
     terms = [(b.start, b.body_start) for b in blocks] + _old_term_regions(code)
@@ -126,7 +127,7 @@ def old_cheats(text: str) -> list[script.Cheat]:
         if any(start <= at < end for start, end in terms):
             continue
         owner = next((b.name for b in blocks if b.start <= at < b.end), "")
-        found.append(script.Cheat(owner, at))
+        found.append(Cheat(owner, at))
     return found
 
 

@@ -24,10 +24,13 @@ def config(target: Target) -> None:
         ours = holsrv_settings.Settings.from_env()
     except holsrv_settings.ConfigError as err:
         raise click.ClickException(f"a daemon would not start: {err}") from None
+    for warning in ours.warnings:
+        click.echo(f"warning: {warning}")
     effective = ours.effective()
     click.echo("a daemon started now (flags aside) would use (config key = value  source, environment name):")
-    for name, value, source in effective:
-        click.echo(_setting_line(name, value, f"{source}, {name}"))
+    for name, value, source in effective:  # a constant has no environment name to offer
+        click.echo(_setting_line(name, value, "fixed: a constant" if source == holsrv_settings.FIXED
+                                 else f"{source}, {name}"))
     try:
         with client.connect(target.socket, name="holctl", autostart=False) as conn:
             status = conn.call(messages.Status())

@@ -33,6 +33,9 @@ def settings(environ: Mapping[str, str]) -> tuple[Check, Settings]:
                      "fix it; `holctl config` shows every setting and where it comes from"), Settings()
     file = config_path(environ)
     where = f"config file {file}" if file is not None and file.is_file() else "no config file"
+    if found.warnings:
+        return Check("settings", Status.WARN, True, f"a daemon would start with them ({where}), but "
+                     + "; ".join(found.warnings) + ".", "remove what names a constant"), found
     return Check("settings", Status.OK, True,
                  f"a daemon would start with them ({where}; `holctl config` lists them)."), found
 

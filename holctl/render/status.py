@@ -89,14 +89,18 @@ def _jobs(jobs: list[JobRow]) -> list[str]:
     return [f"jobs: {len(jobs)}", *_table([("JOB", "OP", "STATE", "AGE", "FILE"), *rows])]
 
 
+# The sources of a value nobody chose: a setting's default, a constant's
+# (holsrv.config.settings.FIXED).
+_UNCHOSEN = ("default", "fixed")
+
+
 def _settings(settings: list[SettingSource]) -> list[str]:
-    """The daemon's settings: one line each for those set somewhere, one line for the defaults."""
-    chosen = [f"  {s.name}={s.value}  ({s.source})" for s in settings if s.source != "default"]
-    defaults = [f"{s.name}={s.value}" for s in settings if s.source == "default"]
-    lines = ["settings:", *chosen] if settings else []
-    if defaults:
-        lines.append("  defaults: " + ", ".join(defaults))
-    return lines
+    """The daemon's settings that differ from their defaults, one line each with
+    where its value came from; `holctl config` lists every one."""
+    chosen = [f"  {s.name}={s.value}  ({s.source})" for s in settings if s.source not in _UNCHOSEN]
+    if not chosen:
+        return ["settings: all at their defaults (`holctl config` lists them)"] if settings else []
+    return ["settings not at their default (`holctl config` lists every one):", *chosen]
 
 
 def _session_row(s: SessionStatus) -> tuple[str, ...]:

@@ -5,6 +5,22 @@ else the config file (`$XDG_CONFIG_HOME/holsrv/config.toml`, keys named as
 the fields), else defaults sized from the machine (`settingsources` reads
 them).  Nothing else in the daemon reads the environment, so tests build a
 `Settings` and pass it in.
+
+Only the fields in USER and OPERATOR are settings someone sets; the rest
+are constants, read from nowhere.  A user setting is one a person using
+holctl, holmcp or an editor has a reason to choose for their machine or
+their HOL: where HOL is, how much memory and how many servers, how long a
+warm server is kept, how patient a trial or a runaway check is, how far
+Holmake runs in parallel, whether goal states are asked ahead.  An operator
+setting bounds the daemon for whoever runs it (as a service, or for several
+clients): connections, frame bytes, jobs, the answer cache, when it exits
+and how long it may take to stop.  A constant is a choice the code's
+correctness or its tests depend on (quiet periods, ratios, internal waits,
+protocol deadlines, encodings offered to HOL): tuning one is a change to
+the code, so it is not offered as a knob, and a test that needs another
+value passes it to the constructor.  Each constant was a setting once, so
+naming one in the config file or the environment is a warning that it is
+now fixed, never a refusal to start (`settingsources.gather`).
 """
 
 from __future__ import annotations
@@ -20,7 +36,25 @@ from holsrv.config.settingsources import ConfigError, config_path, env_names, ga
 from holsrv.errors import HolNotFound
 from holsrv.rpc import paths
 
-__all__ = ["ConfigError", "Settings", "config_path", "env_names"]
+__all__ = ["CONSTANTS", "FIXED", "OPERATOR", "USER", "ConfigError", "Settings", "config_path", "env_names", "show"]
+
+# The settings a user sets (docs/settings.md's first table), and those an
+# operator sets (its second); every other field is a constant (CONSTANTS).
+USER = frozenset({
+    "socket", "hol_bin", "extra_path", "holmake_bin",
+    "max_servers", "max_heap_mb", "memory_budget_mb", "start_footprint_mb", "soft_footprint_mb",
+    "hard_footprint_pct",
+    "idle_timeout_s", "letgo_s", "try_timeout_s", "max_try_candidates", "prefetch_per_pass",
+    "holmake_jobs", "holmake_timeout_s",
+    "verify_oracles", "verify_axioms",  # what counts as proved is the user's to say
+})
+OPERATOR = frozenset({
+    "max_connections", "max_idle_per_peer", "frame_budget_mb", "cache_entries",
+    "max_jobs", "job_keep_s", "idle_exit_s", "stop_timeout_s",
+})
+# The source a constant shows where settings are listed (`effective`), and
+# where a client was given one (`differences`).
+FIXED = "fixed"
 
 
 def _total_memory_mb() -> int:
@@ -165,29 +199,45 @@ class Settings:
     # Where each value not from a default came from ("environment HOLSRV_X",
     # "flag --x"); filled by `from_env`.
     sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False, repr=False)
+    # What `from_env` found that has no effect (a constant named), one sentence each.
+    warnings: tuple[str, ...] = field(default=(), compare=False, hash=False, repr=False)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, *, config_file: Path | None = None,
                  **overrides) -> Settings:
         """Defaults, then the config file (`config_file`, default `config_path(environ)`),
         then environment variables (`HOLSRV_<FIELD>`, then the other names in
-        OTHER_NAMES), then non-None `overrides` (the daemon's flags).
+        OTHER_NAMES), then non-None `overrides` (the daemon's flags).  Only USER
+        and OPERATOR settings are read; each constant named is one of `warnings`.
 
         A bad config file or value raises `ConfigError`, saying where."""
         env = os.environ if environ is None else environ
-        values, sources = gather(_TYPES, env, config_file or config_path(env), overrides)
-        return cls(**values, sources=sources)
+        read = {name: _TYPES[name] for name in USER | OPERATOR}
+        values, sources, warnings = gather(read, env, config_file or config_path(env), overrides, _FIXED_VALUES)
+        return cls(**values, sources=sources, warnings=tuple(warnings))
 
     def effective(self) -> list[tuple[str, str, str]]:
-        """(environment name, value, where it came from) for every setting, for status."""
-        return [
-            (env_names(f.name)[0], show(getattr(self, f.name)), self.sources.get(f.name, "default"))
-            for f in dataclasses.fields(self) if f.name != "sources"
-        ]
+        """(environment name, value, where it came from) for every setting and
+        constant, for status and `holctl config`: a constant's source is FIXED
+        at its value, else "set" (by whoever built this object, as tests do);
+        a setting's is "default" only at its default."""
+        return [(env_names(f.name)[0], show(getattr(self, f.name)), self._source(f))
+                for f in dataclasses.fields(self) if f.name in _NAMED]
+
+    def _source(self, f: dataclasses.Field) -> str:
+        if f.name in self.sources:
+            return self.sources[f.name]
+        default = f.default_factory() if callable(f.default_factory) else f.default
+        if getattr(self, f.name) != default:
+            return "set"
+        return FIXED if f.name in CONSTANTS else "default"
 
     def differences(self, given: Mapping[str, str]) -> list[tuple[str, str, str, str]]:
         """The settings a client was given (environment names and values) that this
-        daemon does not have: (name given, value given, the daemon's value, its source)."""
+        daemon does not have: (name given, value given, the daemon's value, its source).
+
+        A constant given another value than this daemon's has FIXED for its
+        source: no daemon reads it, so restarting one would not apply it."""
         found = []
         for name, raw in given.items():
             setting = _BY_ENV_NAME.get(name)
@@ -202,7 +252,8 @@ class Settings:
                 ours = self._resolved_hol()
                 wanted = os.path.realpath(str(wanted))
             if wanted != ours:
-                found.append((name, raw, show(ours), self.sources.get(setting, "default")))
+                source = FIXED if setting in CONSTANTS else self.sources.get(setting, "default")
+                found.append((name, raw, show(ours), source))
         return found
 
     def budget_source(self) -> str:
@@ -229,5 +280,9 @@ class Settings:
         return executables.holmake_command(self.holmake_bin, self.hol_bin, self.extra_path, environ)
 
 
-_TYPES = {f.name: f.type for f in dataclasses.fields(Settings)}
-_BY_ENV_NAME = {name: f.name for f in dataclasses.fields(Settings) if f.name != "sources" for name in env_names(f.name)}
+_NAMED = [f.name for f in dataclasses.fields(Settings) if f.name not in ("sources", "warnings")]
+CONSTANTS = frozenset(_NAMED) - USER - OPERATOR
+_TYPES = {f.name: f.type for f in dataclasses.fields(Settings) if f.name in _NAMED}
+_BY_ENV_NAME = {name: setting for setting in _NAMED for name in env_names(setting)}
+# The constants' values: a constant has a plain default, never one sized from the machine.
+_FIXED_VALUES = {f.name: f.default for f in dataclasses.fields(Settings) if f.name in CONSTANTS}

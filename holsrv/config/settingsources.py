@@ -3,7 +3,10 @@ and the config file (`$XDG_CONFIG_HOME/holsrv/config.toml`), each read and
 checked against the setting's type.
 
 Knows the settings only as a table of names to type names (`Types`), so it
-sits below `settings`, which owns the table.
+sits below `settings`, which owns the table.  Only the settings a user or an
+operator sets are read; a constant (`fixed`: its name and value) named in the
+config file or the environment is a warning, not an error: each was a setting
+once, and a config file that names one must keep the daemon starting.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ ENV_PREFIX = "HOLSRV_"
 # Settings that are lists, given in the environment separated by commas.
 _COMMA_LISTS = ("position_encodings", "verify_oracles", "verify_axioms")
 # Other environment names for a setting, after its own HOLSRV_ name: an old
-# name kept working after a rename, and the names the reference tool (the
-# in-process MCP server holmcp re-homes) reads, so its users' setups carry over.
+# name of what is now a constant (warned of as the constant is), and the names
+# the reference tool (the in-process MCP server holmcp re-homes) reads, so its
+# users' setups carry over.
 OTHER_NAMES = {
     "lookup_wait_s": ("HOLSRV_DIAGNOSTICS_WAIT_S",),
     "hol_bin": ("HOL_BIN",),
@@ -48,23 +52,37 @@ def env_names(setting: str) -> tuple[str, ...]:
 
 
 def gather(types: Types, env: Mapping[str, str], config_file: Path | None,
-           overrides: Mapping[str, object]) -> tuple[dict[str, Any], dict[str, str]]:
-    """(values, where each came from): the config file, then the environment, then non-None `overrides`.
+           overrides: Mapping[str, object], fixed: Mapping[str, object] | None = None,
+           ) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+    """(values, where each came from, warnings): the config file, then the
+    environment, then non-None `overrides`; `types` are the settings read, and
+    a constant of `fixed` named in the file or the environment is a warning.
 
     A bad config file or value raises `ConfigError`, saying where."""
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
+    warnings: list[str] = []
+    fixed = fixed or {}
     if config_file is not None and config_file.is_file():
-        for name, value in read_config(config_file, types).items():
+        found, warnings = read_config(config_file, types, fixed)
+        for name, value in found.items():
             values[name], sources[name] = value, f"config file {config_file}"
     for setting in types:
-        found = _from_env(types, setting, env)
-        if found is not None:
-            values[setting], sources[setting] = found
+        got = _from_env(types, setting, env)
+        if got is not None:
+            values[setting], sources[setting] = got
+    warnings += [fixed_warning(name, setting, fixed[setting], "the environment")
+                 for setting in fixed for name in env_names(setting) if env.get(name)]
     for name, value in overrides.items():
         if value is not None:
             values[name], sources[name] = value, f"flag {_FLAGS.get(name, '--' + name.replace('_', '-'))}"
-    return values, sources
+    return values, sources, warnings
+
+
+def fixed_warning(name: str, setting: str, value: object, where: str) -> str:
+    """Why a constant named in `where` has no effect, and what to do."""
+    return (f"{name} in {where} has no effect: {setting} is no longer a setting but a constant, fixed at "
+            f"{show(value)} (docs/settings.md lists the constants); remove it")
 
 
 def _from_env(types: Types, setting: str, env: Mapping[str, str]) -> tuple[Any, str] | None:
@@ -113,9 +131,10 @@ def config_path(environ: Mapping[str, str] | None = None) -> Path | None:
     return Path(base) / "holsrv" / CONFIG_NAME if base else None
 
 
-def read_config(path: Path, types: Types) -> dict:
-    """The settings `path` sets, checked: an unknown key or a bad value raises
-    `ConfigError` naming the key, the file and its line."""
+def read_config(path: Path, types: Types, fixed: Mapping[str, object]) -> tuple[dict, list[str]]:
+    """The settings `path` sets, checked, and a warning for each constant of
+    `fixed` it names (its value is not looked at): an unknown key or a bad
+    value raises `ConfigError` naming the key, the file and its line."""
     try:
         text = path.read_text(encoding="utf-8")
         table = tomllib.loads(text)
@@ -123,11 +142,14 @@ def read_config(path: Path, types: Types) -> dict:
         raise ConfigError(f"cannot read the config file {path}: {err}") from None
     except tomllib.TOMLDecodeError as err:  # its message names the line and column
         raise ConfigError(f"{path} is not valid TOML: {err}; fix it or move it away") from None
-    values = {}
+    values, warnings = {}, []
     for key, raw in table.items():
         where = f"{path}, line {_key_line(text, key)}"
-        if key not in types or key == "sources":
-            known = [f for f in types if f != "sources"]
+        if key in fixed:
+            warnings.append(fixed_warning(repr(key), key, fixed[key], where))
+            continue
+        if key not in types:
+            known = list(types)
             close = difflib.get_close_matches(key, known, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise ConfigError(f"unknown setting {key!r} in {where}; {hint}the settings are: {', '.join(known)}")
@@ -135,7 +157,7 @@ def read_config(path: Path, types: Types) -> dict:
             values[key] = _from_toml(types, key, raw)
         except ValueError as err:
             raise ConfigError(f"bad value for {key!r} in {where}: {err}") from None
-    return values
+    return values, warnings
 
 
 def _key_line(text: str, key: str) -> int | str:

@@ -82,14 +82,10 @@ def resolve(file: str) -> Path:
     return Path(real)
 
 
-def read(file: str) -> Script:
-    """Read and decode `file`; raise a coded error saying what to do otherwise."""
-    return stepping.run(read_steps(file))
-
-
 def read_steps(file: str, known: Script | None = None) -> stepping.Steps[Script]:
-    """`read` in steps: decoding and hashing a 4 MB script takes some 20 ms.
-    If the bytes are `known`'s, `known` itself (nothing decoded or hashed)."""
+    """Read and decode `file`, in steps (decoding and hashing a 4 MB script takes
+    some 20 ms); raise a coded error saying what to do otherwise.  If the bytes
+    are `known`'s, `known` itself (nothing decoded or hashed)."""
     path, data = _read_bytes(file)
     if known is not None and known.path == path and known.data == data:
         return known

@@ -358,7 +358,7 @@ class Pool:
         held = self.memory_held_mb()
         for victim in victims:
             self._evict(victim, f"to free memory: the servers used {held:.0f} MB, past {pct}% of the "
-                        f"memory budget of {budget} MB (HOLSRV_MEMORY_PRESSURE_PCT)")
+                        f"memory budget of {budget} MB (the constant memory_pressure_pct)")
 
     def shed_bloat(self, session: Session, by_trial: bool = False) -> tuple[bool, str]:
         """See `Admission.shed_bloat`: for a trial that may have bloated `session`."""

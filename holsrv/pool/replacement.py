@@ -206,7 +206,7 @@ class Replacer:
     def _no_room(self, old: Session) -> str:
         """Why a second server for `old`'s file cannot run beside it ("" if it can)."""
         if self.pool.settings.replace_timeout_s <= 0:
-            return "no room: background replacement is off (HOLSRV_REPLACE_TIMEOUT_S=0)"
+            return "no room: background replacement is off (replace_timeout_s=0)"
         if self.pool.closing:
             return "no room: the daemon is shutting down"
         return self.pool.make_room_beside(old)
@@ -255,7 +255,7 @@ class Replacer:
                 await asyncio.shield(rep.new.start_task)  # raises if the start failed
                 await catch_up(rep, timeout, self.pool.texts)
         except TimeoutError:
-            await self._give_up(rep, f"it had not caught up after {timeout:.0f}s (HOLSRV_REPLACE_TIMEOUT_S)")
+            await self._give_up(rep, f"it had not caught up after {timeout:.0f}s (the constant replace_timeout_s)")
         except (HolsrvError, OSError, CannotTakeOver) as err:
             await self._give_up(rep, str(err))
         except Exception:  # the top of a task: log it, leave the old server answering

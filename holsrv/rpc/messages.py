@@ -488,7 +488,8 @@ class SettingSource(Struct):
     name: str
     value: str
     # "default", "environment HOLSRV_X" (or the reference tool's name),
-    # "flag --x", "config FILE".
+    # "flag --x", "config FILE"; for a constant "fixed" (at its value) or
+    # "set" (another, given by whoever built the daemon's settings, as tests do).
     source: str
 
 

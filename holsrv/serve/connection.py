@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 
 from holsrv import __version__
 from holsrv.answers.common import Report
-from holsrv.config.settings import Settings
+from holsrv.config.settings import FIXED, Settings
 from holsrv.errors import DaemonStopping, FrameError, HolsrvError, ProtocolMismatch
 from holsrv.rpc import framing
 from holsrv.rpc import messages as m
@@ -155,6 +155,10 @@ class Connection:
     def _differences(self, given: dict[str, str]) -> list[str]:
         """One sentence per setting a client was given that this daemon does not have."""
         return [
+            f"{name}={raw} was given to this client, but it is no longer a setting: every daemon uses the "
+            f"constant {ours} (docs/settings.md lists the constants), so the client's value has no effect; "
+            "remove it from the client's environment."
+            if source == FIXED else
             f"{name}={raw} was given to this client, but the running daemon (pid {os.getpid()}) uses "
             f"{ours or '(none)'} ({source}), so the client's value has no effect. To apply it, restart the "
             "daemon: `holctl shutdown` (the next call starts one from the client's environment), or set it "

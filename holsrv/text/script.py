@@ -1,5 +1,5 @@
-"""What callers ask of a HOL script's text: its proof blocks, their pool
-names, its cheats, positions in it, and where an edit of it runs.
+"""What callers ask of a HOL script's text: its proof blocks and where an
+edit of it runs (its pool names, cheats and positions are `textinfo.of`'s).
 
 The HOL server is the authority on compiling; the daemon only needs the
 block structure (where each `Theorem … Proof … QED` lies, for edits that run
@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from holsrv.text import editspan, textinfo
-from holsrv.text.cheats import Cheat
 from holsrv.text.positions import LineIndex  # noqa: F401  # re-exported: callers use script.LineIndex
 from holsrv.text.scanner import ProofBlock
 from holsrv.text.stepping import CHARS_PER_STEP, Steps, run
@@ -25,35 +24,6 @@ from holsrv.text.stepping import CHARS_PER_STEP, Steps, run
 def proof_blocks(text: str) -> list[ProofBlock]:
     """Every proof block in `text`, in order."""
     return list(textinfo.of(text).blocks)
-
-
-def pool_names(text: str) -> list[tuple[str, ProofBlock]]:
-    """Each proof block with the name HOL's proof pool gives it (docs/protocol.md#proof-names).
-
-    A rebound theorem is `foo#2`, `foo#3`, …; a Resume block keeps `thm[label]`.
-    """
-    return list(textinfo.of(text).named)
-
-
-def cheats(text: str) -> list[Cheat]:
-    """Every use of `cheat` (or CHEAT_TAC, mk_thm) in tactic or SML code, with its theorem.
-
-    Comments, strings and HOL terms are skipped: a theorem's statement, a
-    definition's body and the Theory line are terms or names, where `cheat`
-    is only an identifier.
-    """
-    return list(textinfo.of(text).cheats)
-
-
-def scan(text: str) -> tuple[list[ProofBlock], list[Cheat]]:
-    """The proof blocks and cheats of `text`, computed afresh (callers want the
-    cached `proof_blocks` and `cheats`)."""
-    return run(textinfo.scan_steps(text))
-
-
-def line_col(text: str, offset: int) -> tuple[int, int]:
-    """1-based line and column (in characters) of a character offset."""
-    return textinfo.of(text).index.line_col(offset)
 
 
 def edit_span(old: str, new: str) -> tuple[int, int, int]:

@@ -122,10 +122,6 @@ class TextInfo:
                     self._cheat_lines.setdefault(name, at)
             yield
 
-    def local_of(self, name: str) -> tuple[int, int, tuple[str, ...]] | None:
-        """The `local … end` block holding theorem `name`, if any (see `locals`)."""
-        return next((span for span in self.locals if name in span[2]), None)
-
     @property
     def named(self) -> Iterator[tuple[str, ProofBlock]]:
         """Each block with its pool name.  Made when asked: 30,000 pairs kept
@@ -217,12 +213,6 @@ class TextInfo:
             block = self.blocks[i]  # a proof body starts outside any comment or string
             words.update(_WORD.findall(masking.blank_comments_and_strings(self.text[block.body_start:block.body_end])))
         return frozenset(words)
-
-    def mentions(self, name: str) -> bool:
-        """Whether identifier `name` appears in the text's code (not only in comments)."""
-        # A block's name is such a word, and almost every name asked about is
-        # one: the word set is built only for the others.
-        return name in self.block_names or name in stepping.run(self.words_steps())
 
 
 class TextCache(memo.Memo[TextInfo]):

@@ -26,11 +26,6 @@ def probably_looping(file: FileState, entry: ProofEntry, now: float, settings: S
     return file.checking_for(entry, now) > looping_threshold(file, settings)
 
 
-def far_slower(file: FileState, entry: ProofEntry, now: float, settings: Settings) -> bool:
-    """Checking far longer than every proof of the file that has finished."""
-    return file.checking_for(entry, now) > slow_threshold(file, settings)
-
-
 def suspicious(file: FileState, entry: ProofEntry, now: float, settings: Settings) -> bool:
     """Far slower than the rest, or probably looping: waiting on it is unlikely to pay."""
     return file.checking_for(entry, now) > min(slow_threshold(file, settings), looping_threshold(file, settings))

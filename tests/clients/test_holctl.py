@@ -277,6 +277,17 @@ def test_status_lists_the_server_a_call_started(daemon, write_script):
     assert "1/2 proved, 1 failed" in row
 
 
+def test_status_prints_the_settings_away_from_their_defaults_and_not_the_rest(daemon):
+    result = ask(daemon, "status")
+    assert result.exit_code == 0, result.stderr
+    out = result.stdout.splitlines()
+    at = out.index("settings not at their default (`holctl config` lists every one):")
+    assert f"  HOLSRV_MAX_HEAP_MB={daemon.settings.max_heap_mb}  (set)" in out[at:]
+    assert f"  HOLSRV_QUIET_S={daemon.settings.quiet_s}  (set)" in out[at:]
+    # Left at their defaults in the test daemon: a user's setting, an operator's, a constant.
+    assert not any(name in result.stdout for name in ("HOLSRV_LETGO_S", "HOLSRV_MAX_JOBS", "HOLSRV_SPILL_WAIT_S"))
+
+
 def test_a_socket_directory_that_cannot_be_made_is_daemon_unreachable(tmp_path: Path):
     blocker = tmp_path / "file"
     blocker.write_text("")

@@ -12,7 +12,7 @@ import pytest
 from scanner_oracle import old_pool_names
 
 from holsrv.rpc import messages as m
-from holsrv.text import positions, script, stepping, textinfo
+from holsrv.text import positions, stepping, textinfo
 
 from conftest import GOOD_SCRIPT
 
@@ -46,7 +46,7 @@ def test_the_cache_forgets_the_least_recently_used_text_beyond_its_bound():
 
 def test_the_facts_are_those_the_script_functions_give():
     info = textinfo.TextCache().of(BIG)
-    blocks, cheats = script.scan(BIG)
+    blocks, cheats = stepping.run(textinfo.scan_steps(BIG))
     assert list(info.blocks) == blocks and list(info.cheats) == cheats
     assert [name for name, _ in info.named] == [name for name, _ in old_pool_names(BIG)]
     assert info.ancestors == ("arithmetic", "list")
@@ -57,8 +57,9 @@ def test_the_facts_are_those_the_script_functions_give():
 
 def test_a_name_only_in_a_comment_is_not_mentioned():
     info = textinfo.TextCache().of(GOOD_SCRIPT + "(* gone_thm was here *)\nval kept_thm = 1;\n")
-    assert info.mentions("add0") and info.mentions("kept_thm")
-    assert not info.mentions("gone_thm")
+    words = stepping.run(info.words_steps())
+    assert "add0" in info.block_names and "kept_thm" in words
+    assert "gone_thm" not in words and "gone_thm" not in info.block_names
 
 
 @pytest.mark.asyncio
@@ -78,7 +79,7 @@ async def test_a_large_text_is_computed_in_slices_with_the_loop_free_between_the
     info = await cache.prepare(BIG)
     other.cancel()
     assert ticks - before > 5  # the other task ran between the slices
-    assert list(info.blocks) == script.scan(BIG)[0] and cache.of(BIG) is info
+    assert list(info.blocks) == stepping.run(textinfo.scan_steps(BIG))[0] and cache.of(BIG) is info
 
 
 @pytest.mark.asyncio
@@ -197,8 +198,9 @@ def test_a_lines_owner_and_a_proofs_first_cheat_are_what_a_walk_over_the_blocks_
 
 def test_the_word_set_is_built_in_steps_and_only_when_a_name_is_not_a_theorems():
     info = textinfo.TextCache().of(_ODD)
-    assert info.mentions("b") and info._words is None
-    assert info.mentions("conj_tac") and not info.mentions("cheat_in_comment")
+    assert "b" in info.block_names and info._words is None
+    words = stepping.run(info.words_steps())
+    assert "conj_tac" in words and "cheat_in_comment" not in words
     assert info._words is not None
 
 
@@ -210,4 +212,3 @@ def test_theorems_inside_a_column_0_local_block_are_known_with_the_block_lines()
     info = textinfo.TextInfo
     facts = stepping.run(info.steps(text))
     assert facts.locals == ((3, 15, ("a", "b")),)
-    assert facts.local_of("b") == (3, 15, ("a", "b")) and facts.local_of("c") is None

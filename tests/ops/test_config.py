@@ -23,15 +23,15 @@ def write_config(home: Path, text: str) -> Path:
 
 
 def test_the_config_file_is_under_the_environment_which_is_under_the_flags(tmp_path):
-    text = 'max_servers = 3\nquiet_s = 2\nmax_heap_mb = 100\nextra_path = ["/srv/a", "/srv/b"]\n'
+    text = 'max_servers = 3\nletgo_s = 2\nmax_heap_mb = 100\nextra_path = ["/srv/a", "/srv/b"]\n'
     file = write_config(tmp_path, text)
-    env = {"XDG_CONFIG_HOME": str(tmp_path), "HOLSRV_QUIET_S": "5", "HOLSRV_MAX_HEAP_MB": "200"}
+    env = {"XDG_CONFIG_HOME": str(tmp_path), "HOLSRV_LETGO_S": "5", "HOLSRV_MAX_HEAP_MB": "200"}
     settings = Settings.from_env(env, max_heap_mb=300)
-    assert (settings.max_servers, settings.quiet_s, settings.max_heap_mb) == (3, 5.0, 300)
+    assert (settings.max_servers, settings.letgo_s, settings.max_heap_mb) == (3, 5.0, 300)
     assert settings.extra_path == ("/srv/a", "/srv/b")
     shown = {name: (value, source) for name, value, source in settings.effective()}
     assert shown["HOLSRV_MAX_SERVERS"] == ("3", f"config file {file}")
-    assert shown["HOLSRV_QUIET_S"] == ("5.0", "environment HOLSRV_QUIET_S")
+    assert shown["HOLSRV_LETGO_S"] == ("5.0", "environment HOLSRV_LETGO_S")
     assert shown["HOLSRV_MAX_HEAP_MB"] == ("300", "flag --max-heap-mb")
     assert shown["HOLSRV_CACHE_ENTRIES"] == ("4096", "default")
 
@@ -58,9 +58,9 @@ def test_a_table_is_an_unknown_key_at_its_header_line(tmp_path):
 @pytest.mark.parametrize(("line", "expected"), [
     ('max_servers = "four"', "expected an integer, got 'four'"),
     ("max_servers = 2.5", "expected an integer, got 2.5"),
-    ("quiet_s = true", "expected a number, got True"),
-    ("quiet_s = -1", "expected a finite number of 0 or more, got -1"),
-    ("quiet_s = nan", "expected a finite number of 0 or more, got nan"),
+    ("letgo_s = true", "expected a number, got True"),
+    ("letgo_s = -1", "expected a finite number of 0 or more, got -1"),
+    ("letgo_s = nan", "expected a finite number of 0 or more, got nan"),
     ("hol_bin = 7", "expected a non-empty string, got 7"),
     ("extra_path = [1, 2]", "expected a list of strings, got [1, 2]"),
 ])
@@ -76,6 +76,25 @@ def test_a_file_that_is_not_toml_says_where(tmp_path):
     file = write_config(tmp_path, "max_servers = 2\nquiet_s = = 1\n")
     with pytest.raises(ConfigError, match=rf"{file} is not valid TOML: .*line 2"):
         Settings.from_env({"XDG_CONFIG_HOME": str(tmp_path)})
+
+
+def test_a_constant_in_the_environment_or_the_config_file_is_a_warning_that_it_is_fixed_not_a_refusal(tmp_path):
+    file = write_config(tmp_path, "max_servers = 2\n\nquiet_s = 5\n")
+    env = {"XDG_CONFIG_HOME": str(tmp_path), "HOLSRV_REQUEST_TIMEOUT_S": "600", "HOLSRV_DIAGNOSTICS_WAIT_S": "7"}
+    settings = Settings.from_env(env)
+    assert (settings.max_servers, settings.quiet_s, settings.request_timeout_s, settings.lookup_wait_s) == (
+        2, 1.0, 60.0, 25.0)
+    assert list(settings.warnings) == [
+        f"'quiet_s' in {file}, line 3 has no effect: quiet_s is no longer a setting but a constant, fixed at 1.0 "
+        "(docs/settings.md lists the constants); remove it",
+        "HOLSRV_DIAGNOSTICS_WAIT_S in the environment has no effect: "
+        "lookup_wait_s is no longer a setting but a constant, fixed at 25.0 (docs/settings.md lists the "
+        "constants); remove it",
+        "HOLSRV_REQUEST_TIMEOUT_S in the environment has no effect: request_timeout_s is no longer a setting but "
+        "a constant, fixed at 60.0 (docs/settings.md lists the constants); remove it",
+    ]
+    shown = {name: (value, source) for name, value, source in settings.effective()}
+    assert shown["HOLSRV_QUIET_S"] == ("1.0", "fixed") and shown["HOLSRV_MAX_SERVERS"][1] == f"config file {file}"
 
 
 def test_a_bad_environment_value_names_the_variable():
@@ -107,14 +126,18 @@ def test_holctl_config_shows_each_setting_where_it_comes_from_and_what_the_runni
     tmp_path, daemon
 ):
     file = write_config(tmp_path, "max_heap_mb = 1234\n")
-    env = {**_daemon_env(tmp_path), "HOLSRV_SOCKET": str(daemon.socket), "HOLSRV_QUIET_S": "0.7"}
+    env = {**_daemon_env(tmp_path), "HOLSRV_SOCKET": str(daemon.socket), "HOLSRV_LETGO_S": "0.7",
+           "HOLSRV_SYNC_DEBOUNCE_S": "1"}
     shown = holctl("config", env=env)
     assert shown.returncode == 0, shown.stderr
     out = shown.stdout
     assert f"config file: {file} (found)" in out
     assert f"max_heap_mb            = 1234          config file {file}, HOLSRV_MAX_HEAP_MB" in out
-    assert "quiet_s                = 0.7           environment HOLSRV_QUIET_S, HOLSRV_QUIET_S" in out
+    assert "letgo_s                = 0.7           environment HOLSRV_LETGO_S, HOLSRV_LETGO_S" in out
     assert "cache_entries          = 4096          default, HOLSRV_CACHE_ENTRIES" in out
+    assert ("warning: HOLSRV_SYNC_DEBOUNCE_S in the environment has no effect: sync_debounce_s is no longer a "
+            "setting but a constant, fixed at 0.05") in out
+    assert "sync_debounce_s        = 0.05          fixed: a constant\n" in out
     # The test daemon was built with other values: each is named, with where the daemon got it.
     running = out.split(f"the running daemon (pid {os.getpid()}) differs in", 1)[1]
     assert "max_heap_mb            = 2048" in running and "quiet_s                = 0.3" in running
@@ -129,9 +152,9 @@ def test_holctl_config_says_a_daemon_would_not_start_with_a_bad_file(tmp_path, s
 
 
 def test_a_client_that_starts_a_daemon_with_a_bad_config_file_is_told_why_it_would_not_start(tmp_path, short_tmp):
-    file = write_config(tmp_path, "max_servers = 2\n\nquiet_s = \"soon\"\n")
+    file = write_config(tmp_path, "max_servers = 2\n\nletgo_s = \"soon\"\n")
     env = {**_daemon_env(tmp_path), "HOLSRV_SOCKET": str(short_tmp / "bad.sock")}
     shown = holctl("status", env=env)
     assert shown.returncode == 5
     assert shown.stderr.startswith("holctl: daemon_unreachable: could not start the holsrv daemon: not starting: "
-                                   f"bad value for 'quiet_s' in {file}, line 3: expected a number")
+                                   f"bad value for 'letgo_s' in {file}, line 3: expected a number")

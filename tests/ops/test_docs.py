@@ -3,7 +3,6 @@ setting and holctl command the code has is documented where a reader looks."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from pathlib import Path
 
@@ -113,18 +112,35 @@ def test_docs_errors_gives_each_code_the_exit_status_holctl_exits_with():
     assert not wrong, f"docs/errors.md's exit statuses (documented, holctl's): {wrong}"
 
 
+def _settings_sections() -> dict[str, str]:
+    """docs/settings.md's text under each `## ` heading."""
+    parts = re.split(r"^## (.+)$", (DOCS / "settings.md").read_text(encoding="utf-8"), flags=re.MULTILINE)
+    return {title.strip(): body for title, body in zip(parts[1::2], parts[2::2], strict=True)}
+
+
 def test_every_setting_its_environment_names_and_every_holsrv_flag_are_in_docs_settings():
+    """A user's settings in the first table, an operator's in the second, each with
+    every environment name it is read from; each constant in the list with its value;
+    no constant in a table, where it would look like something to set."""
     text = (DOCS / "settings.md").read_text(encoding="utf-8")
+    sections = _settings_sections()
     missing = []
-    for field in dataclasses.fields(settings.Settings):
-        if field.name == "sources":
-            continue
-        missing += [name for name in (field.name, *settings.env_names(field.name)) if f"`{name}`" not in text]
+    for title, names in [("User settings", settings.USER), ("Operator settings", settings.OPERATOR)]:
+        table = sections[title]
+        missing += [f"{name} in {title!r}" for setting in sorted(names)
+                    for name in (setting, *settings.env_names(setting)) if f"`{name}`" not in table]
+        missing += [f"no constant's {name} in {title!r}" for setting in sorted(settings.CONSTANTS)
+                    for name in settings.env_names(setting) if f"`{name}`" in table]
+    defaults, constants = settings.Settings(), sections["Constants"]
+    missing += [f"`{name}` = {settings.show(getattr(defaults, name))} in 'Constants'"
+                for name in sorted(settings.CONSTANTS)
+                if f"`{name}` = {settings.show(getattr(defaults, name))}" not in constants]
+    assert len(settings.USER) >= 12 and len(settings.CONSTANTS) >= 20, "the settings' kinds were not found"
     flags = [opt for param in holsrv_main.params if not getattr(param, "hidden", False) for opt in param.opts
              if opt.startswith("--") and opt != "--version"]
     assert "--hol" in flags and "--log-file" in flags, "holsrv's flags were not found"
     missing += [flag for flag in flags if f"`{flag}" not in text]
-    assert not missing, f"docs/settings.md does not mention {missing}"
+    assert not missing, f"docs/settings.md does not say {missing}"
 
 
 def test_every_holctl_command_and_option_is_in_docs_holctl():

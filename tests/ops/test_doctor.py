@@ -381,6 +381,15 @@ def test_doctor_fails_a_config_file_the_daemon_would_refuse(place):
     assert line.startswith("FAIL a daemon would not start: unknown setting 'max_servres'")
 
 
+def test_doctor_warns_of_a_constant_named_where_a_setting_once_was_and_still_passes(place):
+    place.env["HOLSRV_QUIET_S"] = "3"
+    lines = place.lines()
+    assert lines["settings"].startswith("warn a daemon would start with them (no config file), but HOLSRV_QUIET_S in "
+                                        "the environment has no effect: quiet_s is no longer a setting but a "
+                                        "constant, fixed at 1.0")
+    assert lines["exit"] == "0"
+
+
 def test_doctor_fails_a_memory_budget_that_fits_no_server(place):
     place.env["HOLSRV_MEMORY_BUDGET_MB"] = "1000"
     place.env["HOLSRV_START_FOOTPRINT_MB"] = "4000"

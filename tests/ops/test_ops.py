@@ -430,6 +430,17 @@ def test_exec_start_and_environment_are_quoted_for_systemd():
     assert 'Environment="HOLSRV_X=a\\"b"\n' in made.service
 
 
+def test_a_constant_in_the_shell_is_left_out_of_the_unit_with_a_note_and_a_setting_kept():
+    made = service.units({"PATH": "", "HOL_BIN": "/srv/hol", "HOLSRV_QUIET_S": "2", "HOLSRV_DIAGNOSTICS_WAIT_S": "9",
+                          "HOLSRV_LETGO_S": "20"}, 10.0, exec_start=["EXEC"])
+    assert "Environment=HOLSRV_LETGO_S=20\n" in made.service
+    assert "QUIET_S" not in made.service and "DIAGNOSTICS_WAIT_S" not in made.service
+    assert made.notes == [
+        "HOLSRV_DIAGNOSTICS_WAIT_S left out: it is no longer a setting but a constant (docs/settings.md)",
+        "HOLSRV_QUIET_S left out: it is no longer a setting but a constant (docs/settings.md)",
+    ]
+
+
 def test_holctl_logs_never_starts_a_daemon(write_script, tmp_path):
     shown = holctl("--socket", str(tmp_path / "nobody.sock"), "logs", str(write_script(GOOD_SCRIPT)),
                    env=_env(tmp_path))

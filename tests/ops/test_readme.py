@@ -10,7 +10,6 @@ must parse as holctl would parse it.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import shlex
@@ -29,7 +28,7 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
 # The environment variables a host snippet may set: the names the daemon's settings are read from.
 # HOLDIR is read where `hol` is looked for ($HOLDIR/bin/hol), not as a setting of its own.
-READ_NAMES = {name for field in dataclasses.fields(settings.Settings) for name in settings.env_names(field.name)}
+READ_NAMES = {name for setting in settings.USER | settings.OPERATOR for name in settings.env_names(setting)}
 READ_NAMES |= {"HOLDIR"}
 
 

@@ -7,24 +7,9 @@ from holsrv.rpc import messages as m
 
 
 def g(text: str) -> m.Goal:
-    return goaldiff.parse_goal(text)
-
-
-def test_a_one_line_goal_splits_its_hypotheses_at_top_level_commas_only():
-    assert g("p, f (a, b) ⊢ q ∧ p") == m.Goal(asms=["p", "f (a, b)"], goal="q ∧ p")
-    assert g("⊢ T") == m.Goal(asms=[], goal="T")
-    assert g("∀x. x ⇒ x") == m.Goal(asms=[], goal="∀x. x ⇒ x")
-
-
-def test_hol_s_printed_goal_reads_numbered_hypotheses_above_the_rule():
-    printed = """\
-    0.  p
-    1.  q ∧
-        r
-   ------------------------------------
-        q ∧ p
-"""
-    assert g(printed) == m.Goal(asms=["p", "q ∧ r"], goal="q ∧ p")
+    """A goal as HOL's reply gives it, from `a, b ⊢ c` (no comma inside a hypothesis)."""
+    asms, _, goal = text.rpartition("⊢")
+    return m.Goal(asms=[a.strip() for a in asms.split(",") if a.strip()], goal=goal.strip())
 
 
 def test_closing_the_only_goal_closes_it_all():

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from holsrv.errors import FrameError, PositionOutOfRange
 from holsrv.rpc import framing
 from holsrv.rpc import messages as m
-from holsrv.text import masking, script
+from holsrv.text import masking, script, stepping, textinfo
 from holsrv.text.positions import Text, units
 from holsrv.verdict import tally
 from holsrv.verdict.filestate import FileState
@@ -269,7 +269,7 @@ def test_cheat_inside_comments_strings_or_quotations_is_never_reported(pieces):
         piece.replace("a", "cheat", 1) if kind not in ("code", "open") else piece for piece, kind in pieces
     )
     text = "Theorem t:\n  T\nProof\n  " + hidden.replace("\nQED", "\n QED") + "\nQED\n"
-    assert script.cheats(text) == [], text
+    assert list(textinfo.of(text).cheats) == [], text
 
 
 # -- the tally -----------------------------------------------------------------
@@ -322,7 +322,7 @@ def _check_tally(file: FileState, model: dict[str, str], now: float) -> None:
     assert file.slowest_s >= 0 and file.finished >= 0 and file.attempts >= 0
     assert [e.name for e in file.checking()] == [n for n, s in model.items() if s == "checking"]
     text = " ".join(name.split("#")[0].split("[")[0] for name in model)
-    counts = tally.tally_of(tally.answer_status(e.status) for e in tally.visible_proofs(file, text))
+    counts = tally.tally_of(tally.answer_status(e.status) for e in stepping.run(tally.visible_steps(file, text)))
     assert all(value >= 0 for value in msgspec.structs.asdict(counts).values())
     assert counts.total == len(model)
     assert counts.unchecked == sum(status == "cheated" for status in model.values())

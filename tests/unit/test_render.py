@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from holctl.render import render
+from holsrv.config.settings import FIXED
 from holsrv.rpc.messages import (
     Blocked,
     CheatUse,
@@ -384,18 +385,27 @@ def test_status_names_the_servers_still_loading_with_what_they_count_against_the
             "barScript.sml (1024 MB)") in out
 
 
-def test_status_shows_settings_set_somewhere_one_a_line_and_defaults_on_one_line():
+def test_status_shows_only_the_settings_not_at_their_default_one_a_line_with_their_source():
     settings = [
         SettingSource("HOLSRV_MAX_HEAP_MB", "4096", "environment HOLSRV_MAX_HEAP_MB"),
-        SettingSource("HOLSRV_QUIET_S", "1.0", "default"),
+        SettingSource("HOLSRV_QUIET_S", "1.0", FIXED),
         SettingSource("HOLSRV_IDLE_TIMEOUT_S", "1800.0", "default"),
+        SettingSource("HOLSRV_SPILL_WAIT_S", "0.5", "set"),
     ]
     out = lines(StatusResult("0.1.0", 2, 77, 5, "/s", 4, [], 0, 0, settings=settings))
-    at = out.index("settings:")
+    at = out.index("settings not at their default (`holctl config` lists every one):")
     assert out[at + 1 : at + 3] == [
         "  HOLSRV_MAX_HEAP_MB=4096  (environment HOLSRV_MAX_HEAP_MB)",
-        "  defaults: HOLSRV_QUIET_S=1.0, HOLSRV_IDLE_TIMEOUT_S=1800.0",
+        "  HOLSRV_SPILL_WAIT_S=0.5  (set)",
     ]
+    assert not any("QUIET_S" in line or "IDLE_TIMEOUT_S" in line for line in out)
+
+
+def test_status_of_a_daemon_with_every_setting_at_its_default_says_so_in_one_line():
+    settings = [SettingSource("HOLSRV_QUIET_S", "1.0", FIXED), SettingSource("HOLSRV_LETGO_S", "10.0", "default")]
+    out = lines(StatusResult("0.1.0", 2, 77, 5, "/s", 4, [], 0, 0, settings=settings))
+    assert "settings: all at their defaults (`holctl config` lists them)" in out
+    assert not any("LETGO" in line for line in out)
 
 
 def test_status_with_no_sessions_says_no_servers():

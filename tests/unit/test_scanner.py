@@ -120,7 +120,7 @@ def test_proof_blocks_and_cheats_equal_the_old_reading(chunk, step, monkeypatch)
     monkeypatch.setattr(textinfo, "CHARS_PER_STEP", step)  # cheats searched for a step's worth at a time
     monkeypatch.setattr(textinfo, "ITEMS_PER_STEP", max(1, step // 8))
     for text in _all_texts()[chunk::4]:
-        blocks, cheats = script.scan(text)
+        blocks, cheats = stepping.run(textinfo.scan_steps(text))
         # The old reading knows nothing of `local … end`; its spans are tested in test_textinfo.
         assert [msgspec.structs.replace(b, local=None) for b in blocks] == old_proof_blocks(text), text
         assert cheats == old_cheats(text), text
@@ -129,8 +129,8 @@ def test_proof_blocks_and_cheats_equal_the_old_reading(chunk, step, monkeypatch)
 def test_cached_answers_equal_fresh_ones():
     for text in _generated_nests(50):
         assert [msgspec.structs.replace(b, local=None) for b in script.proof_blocks(text)] == old_proof_blocks(text)
-        assert script.cheats(text) == old_cheats(text)
-        assert [name for name, _ in script.pool_names(text)] == [name for name, _ in old_pool_names(text)]
+        assert list(textinfo.of(text).cheats) == old_cheats(text)
+        assert [name for name, _ in textinfo.of(text).named] == [name for name, _ in old_pool_names(text)]
 
 
 @pytest.mark.parametrize("step", [1, 2, 5, 1 << 18])

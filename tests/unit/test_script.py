@@ -1,4 +1,4 @@
-from holsrv.text import script
+from holsrv.text import script, textinfo
 
 TWO = """\
 Theory t
@@ -19,8 +19,8 @@ QED
 
 def test_cheat_scan_finds_whole_words_with_their_theorem():
     text = TWO.replace("  simp[]\nQED\n\nTheorem two", "  cheat\nQED\n\nTheorem two")
-    found = script.cheats(text)
-    assert [(c.theorem, script.line_col(text, c.offset)) for c in found] == [("one", (6, 3))]
+    found = list(textinfo.of(text).cheats)
+    assert [(c.theorem, textinfo.of(text).index.line_col(c.offset)) for c in found] == [("one", (6, 3))]
 
 
 def test_cheat_scan_skips_nested_comments_and_strings():
@@ -28,16 +28,16 @@ def test_cheat_scan_skips_nested_comments_and_strings():
         "  simp[]\nQED\n\nTheorem two",
         '  (* not (* a *) cheat *) simp[] >> print "cheat" \nQED\n\nTheorem two',
     )
-    assert script.cheats(text) == []
+    assert list(textinfo.of(text).cheats) == []
 
 
 def test_cheat_scan_ignores_words_that_merely_contain_cheat():
     text = TWO.replace("simp[]\nQED\n\nTheorem two", "cheat_tac >> cheater\nQED\n\nTheorem two")
-    assert script.cheats(text) == []
+    assert list(textinfo.of(text).cheats) == []
 
 
 def test_cheat_outside_any_theorem_has_no_owner():
-    found = script.cheats('val th = prove(``T``, cheat);\n')
+    found = list(textinfo.of('val th = prove(``T``, cheat);\n').cheats)
     assert [c.theorem for c in found] == [""]
 
 
@@ -70,13 +70,13 @@ def test_edit_from_one_body_past_its_qed_spills():
 
 def test_pool_names_number_rebound_theorems_and_keep_resume_labels():
     text = TWO + TWO.replace("Theory t\n", "") + "Resume one[p]:\n  simp[]\nQED\n"
-    assert [name for name, _ in script.pool_names(text)] == ["one", "two", "one#2", "two#2", "one[p]"]
+    assert [name for name, _ in textinfo.of(text).named] == ["one", "two", "one#2", "two#2", "one[p]"]
 
 
 def test_line_index_agrees_with_counting_lines():
     index = script.LineIndex(TWO)
     for offset in range(len(TWO) + 1):
-        assert index.line(offset) == script.line_col(TWO, offset)[0]
+        assert index.line(offset) == textinfo.of(TWO).index.line_col(offset)[0]
 
 
 def test_cheat_inside_a_term_quotation_is_a_variable_not_a_cheat():
@@ -84,21 +84,21 @@ def test_cheat_inside_a_term_quotation_is_a_variable_not_a_cheat():
         "  T\nProof\n  simp[]\nQED\n\nTheorem two",
         "  ∀cheat. cheat\nProof\n  qspec_then ‘cheat’ mp_tac th >> simp[``cheat``]\nQED\n\nTheorem two",
     )
-    assert script.cheats(text) == []
+    assert list(textinfo.of(text).cheats) == []
     assert [b.name for b in script.proof_blocks(text)] == ["one", "two"]
 
 
 def test_cheat_as_a_name_in_terms_and_headers_is_not_a_cheat():
     text = "Theory cheat\n\nDefinition cheat_def:\n  cheat x = x + 1\nEnd\n\n" + TWO.replace("Theory t\n", "")
-    assert script.cheats(text) == []
+    assert list(textinfo.of(text).cheats) == []
     cheating = text.replace("  simp[]\nQED\n\nTheorem two", "  cheat\nQED\n\nTheorem two")
-    assert [c.theorem for c in script.cheats(cheating)] == ["one"]
+    assert [c.theorem for c in list(textinfo.of(cheating).cheats)] == ["one"]
 
 
 def test_a_termination_proof_or_code_after_an_old_datatype_is_still_scanned():
     old_datatype = "Datatype `tree = Leaf | Node tree tree`;\n\n" + TWO.replace("Theory t\n", "").replace(
         "  simp[]\nQED\n\nTheorem two", "  cheat\nQED\n\nTheorem two"
     ) + "\nDefinition f_def:\n  f x = x\nEnd\n"
-    assert [c.theorem for c in script.cheats(old_datatype)] == ["one"]
+    assert [c.theorem for c in list(textinfo.of(old_datatype).cheats)] == ["one"]
     termination = "Definition f_def:\n  f x = f (x - 1)\nTermination\n  cheat\nEnd\n"
-    assert len(script.cheats(termination)) == 1
+    assert len(list(textinfo.of(termination).cheats)) == 1

@@ -10,60 +10,9 @@ was added.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 
 from holsrv.rpc import messages as m
-
-# HOL prints hypotheses numbered above a rule of dashes, the goal below it.
-_RULE = re.compile(r"^\s*-{4,}\s*$")
-_NUMBERED = re.compile(r"^\s*\d+\.\s+")
-_TURNSTILE = "⊢"
-
-
-def parse_goal(text: str) -> m.Goal:
-    """A goal from its printed form: `a, b ⊢ c`, or hypotheses above a dashed rule.
-
-    Top-level commas separate hypotheses in the one-line form; commas inside
-    brackets belong to a term.
-    """
-    lines = text.strip("\n").splitlines()
-    rule = next((i for i, line in enumerate(lines) if _RULE.match(line)), None)
-    if rule is not None:
-        asms = _numbered(lines[:rule])
-        return m.Goal(asms=asms, goal=" ".join(" ".join(lines[rule + 1:]).split()))
-    flat = " ".join(" ".join(lines).split())
-    if _TURNSTILE in flat:
-        left, _, right = flat.partition(_TURNSTILE)
-        return m.Goal(asms=[a for a in _split_top(left) if a], goal=right.strip())
-    return m.Goal(asms=[], goal=flat)
-
-
-def _numbered(lines: list[str]) -> list[str]:
-    """Hypotheses `  0.  a` each, a long one continued on indented lines."""
-    asms: list[str] = []
-    for line in lines:
-        if _NUMBERED.match(line) or not asms:
-            asms.append(_NUMBERED.sub("", line).strip())
-        else:
-            asms[-1] = f"{asms[-1]} {line.strip()}"
-    return [a for a in asms if a]
-
-
-def _split_top(s: str) -> list[str]:
-    parts: list[str] = []
-    piece: list[str] = []
-    depth = 0
-    for c in s:
-        depth += c in "([{"
-        depth -= c in ")]}"
-        if c == "," and depth == 0:
-            parts.append("".join(piece).strip())
-            piece = []
-        else:
-            piece.append(c)
-    parts.append("".join(piece).strip())
-    return parts
 
 
 def diff(before: list[m.Goal], after: list[m.Goal]) -> m.GoalsDiff:
