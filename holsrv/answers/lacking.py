@@ -11,6 +11,7 @@ instead: never an empty result presented as "nothing matches".
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 
 import msgspec
 
@@ -122,26 +123,27 @@ def _place(info, offset: int, what: str) -> tuple[int, int, str]:
 
 async def hover_support(session: Session, text: str, timeout: float) -> Finding:
     place, _ = probe_places(session, text)
-    if place is None:
-        return Finding(Support.UNKNOWN, "")
-    line, column, what = place
-    position = textinfo.of(text).lines.to_lsp(line, column, session.encoding)
-    bound = min(timeout, services.PROBE_S)
-    return await session.services.probe(Service.HOVER, lambda: services.probe_at(
-        Service.HOVER, "textDocument/hover", lambda: session.hol.hover(position, bound),
-        f"{what} (line {line})"))
+    return await _probed(session, text, timeout, place, Service.HOVER, "textDocument/hover", session.hol.hover)
 
 
 async def definition_support(session: Session, text: str, timeout: float) -> Finding:
     _, place = probe_places(session, text)
+    return await _probed(session, text, timeout, place, Service.DEFINITION, "textDocument/definition",
+                         session.hol.definition)
+
+
+async def _probed(
+    session: Session, text: str, timeout: float, place: tuple[int, int, str] | None, service: Service,
+    method: str, ask: Callable[[dict, float], Awaitable[object]],
+) -> Finding:
+    """What `session` answers `method` (asked by `ask`) at `place` of `text`, once per server."""
     if place is None:
         return Finding(Support.UNKNOWN, "")
     line, column, what = place
     position = textinfo.of(text).lines.to_lsp(line, column, session.encoding)
     bound = min(timeout, services.PROBE_S)
-    return await session.services.probe(Service.DEFINITION, lambda: services.probe_at(
-        Service.DEFINITION, "textDocument/definition", lambda: session.hol.definition(position, bound),
-        f"{what} (line {line})"))
+    return await session.services.probe(service, lambda: services.probe_at(
+        service, method, lambda: ask(position, bound), f"{what} (line {line})"))
 
 
 HOVER_INSTEAD = ("For a theorem's statement use search with its \"NAME\" (or workspaceSymbol); for an SML value's "
