@@ -63,7 +63,7 @@ class Unreachable(CallFailed):
 _FAILURE_BY_CODE = {
     **dict.fromkeys(
         ["file_not_found", "not_a_file", "not_utf8", "permission_denied", "position_out_of_range", "bad_request",
-         "symlink_refused", "too_many_positions", "unknown_job"],
+         "symlink_refused", "too_many_positions", "unknown_job", "project_file"],
         BadInput,
     ),
     **dict.fromkeys(

@@ -48,6 +48,12 @@ class HolNotFound(HolsrvError):
     code = "hol_not_found"
 
 
+class ProjectError(HolsrvError):
+    """A project file (`holsrv.toml`) the daemon will not use: unsafe, unreadable or wrong; says why and the fix."""
+
+    code = "project_file"
+
+
 class ServerDied(HolsrvError):
     """The HOL server for this file exited; `detail` holds the tail of its stderr."""
 

@@ -13,9 +13,13 @@ from holsrv.rpc import client, messages
 
 
 @click.command("config", epilog=EXIT_CODES)
+@click.argument("script", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.pass_obj
-def config(target: Target) -> None:
-    """Print the settings a daemon started now would use, where each comes from, and the running daemon's."""
+def config(target: Target, script: Path | None) -> None:
+    """Print the settings a daemon started now would use, where each comes from, and the running daemon's.
+
+    With SCRIPT: the settings its HOL server would run with, its project file (the nearest
+    holsrv.toml above it) over the user-wide ones."""
     from holsrv.config import settings as holsrv_settings
 
     file = holsrv_settings.config_path()
@@ -26,6 +30,9 @@ def config(target: Target) -> None:
         raise click.ClickException(f"a daemon would not start: {err}") from None
     for warning in ours.warnings:
         click.echo(f"warning: {warning}")
+    if script is not None:
+        _for_script(ours, script.absolute())
+        return
     effective = ours.effective()
     click.echo("a daemon started now (flags aside) would use (config key = value  source, environment name):")
     for name, value, source in effective:  # a constant has no environment name to offer
@@ -48,6 +55,33 @@ def config(target: Target) -> None:
                "with the above):")
     for setting in differ:
         click.echo(_setting_line(setting.name, setting.value, setting.source))
+
+
+def _for_script(ours, script: Path) -> None:
+    """`holctl config SCRIPT`: every setting of the script's server and where it came from, the
+    project file first, then the user-wide sources (docs/settings.md#projects)."""
+    from holsrv.config import projects
+    from holsrv.config.settings import FIXED
+
+    project = projects.Projects().of(script)
+    if project is None:
+        click.echo(f"project file: none ({projects.PROJECT_NAME} in {script.parent} or above, up to the repository "
+                   "root; not in your home)")
+    elif project.error:
+        raise click.ClickException(f"the daemon refuses calls about {script.name}: {project.error}")
+    else:
+        click.echo(f"project file: {project.file} (sets {', '.join(project.values) or 'nothing'})")
+    settings = project.apply(ours) if project is not None else ours
+    try:
+        hol = settings.hol_command()
+    except HolsrvError as err:
+        hol = f"not found: {err}"
+    click.echo(f"HOL for {script.name}: {hol}")
+    click.echo("its HOL server would use (config key = value  source; a project file's over the environment, "
+               "the config file and the defaults; only a call's own option over it):")
+    for name, value, source in settings.effective():
+        if source != FIXED:
+            click.echo(_setting_line(name, value, source))
 
 
 def _setting_line(name: str, value: str, source: str) -> str:

@@ -53,6 +53,11 @@ def _status(reply: StatusResult) -> list[str]:
         return lines + ["no HOL servers running", *_jobs(reply.jobs)]
     lines += _table([_STATUS_COLUMNS, *(_session_row(s) for s in reply.sessions)])
     lines += [
+        f"{s.file}'s server (pid {s.pid}) runs {s.hol}" + (f" (HOL tree {s.holdir})" if s.holdir else "")
+        + (f" with the settings of project file {s.project}" if s.project else "")
+        for s in reply.sessions if s.project or len({r.hol for r in reply.sessions}) > 1
+    ]
+    lines += [
         f"eval ran {s.evals} time{'s' if s.evals != 1 else ''} in {s.file}'s server (pid {s.pid}), last "
         f"{duration(s.last_eval_s or 0)} ago: what it changed in HOL's state is shared by every call on that file"
         for s in reply.sessions if s.evals

@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 from holsrv.answers.common import Context, Report
+from holsrv.config.settings import Settings
 from holsrv.disk import files
 from holsrv.errors import BadRequest, DaemonStopping
 from holsrv.process import builds
@@ -31,26 +32,30 @@ _FAILED_SCRIPT = re.compile(r"Failed script build for (\S+?)(?:Script)?\b")
 _FAILED_LINE = re.compile(r"^\s*(\S+?)(?:Theory)?\s.*\bFAILED!?\s*$")
 
 
-def command(ctx: Context, req: m.Holmake) -> list[str]:
-    """The Holmake command line for `req`; BadRequest for a target or jobs it must not pass."""
+def command(ctx: Context, req: m.Holmake, settings: Settings | None = None) -> list[str]:
+    """The Holmake command line for `req` with `settings` (its file's project's, default the daemon's);
+    BadRequest for a target or jobs it must not pass."""
+    settings = settings or ctx.settings
     if req.target and not _TARGET.fullmatch(req.target):
         raise BadRequest(f"target {req.target[:60]!r} is not a Holmake target: give a file name such as "
                          "fooTheory.uo (no options, no spaces), or leave it out for the default")
     if not 0 <= req.jobs <= 256:
         raise BadRequest("jobs must be 0 (the daemon's holmake_jobs setting) to 256")
-    jobs = req.jobs or ctx.settings.holmake_jobs
-    return [ctx.settings.holmake_command(), *(["-j", str(jobs)] if jobs else []), *([req.target] if req.target else [])]
+    jobs = req.jobs or settings.holmake_jobs
+    return [settings.holmake_command(), *(["-j", str(jobs)] if jobs else []), *([req.target] if req.target else [])]
 
 
 async def holmake(ctx: Context, req: m.Holmake, client: str, report: Report | None = None) -> m.HolmakeResult:
     path = (await stepping.sliced(files.read_steps(req.file))).path  # a bad file fails here, before anything runs
-    argv = command(ctx, req)
+    # The HOL of the file's project runs Holmake too (a bad project file refuses the call here).
+    settings, _ = ctx.pool.projects.settings_for(path, ctx.settings)
+    argv = command(ctx, req, settings)
     if ctx.pool.closing:
         raise DaemonStopping("the daemon is shutting down, so it starts no Holmake; call again in a few seconds")
     env = dict(os.environ)
-    if ctx.settings.extra_path:  # what the servers get, so Holmake finds the same tools
-        env["PATH"] = os.pathsep.join([*ctx.settings.extra_path, env.get("PATH", "")])
-    build, joined = ctx.pool.builds.start(path.parent, argv, env)
+    if settings.extra_path:  # what the servers get, so Holmake finds the same tools
+        env["PATH"] = os.pathsep.join([*settings.extra_path, env.get("PATH", "")])
+    build, joined = ctx.pool.builds.start(path.parent, argv, env, settings.holmake_timeout_s)
     assert build.task is not None
     shown = -1
     while not build.task.done():

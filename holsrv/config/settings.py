@@ -283,6 +283,7 @@ class Settings:
 _NAMED = [f.name for f in dataclasses.fields(Settings) if f.name not in ("sources", "warnings")]
 CONSTANTS = frozenset(_NAMED) - USER - OPERATOR
 _TYPES = {f.name: f.type for f in dataclasses.fields(Settings) if f.name in _NAMED}
+TYPES = _TYPES  # for project files (`projects`), which read a few settings the same way
 _BY_ENV_NAME = {name: setting for setting in _NAMED for name in env_names(setting)}
 # The constants' values: a constant has a plain default, never one sized from the machine.
 _FIXED_VALUES = {f.name: f.default for f in dataclasses.fields(Settings) if f.name in CONSTANTS}

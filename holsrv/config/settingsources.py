@@ -191,3 +191,8 @@ def _from_toml(types: Types, key: str, raw: object):
     if key == "socket":
         return Path(raw).expanduser()
     return os.path.expanduser(raw) if key == "hol_bin" else raw
+
+
+# For project files (`projects`): their keys are read and placed as the config file's are.
+from_toml = _from_toml
+key_line = _key_line

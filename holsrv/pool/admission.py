@@ -59,20 +59,28 @@ class Admission:
         self._busy = busy  # never stopped for room
         self._current = current  # the file's server in the pool's map
         self._shedder = shedder
-        # Heap cap -> (id of the last server started with it that was measured, its peak, MB).
-        self._usual: dict[int, tuple[int, float]] = {}
+        # (`hol`, heap cap) -> (id of the last server started with both that was measured, its peak, MB):
+        # two HOLs (projects) load heaps of their own sizes.
+        self._usual: dict[tuple[str, int], tuple[int, float]] = {}
 
     # -- what a server holds ---------------------------------------------------
 
-    def expected_mb(self, heap_mb: int) -> float:
-        """What a new server with heap cap `heap_mb` is expected to use."""
-        usual = self._usual.get(heap_mb)
+    def _last(self, heap_mb: int, hol: str | None) -> tuple[int, float] | None:
+        """The last measured server with heap cap `heap_mb` and `hol` (None: of any HOL)."""
+        if hol is not None:
+            return self._usual.get((hol, heap_mb))
+        return max((v for (_, cap), v in self._usual.items() if cap == heap_mb), default=None)
+
+    def expected_mb(self, heap_mb: int, hol: str | None = None) -> float:
+        """What a new server of `hol` (None: any) with heap cap `heap_mb` is expected to use."""
+        usual = self._last(heap_mb, hol)
         return usual[1] if usual is not None else float(self.settings.start_footprint_mb)
 
-    def basis(self, heap_mb: int) -> str:
-        """Where `expected_mb(heap_mb)` comes from, in words."""
-        if heap_mb in self._usual:
-            return f"what the last server started with a heap cap of {heap_mb} MB used"
+    def basis(self, heap_mb: int, hol: str | None = None) -> str:
+        """Where `expected_mb(heap_mb, hol)` comes from, in words."""
+        if self._last(heap_mb, hol) is not None:
+            of = f" of {hol}" if hol else ""
+            return f"what the last server{of} started with a heap cap of {heap_mb} MB used"
         return "no server has been measured yet: HOLSRV_START_FOOTPRINT_MB"
 
     def counted_mb(self, session: Session) -> float:
@@ -80,7 +88,7 @@ class Admission:
         until then the larger of any sample and what a server is expected to use."""
         if session.footprint is not None and session.measured_warm:
             return session.footprint
-        return max(session.footprint or 0.0, self.expected_mb(session.max_heap_mb))
+        return max(session.footprint or 0.0, self.expected_mb(session.max_heap_mb, session.hol_cmd))
 
     def held_mb(self, alive: list[Session]) -> float:
         return sum(self.counted_mb(s) for s in alive)
@@ -111,19 +119,19 @@ class Admission:
             )
         return victim
 
-    def over_budget(self, path: Path, heap_mb: int, alive: list[Session]) -> list[Session]:
+    def over_budget(self, path: Path, heap_mb: int, alive: list[Session], hol: str | None = None) -> list[Session]:
         """The idle servers (least recently used first) to stop so that a server for `path`
         with heap cap `heap_mb` fits in the memory budget."""
         budget = self.settings.memory_budget_mb
         if budget <= 0:
             return []
-        need = self.expected_mb(heap_mb)
+        need = self.expected_mb(heap_mb, hol)
         busy = [s for s in alive if self._busy(s)]
         held_busy = self.held_mb(busy)
         # A lone server may always run: its own heap cap is what bounds it.
         if held_busy and held_busy + need > budget:
             raise MemoryBudget(
-                f"starting a HOL server for {path.name} needs {need:.0f} MB ({self.basis(heap_mb)}) of the "
+                f"starting a HOL server for {path.name} needs {need:.0f} MB ({self.basis(heap_mb, hol)}) of the "
                 f"memory budget of {budget} MB, but {held_busy:.0f} MB are used by busy servers: "
                 + "; ".join(f"{s.path} ({self.counted_mb(s):.0f} MB, {why_busy(s)})" for s in busy)
                 + ". Free memory with `stop FILE` on one of them (its checks are abandoned), or `restart FILE` "
@@ -150,11 +158,12 @@ class Admission:
                         f"{settings.max_servers} HOL servers (HOLSRV_MAX_SERVERS), and none is idle to stop: "
                         + self._holders(old, alive)), []
             victims.append(idle.pop(0))
-        budget, need = settings.memory_budget_mb, self.expected_mb(old.max_heap_mb)
+        budget, need = settings.memory_budget_mb, self.expected_mb(old.max_heap_mb, old.hol_cmd)
         held = self.held_mb(alive) - self.held_mb(victims)
         while budget > 0 and held + need > budget:
             if not idle:
-                return (f"no room: a second server for {name} needs {need:.0f} MB ({self.basis(old.max_heap_mb)}) "
+                basis = self.basis(old.max_heap_mb, old.hol_cmd)
+                return (f"no room: a second server for {name} needs {need:.0f} MB ({basis}) "
                         f"while the old one answers, but {held:.0f} MB of the memory budget of {budget} MB are "
                         "held (HOLSRV_MEMORY_BUDGET_MB), and none is idle to stop: "
                         + self._holders(old, [s for s in alive if s not in victims])), []
@@ -213,10 +222,11 @@ class Admission:
         session.measured_warm = session.measured_warm or session.file.phase == "completed"
         if not session.measured_warm:
             return  # a heap still loading says nothing of what the next server will use
-        last = self._usual.get(session.max_heap_mb)
+        key = (session.hol_cmd, session.max_heap_mb)
+        last = self._usual.get(key)
         if last is None or last[0] <= session.id:
             # Capped at the soft limit: a runaway's peak must not make every later start look huge.
-            self._usual[session.max_heap_mb] = (session.id, min(session.peak, float(self.settings.soft_footprint_mb)))
+            self._usual[key] = (session.id, min(session.peak, float(self.settings.soft_footprint_mb)))
 
     def shed_bloat(self, session: Session, by_trial: bool = False) -> tuple[bool, str]:
         """The one decision: a server past the soft footprint with nothing of its file

@@ -64,10 +64,13 @@ class History:
                 detail=history.last_tail,
             )
 
-    def heap_mb(self, path: Path) -> int:
-        """The heap cap for `path`'s next server."""
+    def heap_mb(self, path: Path, default: int | None = None) -> int:
+        """The heap cap for `path`'s next server: the one `restart` was given, else `default` (its
+        project's), else the daemon's."""
         history = self.of(path)
-        return self.settings.max_heap_mb if history.max_heap_mb is None else history.max_heap_mb
+        if history.max_heap_mb is not None:
+            return history.max_heap_mb
+        return self.settings.max_heap_mb if default is None else default
 
     def started(self, path: Path, restarted: bool) -> None:
         self.of(path).restarts += restarted

@@ -40,9 +40,9 @@ class Launcher:
         self._started = started  # a start ended, well or not (the pool rewrites its record)
         self._texts = texts  # the text a server opens: an editor's buffer, else the disk's
 
-    def session(self, path: Path, heap_mb: int, hol: str) -> Session:
-        """A new session for `path`, not yet started."""
-        return Session(path, self.settings, hol, heap_mb, on_exit=self._on_exit, clock=self.clock)
+    def session(self, path: Path, heap_mb: int, hol: str, settings: Settings | None = None) -> Session:
+        """A new session for `path`, not yet started, with `settings` (its project's; default the daemon's)."""
+        return Session(path, settings or self.settings, hol, heap_mb, on_exit=self._on_exit, clock=self.clock)
 
     def begin(self, session: Session) -> None:
         """Start `session` in a task of its own (`session.start_task`)."""

@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from holsrv.config.projects import Projects
 from holsrv.config.settings import Settings
 from holsrv.disk import files
 from holsrv.errors import DaemonStopping, HolsrvError
@@ -72,6 +73,7 @@ class Pool:
         self.clock = clock
         self.sessions: OrderedDict[Path, Session] = OrderedDict()
         self.history = History(settings, clock)
+        self.projects = Projects()  # the project files beside the scripts (`holsrv.toml`)
         self._locks: dict[Path, asyncio.Lock] = {}
         # Held while counting servers and adding one, so two files cannot both
         # take the last free place.
@@ -143,11 +145,14 @@ class Pool:
                 f"the daemon is shutting down, so it starts no HOL server for {path.name}; call again in a "
                 "few seconds: the next call starts a new daemon."
             )
-        hol = self.settings.hol_command()  # no HOL: fail before stopping anyone for room
-        heap = self.history.heap_mb(path)
+        # The file's project file over the user-wide settings (a bad one refuses this file alone).
+        settings, project = self.projects.settings_for(path, self.settings)
+        hol = settings.hol_command()  # no HOL: fail before stopping anyone for room
+        heap = self.history.heap_mb(path, settings.max_heap_mb)
         async with self._room_lock:
-            self._make_room(path, heap)
-            session = self.launcher.session(path, heap, hol)
+            self._make_room(path, heap, hol)
+            session = self.launcher.session(path, heap, hol, settings)
+            session.project = project
             self.sessions[path] = session
         self.launcher.begin(session)
         self.scriptwatch.watch(path)
@@ -187,7 +192,7 @@ class Pool:
             for entry in session.file.checking()
         )
 
-    def _make_room(self, path: Path, heap_mb: int) -> None:
+    def _make_room(self, path: Path, heap_mb: int, hol: str = "") -> None:
         """Room for one more server with heap cap `heap_mb`: at most max_servers, and
         within the memory budget; idle servers are stopped for it, least recently used first."""
         victim = self.admission.over_count(self.live())
@@ -195,7 +200,7 @@ class Pool:
             self._evict(victim, f"to make room for another file: at most {self.settings.max_servers} servers "
                         "run at once")
         budget = self.settings.memory_budget_mb
-        for victim in self.admission.over_budget(path, heap_mb, self.live()):
+        for victim in self.admission.over_budget(path, heap_mb, self.live(), hol):
             self._evict(victim, f"to free memory for {path.name}: the memory budget is {budget} MB")
 
     def _evict(self, victim: Session, reason: str) -> None:
@@ -220,9 +225,13 @@ class Pool:
     def serving(self) -> list[Session]:
         return list(self.sessions.values())
 
-    def spawn(self, path: Path, heap_mb: int, hol: str) -> Session:
-        """A server for `path` beside the map, starting in the background (a successor: see `replacement`)."""
-        session = self.launcher.session(path, heap_mb, hol)
+    def spawn(self, path: Path, heap_mb: int, hol: str, like: Session | None = None) -> Session:
+        """A server for `path` beside the map, starting in the background (a successor: see `replacement`),
+        with the settings and project file of `like` (the server it replaces): a replacement changes
+        the server, not its settings, which only a restart takes up again."""
+        session = self.launcher.session(path, heap_mb, hol, like.settings if like is not None else None)
+        if like is not None:
+            session.project = like.project
         self.launcher.begin(session)
         return session
 
@@ -281,11 +290,38 @@ class Pool:
     def stale_reasons(self, path: Path, session: Session | None = None) -> list[str]:
         """Why answers about the script `path` (from `session`, default its current server)
         may be stale, one sentence each (see `staleness`)."""
-        return self.staleness.reasons(path, session)
+        return self.staleness.reasons(path, session) + self.project_reasons(path, session)
+
+    def project_reasons(self, path: Path, session: Session | None = None) -> list[str]:
+        """Whether the server of `path` runs with the project settings its project file now says: an
+        edited, added or removed project file is taken up only by a restart (docs/design.md, Projects)."""
+        session = session or self.sessions.get(path)
+        if session is None or not session.alive:
+            return []
+        try:
+            now = self.projects.of(path)
+        except OSError:
+            return []
+        had = session.project
+        if (had and (had.file, had.stamp)) == (now and (now.file, now.stamp)):
+            return []
+        if now is None:
+            what = f"its project file {had.file if had else ''} is gone"
+        elif had is None:
+            what = f"the project file {now.file} appeared"
+        elif had.file != now.file:
+            what = f"its project file is now {now.file}, not {had.file}"
+        else:
+            what = f"its project file {now.file} changed"
+        broken = f" (and as it stands it is refused: {now.error})" if now is not None and now.error else ""
+        return [f"project settings changed: the HOL server for {path.name} (pid {session.pid}) runs with older "
+                f"project settings: {what} since it started{broken}; `restart` the file to apply them"]
 
     def snapshot(self, session: Session, now: float) -> m.SessionStatus:
         """`session` as status shows it, with its background replacement if one is under way."""
         row = session.snapshot(now, self.history.restarts(session.path))
+        row.hol, row.holdir = session.hol_cmd, session.holdir
+        row.project = str(session.project.file) if session.project is not None else ""
         if session.alive and not session.measured_warm:
             row.counted_mb = round(self.admission.counted_mb(session), 1)
         return self.replacer.status(session, row, now)
@@ -303,7 +339,7 @@ class Pool:
     async def _watch_runaways(self) -> None:
         now = self.clock()
         for session in self.live():
-            why = runaway.judge(session, now, self.settings)
+            why = runaway.judge(session, now, session.settings)  # its project's letgo_s and footprint limit
             if why is not None:
                 await self.recover(session, why)
 

@@ -238,7 +238,7 @@ class Replacer:
 
     def _start(self, old: Session, rebuilt: list[str], built: dict[str, float], bloat_mb: float = 0.0,
                refresh: str = "") -> None:
-        new = self.pool.spawn(old.path, old.max_heap_mb, old.hol_cmd)
+        new = self.pool.spawn(old.path, old.max_heap_mb, old.hol_cmd, old)
         # It loads these builds or newer ones: a later rebuild is one it missed.
         new.ancestors.loaded(built)
         rep = self.running[old.path] = Replacement(old, new, rebuilt, self.pool.clock(), built, bloat_mb=bloat_mb,

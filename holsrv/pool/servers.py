@@ -49,7 +49,7 @@ class Servers(Protocol):
         (least recently used first); why there is none ("" once there is)."""
         ...
 
-    def spawn(self, path: Path, heap_mb: int, hol: str) -> Session:
+    def spawn(self, path: Path, heap_mb: int, hol: str, like: Session | None = None) -> Session:
         """A new server for `path`, starting in the background, outside the map."""
         ...
 

@@ -101,13 +101,16 @@ class Builds:
         """The runs in progress in any of `directories`."""
         return [b for d in directories if (b := self.running.get(d)) is not None]
 
-    def start(self, directory: Path, command: list[str], env: dict[str, str]) -> tuple[Build, bool]:
-        """The run in `directory`: the one in progress (joined: True), else a new one of `command` in `env`."""
+    def start(self, directory: Path, command: list[str], env: dict[str, str], timeout_s: float | None = None,
+              ) -> tuple[Build, bool]:
+        """The run in `directory`: the one in progress (joined: True), else a new one of `command` in `env`,
+        killed after `timeout_s` (default the daemon's: a project file may set its own)."""
         build = self.running.get(directory)
         if build is not None:
             return build, True
         build = Build(directory, command, self.clock(), deque(maxlen=self.tail_lines))
-        build.task = asyncio.create_task(self._run(build, env), name=f"holmake-{directory.name}")
+        build.task = asyncio.create_task(self._run(build, env, timeout_s or self.timeout_s),
+                                         name=f"holmake-{directory.name}")
         self.running[directory] = build
         build.task.add_done_callback(lambda _: self._ended(build))
         return build, False
@@ -117,7 +120,7 @@ class Builds:
             del self.running[build.directory]
         build._wake()
 
-    async def _run(self, build: Build, env: dict[str, str]) -> Outcome:
+    async def _run(self, build: Build, env: dict[str, str], timeout_s: float) -> Outcome:
         log.info("running %s in %s", " ".join(build.command), build.directory)
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -129,12 +132,12 @@ class Builds:
             return Outcome(None, stopped=f"could not start {build.command[0]}: {err}")
         build.pid = proc.pid
         try:
-            async with asyncio.timeout(self.timeout_s):
+            async with asyncio.timeout(timeout_s):
                 await self._read(proc, build)
                 code = await proc.wait()
         except TimeoutError:
             await _kill_group(proc)
-            log.warning("Holmake in %s ran past %gs: killed", build.directory, self.timeout_s)
+            log.warning("Holmake in %s ran past %gs: killed", build.directory, timeout_s)
             return Outcome(None, timed_out=True, elapsed_s=self.clock() - build.started)
         except asyncio.CancelledError:
             await _kill_group(proc)

@@ -534,6 +534,11 @@ class SessionStatus(Struct):
     # What this server was found to do, by service ("search", "hover", …): "works" or
     # "lacking"; a service not listed has not been asked about yet (`holsrv.lsp.services`).
     services: dict[str, str] = {}
+    # The `hol` it runs, the HOL tree it says it is (`serverInfo.holdir`), and the project file
+    # (`holsrv.toml`) its settings came from ("": none, the user-wide settings).
+    hol: str = ""
+    holdir: str = ""
+    project: str = ""
 
 
 class EditorClient(Struct):

@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from pathlib import Path
 
+from holsrv.config.projects import Project
 from holsrv.config.settings import Settings
 from holsrv.disk import ancestors
 from holsrv.errors import ServerStopped
@@ -56,6 +57,8 @@ class Session:
         self.uri = replies.uri_of(path)
         self.settings = settings
         self.hol_cmd = hol_cmd
+        # The project file its settings came from, as read when it started (None: the user-wide settings).
+        self.project: Project | None = None
         self.max_heap_mb = max_heap_mb
         self.clock = clock
         self._on_exit = on_exit
