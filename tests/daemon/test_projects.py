@@ -92,6 +92,7 @@ def test_holmake_runs_the_holmake_of_the_files_project(daemon, two_projects):
 def test_a_calls_own_heap_cap_overrides_the_project_file(daemon, two_projects):
     script_a = two_projects[4]
     daemon.call(m.Diagnostics(str(script_a), wait=20))
+    assert daemon.call(m.Status()).sessions[0].max_heap_mb == 777
     reply = daemon.call(m.Restart(str(script_a), max_heap_mb=321))
     assert reply.max_heap_mb == 321
     assert cmdline(reply.new_pid)[cmdline(reply.new_pid).index("--maxheap") + 1] == "321"
