@@ -16,8 +16,9 @@ from pathlib import Path
 
 from holctl.doctor.report import Check, Status
 from holsrv import __version__
+from holsrv.config import projects
 from holsrv.config.settings import ConfigError, Settings, config_path
-from holsrv.errors import HolsrvError, ProtocolMismatch
+from holsrv.errors import HolsrvError, ProjectError, ProtocolMismatch
 from holsrv.rpc import client, messages, paths
 
 # What the daemon imports besides the standard library and msgspec (holsrv.main).
@@ -33,6 +34,15 @@ def settings(environ: Mapping[str, str]) -> tuple[Check, Settings]:
                      "fix it; `holctl config` shows every setting and where it comes from"), Settings()
     file = config_path(environ)
     where = f"config file {file}" if file is not None and file.is_file() else "no config file"
+    # Run in a project's directory, doctor checks that project's HOL, Holmake and heap cap.
+    project = projects.Projects().of(Path.cwd() / "_")
+    if project is not None:
+        try:
+            found = project.apply(found)
+        except ProjectError as err:
+            return Check("settings", Status.FAIL, True, f"the daemon would refuse the scripts here: {err}",
+                         "fix the project file; `holctl config FILE` shows every setting of a script"), found
+        where += f"; project file {project.file} over it for the scripts here"
     if found.warnings:
         return Check("settings", Status.WARN, True, f"a daemon would start with them ({where}), but "
                      + "; ".join(found.warnings) + ".", "remove what names a constant"), found

@@ -519,3 +519,20 @@ def test_the_socket_directory_doctor_checks_is_left_as_it_was(place):
     before = stat.S_IMODE(place.socket.parent.stat().st_mode)
     assert place.doctor().returncode == 0
     assert stat.S_IMODE(place.socket.parent.stat().st_mode) == before and list(place.socket.parent.iterdir()) == []
+
+
+def test_doctor_in_a_projects_directory_checks_that_projects_hol_and_heap_cap(place):
+    tree = place.root / "HOL-P"
+    hol = place.tool("hol", f'#!/bin/sh\nFAKE_HOL_HOLDIR="{tree}" exec "{sys.executable}" "{FAKE_HOL}" "$@"\n',
+                     tree / "bin")
+    place.tool("Holmake", f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_HOL.parent / "Holmake"}" "$@"\n', tree / "bin")
+    (place.cwd / ".git").mkdir()
+    (place.cwd / "holsrv.toml").write_text(f'holdir = "{tree}"\nmax_heap_mb = 1234\n')
+    (place.cwd / "holsrv.toml").chmod(0o644)
+    lines = place.lines()
+    assert f"project file {place.cwd / 'holsrv.toml'} over it" in lines["settings"]
+    assert lines["hol"].startswith(f"ok {hol}: hol_bin from project file")
+    assert lines["proof_server"].startswith("ok `--maxheap 1234")
+    assert lines["holmake"].startswith(f"ok {tree / 'bin' / 'Holmake'}")
+    (place.cwd / "holsrv.toml").chmod(0o666)
+    assert "writable by others" in place.lines()["settings"]
