@@ -199,7 +199,8 @@ class Dispatch:
         """`request` answered as the plain call, in a job of its own once it outruns `defer_after`."""
         plain = msgspec.structs.replace(request, defer_after=None)
         stop = self._build_stop(plain) if isinstance(plain, m.Holmake) else None
-        return await self.jobs.defer(plain, defer_after, lambda relay: self.answer(plain, client, relay), report, stop)
+        # `_answer`, not `answer`: the metrics count the call once, as the request that asked it.
+        return await self.jobs.defer(plain, defer_after, lambda relay: self._answer(plain, client, relay), report, stop)
 
     def _build_stop(self, request: m.Holmake) -> Stop:
         """Cancelling a holmake job kills the build it follows, as the build's time limit does."""

@@ -81,6 +81,13 @@ def test_the_metrics_agree_with_status_and_count_the_answers_given(daemon_factor
     held.close()
 
 
+def test_a_call_answered_through_a_job_is_counted_once(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    assert daemon.call(m.Diagnostics(str(path), wait=30, defer_after=30)).verdict
+    reply = daemon.call(m.Metrics())
+    assert by_label(samples(reply.text), "holsrv_answers_total", "kind") == {"diagnostics": 1}
+
+
 def test_holctl_metrics_prints_the_exposition_text(daemon):
     result = CliRunner().invoke(cli, ["--socket", str(daemon.socket), "metrics"])
     assert result.exit_code == 0, result.output
