@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from holctl.cli import cli
 from holsrv.config.settings import ConfigError, Settings
 from holsrv.daemon import Daemon
-from holsrv.errors import FileNotFound
+from holsrv.errors import FileNotFound, ServerBusy
 from holsrv.rpc import messages as m
 
 from conftest import GOOD_SCRIPT, fake_settings, wait_until
@@ -86,6 +86,23 @@ def test_a_call_answered_through_a_job_is_counted_once(daemon, write_script):
     assert daemon.call(m.Diagnostics(str(path), wait=30, defer_after=30)).verdict
     reply = daemon.call(m.Metrics())
     assert by_label(samples(reply.text), "holsrv_answers_total", "kind") == {"diagnostics": 1}
+
+
+def test_a_refused_admission_and_an_eviction_are_counted(daemon_factory, write_script):
+    daemon = daemon_factory(max_servers=1)
+    busy = GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", "LOOP_TAC")  # checking until edited
+    daemon.call(m.Diagnostics(str(write_script(busy, "busyScript.sml")), wait=0.3))
+    with pytest.raises(ServerBusy):
+        daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT, "otherScript.sml")), wait=5))
+    found = samples(daemon.call(m.Metrics()).text)
+    assert by_label(found, "holsrv_admissions_refused_total", "reason") == {"servers_busy": 1}
+    assert found[("holsrv_evictions_total", ())] == 0
+    # Edited, its proof no longer loops: the server is idle once checked, and makes room.
+    assert daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT, "busyScript.sml")), wait=30)).verdict == "OK"
+    assert daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT, "otherScript.sml")), wait=30)).verdict == "OK"
+    found = samples(daemon.call(m.Metrics()).text)
+    assert found[("holsrv_evictions_total", ())] == 1
+    assert found[("holsrv_servers_fit", ())] == daemon.call(m.Status()).servers_fit
 
 
 def test_holctl_metrics_prints_the_exposition_text(daemon):
