@@ -20,6 +20,7 @@ from holctl.cli import cli
 from holsrv.config.settings import ConfigError, Settings
 from holsrv.daemon import Daemon
 from holsrv.errors import FileNotFound, ServerBusy
+from holsrv.metrics.metrics import client_kind
 from holsrv.rpc import messages as m
 
 from conftest import GOOD_SCRIPT, fake_settings, wait_until
@@ -171,3 +172,22 @@ def test_an_address_beyond_loopback_is_refused_unless_the_value_says_so(value, s
 def test_a_malformed_value_is_refused_saying_what_is_wrong(value):
     with pytest.raises(ConfigError, match="metrics_listen="):
         Settings.from_env({"HOLSRV_METRICS_LISTEN": value}, config_file=None)
+
+
+def test_the_names_follow_prometheus_conventions_and_no_label_names_a_file(daemon, write_script):
+    daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT)), wait=30))
+    families = list(text_string_to_metric_families(daemon.call(m.Metrics()).text))
+    assert families and all(f.name.startswith("holsrv_") for f in families)
+    for family in families:
+        if family.type == "counter":
+            assert all(s.name.endswith(("_total", "_created")) for s in family.samples), family.name
+        for s in family.samples:
+            assert set(s.labels) <= {"kind", "state", "code", "reason", "le"}, s
+            assert not any("/" in value or value.endswith(".sml") for value in s.labels.values()), s
+
+
+@pytest.mark.parametrize(("name", "kind"), [("holctl", "holctl"), ("holctl logs", "holctl"),
+                                            ("holctl-doctor", "holctl"), ("holmcp", "holmcp"),
+                                            ("holctl lsp", "editor"), ("test", "other"), ("holctlx", "other")])
+def test_a_client_is_counted_by_the_kind_its_hello_names(name, kind):
+    assert client_kind(name) == kind
