@@ -27,10 +27,12 @@ from holsrv import __version__
 from holsrv.answers.cache import AnswerCache
 from holsrv.answers.common import Context
 from holsrv.answers.goals.prefetch import Prefetches
-from holsrv.config.settings import Settings
+from holsrv.config import metricslisten
+from holsrv.config.settings import ConfigError, Settings
 from holsrv.disk import files
 from holsrv.dispatch import Dispatch
 from holsrv.errors import AlreadyRunning, DaemonStopping
+from holsrv.metrics.endpoint import Endpoint
 from holsrv.pool.pool import Pool, wait_all
 from holsrv.rpc import messages as m
 from holsrv.rpc import paths
@@ -66,6 +68,8 @@ class Daemon:
         self.connections = Connections(
             settings, self.dispatch.answer, self.stopping, self.dispatch.at_once, partial(serve, self.answers)
         )
+        self.dispatch.metrics.clients = self.connections.clients
+        self.metrics_endpoint: Endpoint | None = None  # `/metrics` over HTTP, if metrics_listen says where
         self._force = asyncio.Event()  # a second signal: stop at once
         self._lock_fd: int | None = None
         self._socket_id: tuple[int, int] | None = None  # (device, inode) of the socket we bound
@@ -75,11 +79,20 @@ class Daemon:
     async def start(self) -> None:
         """Take the socket's lock (refusing to start beside a live daemon), bind it, start duties."""
         path = self.settings.socket
+        try:
+            listen = metricslisten.parse(self.settings.metrics_listen)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
         paths.private_dir(path.parent)
         self._lock_fd = _lock(path)
         try:
+            if listen is not None:  # first: a port taken stops the start before any client can connect
+                self.metrics_endpoint = Endpoint(listen, self.dispatch.metrics.text)
+                await self.metrics_endpoint.start()
             await self._take_socket()
         except BaseException:
+            if self.metrics_endpoint is not None:
+                self.metrics_endpoint.close()
             self._unlock()
             raise
         self.pool.start_background()
@@ -239,6 +252,8 @@ class Daemon:
                 duty.cancel()
         if self._server is not None:
             self._server.close()
+        if self.metrics_endpoint is not None:
+            self.metrics_endpoint.close()
         self.connections.close_idle()
         if not await wait_all(self.connections.tasks, budget / 2, self._force):
             self._cut_short(budget / 2)

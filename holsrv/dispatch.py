@@ -41,6 +41,7 @@ from holsrv.config import holbuild
 from holsrv.disk import files
 from holsrv.errors import BadRequest, HolsrvError, RanAway
 from holsrv.jobs import Deferrable, Job, Jobs, Stop
+from holsrv.metrics.metrics import Metrics
 from holsrv.rpc import limits
 from holsrv.rpc import messages as m
 
@@ -67,8 +68,16 @@ class Dispatch:
         cancel_wait = self.settings.lookup_wait_s + self.settings.request_timeout_s
         self.jobs = Jobs(self.settings.max_jobs, self.settings.job_keep_s, cancel_wait, self.pool.clock)
         self.pool.scriptwatch.ahead.compute = lambda session, script: diagnostics.ahead(answers, session, script)
+        self.metrics = Metrics(answers)
 
     async def answer(self, request: m.Request, client: str, report: Report | None = None) -> m.Reply:
+        """The reply to `request`, counted in the metrics (its kind, time, and error code if any)."""
+        started = time.monotonic()
+        reply = await self._answer(request, client, report)
+        self.metrics.answered(request, reply, time.monotonic() - started)
+        return reply
+
+    async def _answer(self, request: m.Request, client: str, report: Report | None = None) -> m.Reply:
         try:
             limits.check_request(request)
             common.check_expect_hash(getattr(request, "expect_hash", ""))
@@ -87,10 +96,14 @@ class Dispatch:
     def at_once(self, request: m.Request, client: str) -> m.Reply | None:
         """The reply to `request` if it can be given with nothing awaited (a cached answer,
         see `cached`); None if it needs `answer`, which also says what is wrong with it."""
+        started = time.monotonic()
         try:
             limits.check_request(request)
             common.check_expect_hash(getattr(request, "expect_hash", ""))
-            return cached.answer(self.answers, request, client)
+            reply = cached.answer(self.answers, request, client)
+            if reply is not None:
+                self.metrics.answered(request, reply, time.monotonic() - started)
+            return reply
         except HolsrvError:
             return None
         except Exception:
@@ -133,6 +146,8 @@ class Dispatch:
                 return await holmake.holmake(ctx, request, client, report)
             case m.Status():
                 return await self.status()
+            case m.Metrics():
+                return m.MetricsResult(self.metrics.text())
             case m.Shutdown():
                 self.stopping.set()
                 return m.ShutdownResult(f"holsrv (pid {os.getpid()}) is stopping its HOL servers and exiting")
@@ -184,7 +199,8 @@ class Dispatch:
         """`request` answered as the plain call, in a job of its own once it outruns `defer_after`."""
         plain = msgspec.structs.replace(request, defer_after=None)
         stop = self._build_stop(plain) if isinstance(plain, m.Holmake) else None
-        return await self.jobs.defer(plain, defer_after, lambda relay: self.answer(plain, client, relay), report, stop)
+        # `_answer`, not `answer`: the metrics count the call once, as the request that asked it.
+        return await self.jobs.defer(plain, defer_after, lambda relay: self._answer(plain, client, relay), report, stop)
 
     def _build_stop(self, request: m.Holmake) -> Stop:
         """Cancelling a holmake job kills the build it follows, as the build's time limit does."""

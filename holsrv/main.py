@@ -90,7 +90,9 @@ async def _serve(settings: Settings, ready_fd: int | None, listener=None) -> Non
     daemon = Daemon(settings, listener)
     try:
         await daemon.start()
-    except OSError as err:  # an unsafe socket directory, a symlink at the lock file
+    except ConfigError as err:  # metrics_listen given to a Settings not read by from_env
+        raise BadConfig(f"not starting: {err}") from None
+    except OSError as err:  # an unsafe socket directory, a symlink at the lock file, the metrics port taken
         raise click.ClickException(str(err)) from None
     # What is alive now (modules, classes, functions, settings) lives as long
     # as the daemon: out of the cycle collector's generations, so its full

@@ -80,6 +80,15 @@ def shutdown(target: Target, as_json: bool) -> None:
     Target(target.socket, autostart=False).ask(messages.Shutdown(), as_json)
 
 
+@click.command("metrics", epilog=EXIT_CODES)
+@json_option
+@click.pass_obj
+def metrics(target: Target, as_json: bool) -> None:
+    """Print the daemon's Prometheus metrics (the text `/metrics` serves). Never starts a daemon."""
+    # A scrape of a daemon that is not running has nothing to read: starting one would make up numbers.
+    Target(target.socket, autostart=False).ask(messages.Metrics(), as_json)
+
+
 @click.command("logs", epilog=EXIT_CODES)
 @click.argument("file", type=click.Path(), required=False)
 @click.option("--daemon", "of_daemon", is_flag=True, help="The daemon's own log instead of a file's HOL server's.")
@@ -161,4 +170,4 @@ def _log_of_running_daemon(socket: Path, log: Path) -> Path:
     return deleted
 
 
-COMMANDS = [status, job, retry_compile, restart, stop, shutdown, logs]
+COMMANDS = [status, job, retry_compile, restart, stop, shutdown, metrics, logs]

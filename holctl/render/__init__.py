@@ -33,6 +33,7 @@ from holsrv.rpc.messages import (
     JobStarted,
     JobState,
     LogsResult,
+    MetricsResult,
     Progress,
     ReferencesResult,
     Reply,
@@ -102,6 +103,8 @@ def _result_lines(reply: Result) -> list[str]:
             lines = [reply.message]
         case StatusResult():
             lines = _status(reply)
+        case MetricsResult():
+            lines = reply.text.rstrip("\n").splitlines()
         case SearchResult():
             lines = [*_search(reply), *_noted(reply.note), *_server_lines(reply.server)]
         case HolmakeResult():

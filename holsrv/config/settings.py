@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from holsrv.config import executables, memorylimit
+from holsrv.config import executables, memorylimit, metricslisten
 from holsrv.config.settingsources import ConfigError, config_path, env_names, gather, parse, show
 from holsrv.errors import HolNotFound
 from holsrv.rpc import paths
@@ -50,7 +50,7 @@ USER = frozenset({
 })
 OPERATOR = frozenset({
     "max_connections", "max_idle_per_peer", "frame_budget_mb", "cache_entries",
-    "max_jobs", "job_keep_s", "idle_exit_s", "stop_timeout_s",
+    "max_jobs", "job_keep_s", "idle_exit_s", "stop_timeout_s", "metrics_listen",
 })
 # The source a constant shows where settings are listed (`effective`), and
 # where a client was given one (`differences`).
@@ -196,6 +196,9 @@ class Settings:
     # kept before it is forgotten.
     max_jobs: int = 16
     job_keep_s: float = 600.0
+    # Where `/metrics` is served over HTTP (`metricslisten`): "" off, a loopback
+    # HOST:PORT, a Unix socket path, or HOST:PORT! to listen beyond loopback.
+    metrics_listen: str = ""
     # Where each value not from a default came from ("environment HOLSRV_X",
     # "flag --x"); filled by `from_env`.
     sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False, repr=False)
@@ -214,6 +217,10 @@ class Settings:
         env = os.environ if environ is None else environ
         read = {name: _TYPES[name] for name in USER | OPERATOR}
         values, sources, warnings = gather(read, env, config_file or config_path(env), overrides, _FIXED_VALUES)
+        try:
+            metricslisten.parse(values.get("metrics_listen", ""))
+        except ValueError as err:
+            raise ConfigError(f"{err} (from {sources.get('metrics_listen', 'the settings')})") from None
         return cls(**values, sources=sources, warnings=tuple(warnings))
 
     def effective(self) -> list[tuple[str, str, str]]:

@@ -44,6 +44,7 @@ class History:
         self.settings = settings
         self.clock = clock
         self._files: dict[Path, FileHistory] = {}
+        self.restarted = 0  # every file's restarts together, for the metrics
 
     def of(self, path: Path) -> FileHistory:
         return self._files.setdefault(path, FileHistory())
@@ -74,6 +75,7 @@ class History:
 
     def started(self, path: Path, restarted: bool) -> None:
         self.of(path).restarts += restarted
+        self.restarted += restarted
 
     def exited(self, session: Session) -> None:
         """`session`'s process has exited: a death is remembered, and a fast one backs off."""

@@ -98,6 +98,7 @@ class Pool:
         self.admission = Admission(settings, busy=self.busy, current=self.sessions.get, shedder=self.replacer)
         self.staleness = Staleness(self.replacer, self.unblocker, self.builds, clock, self.sessions.get)
         self.loops = runaway.Loops()  # proofs known to loop, per file, across its servers
+        self.evictions = 0  # idle servers stopped to make room (count or memory), for the metrics
         self.runaways = 0  # servers replaced as runaways, and the last one's story, for status
         self.last_runaway = ""
 
@@ -205,6 +206,7 @@ class Pool:
 
     def _evict(self, victim: Session, reason: str) -> None:
         log.info("stopping %s (pid %s) %s", victim.path, victim.pid, reason)
+        self.evictions += 1
         self.stop_later(victim, reason)
 
     def stop_later(self, session: Session, reason: str, name: str | None = None) -> None:

@@ -107,6 +107,7 @@ class Replacer:
         self.watch = watch  # a rebuild starts a replacement with no call and no polling
         self.running: dict[Path, Replacement] = {}
         self.retiring: dict[Session, str] = {}  # replaced server -> what answers from it say
+        self.switched = 0  # replacements done, for the metrics
         # Why a server is not being replaced (no room, its successor failed),
         # by file, with the id of the server it is about.
         self._refused: dict[Path, _Refusal] = {}
@@ -305,6 +306,7 @@ class Replacer:
             while len(self._replaced) > MAX_REPLACED_KEPT:
                 self._replaced.popitem(last=False)
         self.pool.install(path, rep.new)  # once the old one is retiring: both are in the record
+        self.switched += 1
         self.pool.holds.switched(rep.old, rep.new)  # an editor's document follows: it does not keep the old one
         log.info("replaced %s: pid %s → %s (%s), after %.1fs", path, rep.old.pid, rep.new.pid,
                  rep.cause(), self.pool.clock() - rep.since)

@@ -96,6 +96,8 @@ class Builds:
         self.clock = clock
         self.running: dict[Path, Build] = {}
         self.closing = False
+        # Told each run's seconds when it ends (the metrics' histogram), if set.
+        self.observe: Callable[[float], None] | None = None
 
     def running_in(self, directories: list[Path]) -> list[Build]:
         """The runs in progress in any of `directories`."""
@@ -119,6 +121,8 @@ class Builds:
         if self.running.get(build.directory) is build:
             del self.running[build.directory]
         build._wake()
+        if self.observe is not None:
+            self.observe(max(0.0, self.clock() - build.started))
 
     async def _run(self, build: Build, env: dict[str, str], timeout_s: float) -> Outcome:
         log.info("running %s in %s", " ".join(build.command), build.directory)

@@ -30,6 +30,7 @@ from holsrv.rpc.messages import (
     Hover,
     Job,
     Logs,
+    Metrics,
     Progress,
     References,
     Reply,
@@ -142,7 +143,7 @@ def reply_timeout(request: Request, welcome: Welcome) -> float:
         case Restart() | Stop():
             # Stopping the old server (its shutdown exchange), then the new one's start.
             spent = lsp + start
-        case Status() | Shutdown() | Logs():
+        case Status() | Shutdown() | Logs() | Metrics():
             spent = 0.0  # answered at once, from the daemon's own state
         case EditorAttach():
             spent = start  # its first frame says the channel is open; what follows has no end

@@ -189,6 +189,10 @@ class Shutdown(RequestBase, tag="shutdown"):
     pass
 
 
+class Metrics(RequestBase, tag="metrics"):
+    """The daemon's Prometheus metrics, as the `/metrics` endpoint serves them (docs/operations.md)."""
+
+
 # -- search and holmake -------------------------------------------
 
 
@@ -346,6 +350,7 @@ Request = Union[
     EditorAttach,
     Verify,
     Holes,
+    Metrics,
 ]
 
 # -- pieces of replies ------------------------------------------------------
@@ -832,6 +837,10 @@ class ShutdownResult(ReplyBase, tag="shutdown"):
     message: str
 
 
+class MetricsResult(ReplyBase, tag="metrics"):
+    text: str  # Prometheus's text exposition format, version 0.0.4
+
+
 class LogsResult(ReplyBase, tag="logs"):
     file: str
     pid: int | None  # of the server the lines are from; None when none ran
@@ -1182,6 +1191,7 @@ Result = Union[
     UsesResult,
     VerifyResult,
     HolesResult,
+    MetricsResult,
 ]
 
 # typing flattens the nested union, so msgspec sees one flat tagged union.

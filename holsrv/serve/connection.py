@@ -80,13 +80,14 @@ class Connection:
         self.idle_since: float | None = time.monotonic()
         self.warned = False  # its one WARNING line is spent
         self.peer: int | None = None  # the client's pid, where the system says
+        self.client: str | None = None  # the name its hello gave, once welcomed (the metrics count by kind)
         # No write buffer beyond the kernel's: `send`'s drain then means the
         # client has the reply, and closing never lingers on unsent data.
         writer.transport.set_write_buffer_limits(high=0)
 
     async def converse(self, answer: Answer, attach: Attach | None = None) -> None:
         """Take the hello, then answer the requests (an editor's with `attach`) until the connection ends."""
-        client = await self._hello()
+        client = self.client = await self._hello()
         if client is not None:
             await self._requests(client, answer, attach)
 

@@ -52,6 +52,10 @@ class Connections:
     def __len__(self) -> int:
         return len(self._open)
 
+    def clients(self) -> list[str]:
+        """The name each welcomed connection's hello gave (`holctl`, `holmcp`, `holctl lsp`, ...)."""
+        return [conn.client for conn in self._open.values() if conn.client is not None]
+
     @property
     def tasks(self) -> set[asyncio.Task]:
         """The tasks serving connections, those closed to make room included until they end."""

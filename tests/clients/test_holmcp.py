@@ -27,7 +27,8 @@ from conftest import FAILING_SCRIPT, FAKE_HOL
 # An agent may not stop the daemon that every other session shares.
 # logs: for a person at a shell (`holctl logs`); server_died already brings an agent the stderr tail.
 # editorAttach: an editor's channel (`holctl lsp`), not a question.
-NOT_TOOLS = {messages.Shutdown, messages.Logs, messages.EditorAttach}
+# metrics: for an operator's monitoring (`holctl metrics`, /metrics); an agent has status.
+NOT_TOOLS = {messages.Shutdown, messages.Logs, messages.EditorAttach, messages.Metrics}
 TOOLS = {request.__struct_config__.tag for request in typing.get_args(messages.Request) if request not in NOT_TOOLS}
 # The reference tool's parameter names, which agents and skills written for it use.
 POSITION = {"file", "line", "column", "wait"}

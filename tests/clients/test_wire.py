@@ -137,7 +137,7 @@ def test_every_request_round_trips_through_a_frame():
         m.Diagnostics(f, wait=3.5, progress=True), m.GoalState(f, 4, 7, wait=1.0), m.GoalState(f, 4),
         m.Hover(f, 1, 2, wait=0.0), m.Definition(f, 3, 4), m.References(f, 5, 6), m.Completion(f, 7, 8),
         m.DocumentSymbol(f, wait=3.0), m.WorkspaceSymbol(f, "ADD_", limit=5, page=2), m.Eval(f, "1 + 1;", timeout=2.0),
-        m.RetryCompile(f), m.Restart(f, max_heap_mb=0), m.Stop(f), m.Status(), m.Shutdown(),
+        m.RetryCompile(f), m.Restart(f, max_heap_mb=0), m.Stop(f), m.Status(), m.Shutdown(), m.Metrics(),
         m.Search(f, "'arithmetic' x + y", limit=3, page=2, expect_hash="0123abcd"), m.Holmake(f, "aTheory.uo", jobs=2),
         m.Try(f, 4, ["simp[]", "metis_tac[]"], column=3, timeout=2.0), m.GoalDiff(f, 4, 6, column2=2),
     ]

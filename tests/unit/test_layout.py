@@ -107,6 +107,7 @@ LAYERS = [
     'answers',
     'serve',
     'jobs',
+    'metrics',
     'dispatch',
     'daemon',
     'main',
