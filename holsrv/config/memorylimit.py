@@ -4,7 +4,9 @@ cgroup limits it (a systemd unit with `MemoryMax=`/`MemoryHigh=`, a container).
 Only cgroup v2 is read: its `memory.max` and `memory.high` in the daemon's own
 cgroup and every cgroup above it (each one's limit binds its descendants),
 found through `/proc/self/cgroup`'s `0::/path` line.  Both roots are
-parameters, so tests hand it a cgroup tree of their own.
+parameters, so tests hand it a cgroup tree of their own.  Where there are
+no cgroups (macOS, portable mode: `facilities.cgroups`) the machine's memory
+is the budget, as psutil tells it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from holsrv import facilities
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PROC_CGROUP = Path("/proc/self/cgroup")
@@ -28,6 +32,8 @@ class MemoryLimit:
 
 
 def machine_mb() -> int:
+    if not facilities.linux():
+        return facilities.machine_bytes() // _MB
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // _MB
     except (ValueError, OSError):
@@ -46,6 +52,8 @@ def of_box(root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP, machine: i
 @functools.cache
 def here() -> MemoryLimit:
     """`of_box()` of this process, read once: the defaults and `status` must agree on it."""
+    if not facilities.cgroups():
+        return MemoryLimit(machine_mb(), "machine memory")
     return of_box()
 
 

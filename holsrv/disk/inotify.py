@@ -19,6 +19,7 @@ import struct
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from holsrv import facilities
 from holsrv.disk import holproject
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,8 @@ class Watcher:
     def create(cls, recheck_s: float = 1.0) -> Watcher | None:
         """Watches, or None where the system has no inotify (`recheck_s`: how
         often times are re-read instead, for the log)."""
+        if not facilities.inotify():  # not Linux, or portable mode: calls sync and re-read instead
+            return None
         try:
             libc = ctypes.CDLL(None, use_errno=True)
             fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)

@@ -6,7 +6,8 @@ so a HOL server's tree costs a few small reads (one per Poly/ML thread for the
 children).  psutil's `children(recursive=True)` reads the parent of every
 process on the machine instead (/proc/*/stat): some 10 ms with a hundred
 processes, on the event loop, at every sample of every server; it stays the
-way for a kernel that keeps no children lists.  Not psutil's
+way for a kernel that keeps no children lists, and psutil's resident memory
+for a system without /proc (`facilities.proc_counters`).  Not psutil's
 `memory_full_info` either: its swap figure comes from /proc/PID/smaps_rollup,
 for which the kernel walks the page tables, some 15 ms for a 1.5 GB heap.
 """
@@ -19,19 +20,23 @@ import os
 
 import psutil
 
+from holsrv import facilities
+
 # A HOL server's tree is the server, its watchdog and a helper or two; a larger one is not walked further.
 MAX_PROCESSES = 64
 
 
 def footprint_mb(pid: int) -> float | None:
     """Resident plus swapped memory of process `pid` and its descendants, MB (None if it is gone)."""
+    listed = facilities.proc_counters() and children_listed()
+    held = held_bytes if listed else _held_bytes_by_psutil
     try:
-        total = held_bytes(pid)
-    except OSError:
+        total = held(pid)
+    except (OSError, psutil.Error):
         return None
-    for child in descendants(pid) if children_listed() else _descendants_by_scan(pid):
-        with contextlib.suppress(OSError):  # gone since it was listed
-            total += held_bytes(child)
+    for child in descendants(pid) if listed else _descendants_by_scan(pid):
+        with contextlib.suppress(OSError, psutil.Error):  # gone since it was listed
+            total += held(child)
     return total / (1024 * 1024)
 
 
@@ -46,6 +51,11 @@ def held_bytes(pid: int) -> int:
                 swap = int(line.split()[1])
                 break  # it comes after VmRSS
     return (rss + swap) * 1024
+
+
+def _held_bytes_by_psutil(pid: int) -> int:
+    """Bytes of `pid` resident, as psutil tells it where there is no /proc (swap is not counted there)."""
+    return int(psutil.Process(pid).memory_info().rss)
 
 
 @functools.cache

@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 
 import psutil
 
+from holsrv import facilities
 from holsrv.process import footprint, watchdog
 from holsrv.process.stderrring import StderrRing
 
@@ -38,6 +39,7 @@ _PR_SET_PDEATHSIG = 1
 # Every child gets this variable naming the daemon that started it, so a later
 # daemon kills a leftover only when it can prove the process is one of ours.
 OWNER_ENV = "HOLSRV_OWNER"
+EXIT_POLL_S = 0.1  # how often a child's exit is looked for where there are no pidfds
 
 
 def owner_marker(pid: int | None = None) -> str:
@@ -92,8 +94,14 @@ def watched(argv: list[str], env: dict[str, str]) -> list[str]:
 async def _exit_of(proc: asyncio.subprocess.Process) -> None:
     """Return once our child `proc` has exited (reaped or not), whoever holds its pipes.
 
-    Where pidfds are missing, `wait()`, which waits for the pipes too.
+    Where pidfds are missing (or in portable mode), the return code is polled:
+    asyncio's child watcher sets it at the exit, while `wait()` would wait for
+    the pipes too.
     """
+    if not facilities.pidfd():
+        while proc.returncode is None:
+            await asyncio.sleep(EXIT_POLL_S)
+        return
     try:
         fd = os.pidfd_open(proc.pid)
     except ProcessLookupError:
@@ -158,7 +166,8 @@ class ChildProcess:
             self._proc = await asyncio.create_subprocess_exec(
                 *watched(argv, env), cwd=cwd, env=env,
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                start_new_session=True, preexec_fn=_die_with_parent, limit=1 << 20,
+                start_new_session=True,
+                preexec_fn=_die_with_parent if facilities.death_signal() else None, limit=1 << 20,
             )
         except OSError as err:
             self.exit_reason = f"could not start {argv[0]}: {err}"

@@ -13,10 +13,9 @@ import asyncio
 import contextlib
 import logging
 import os
-import socket
-import struct
 import time
 
+from holsrv import facilities
 from holsrv.config.settings import Settings
 from holsrv.errors import FrameError, HolsrvError, PeerRefused, ServerBusy
 from holsrv.rpc import framing
@@ -125,8 +124,8 @@ class Connections:
         if peer is None or peer[1] == self.owner_uid:
             return False
         pid, uid = peer
-        log.warning("refused a connection from pid %d, uid %d: this daemon serves uid %d only",
-                    pid, uid, self.owner_uid)
+        log.warning("refused a connection from pid %s, uid %d: this daemon serves uid %d only",
+                    "unknown" if pid is None else pid, uid, self.owner_uid)
         await conn.send(m.ErrorReply(PeerRefused.code, (
             f"this holsrv daemon belongs to uid {self.owner_uid} and serves no other user (you are uid {uid}). "
             "Use a daemon of your own: leave HOLSRV_SOCKET unset, or point it at a path in a directory of yours."
@@ -196,14 +195,7 @@ def _closable_idle(conn: Connection, now: float) -> bool:
     return conn.idle_since is not None and now - conn.idle_since >= conn.settings.idle_grace_s
 
 
-def _peer_credentials(writer: asyncio.StreamWriter) -> tuple[int, int] | None:
-    """(pid, uid) of the process at the other end (Linux SO_PEERCRED); None where unknown."""
+def _peer_credentials(writer: asyncio.StreamWriter) -> tuple[int | None, int] | None:
+    """(pid, uid) of the process at the other end (`facilities.peer_credentials`); None where unknown."""
     sock = writer.get_extra_info("socket")
-    option = getattr(socket, "SO_PEERCRED", None)
-    if sock is None or option is None:
-        return None
-    try:
-        pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i")))
-    except OSError:
-        return None
-    return pid, uid
+    return None if sock is None else facilities.peer_credentials(sock)
