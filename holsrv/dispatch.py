@@ -19,7 +19,7 @@ from typing import assert_never
 
 import msgspec
 
-from holsrv import __version__
+from holsrv import __version__, facilities
 from holsrv.answers import (
     cached,
     common,
@@ -257,6 +257,7 @@ class Dispatch:
             prefetch_hits=self.answers.prefetches.hits,
             runaways=self.pool.runaways,
             last_runaway=self.pool.last_runaway,
+            facilities=facilities.described(),
         )
 
 

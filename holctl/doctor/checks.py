@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from holctl.doctor import daemon, hol, hosts, scripts, systemd
+from holctl.doctor import daemon, hol, hosts, platform, scripts, systemd
 from holctl.doctor.report import Check
 from holsrv.rpc import paths
 
@@ -23,6 +23,6 @@ def run(socket: Path | None, cwd: Path, environ: Mapping[str, str], hol_timeout_
     running, status = daemon.daemon(sock, via_systemd if socket is None else "")
     results += [running, daemon.memory(settings, status)]
     holdir = info.holdir if info is not None and info.holdir else environ.get("HOLDIR") or hol.holdir_of(command)
-    results += [scripts.heap(cwd, holdir), scripts.ancestors(cwd, holdir), manager, units]
+    results += [scripts.heap(cwd, holdir), scripts.ancestors(cwd, holdir), platform.platform(), manager, units]
     home = Path(environ.get("HOME") or Path.home())
     return results + hosts.checks(home, cwd, environ)

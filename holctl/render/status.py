@@ -39,6 +39,8 @@ def _status(reply: StatusResult) -> list[str]:
         cap = f"{reply.max_heap_mb} MB" if reply.max_heap_mb else "none"
         lines.append(f"capacity: {reply.servers_fit} more of {reply.usual_footprint_mb:.0f} MB fit; "
                      f"heap cap {cap} per server")
+    if reply.facilities:
+        lines.append("platform: " + "; ".join(f"{concern}: {used}" for concern, used in reply.facilities.items()))
     versions = sorted({_hol(s) for s in reply.sessions if s.hol_version or s.hol_build})
     if versions:
         lines.append(f"HOL: {', '.join(versions)}")

@@ -823,6 +823,9 @@ class StatusResult(ReplyBase, tag="status"):
     # Servers replaced as runaways (they would not let go of their work: `holsrv.server.runaway`), and the last why.
     runaways: int = 0
     last_runaway: str = ""
+    # Each platform concern and the facility the daemon uses for it ("peer credentials": "SO_PEERCRED",
+    # or "no check possible: ..."): `holsrv.facilities.described`.
+    facilities: dict[str, str] = {}
 
 
 class Progress(ReplyBase, tag="progress"):

@@ -26,7 +26,7 @@ import psutil
 import pytest
 
 import holsrv.daemon
-from holsrv import errors, main
+from holsrv import errors, facilities, main
 from holsrv.process import process
 from holsrv.rpc import client as rpc_client
 from holsrv.rpc import messages as m
@@ -331,6 +331,11 @@ def test_a_rotated_log_stays_private(short_tmp):
 # -- peer credentials ---------------------------------------------------------------
 
 
+NO_PEER_CHECK = pytest.mark.skipif(facilities.peer_check() != "SO_PEERCRED",
+                                   reason="no SO_PEERCRED here (portable mode): test_portable covers the fallback")
+
+
+@NO_PEER_CHECK
 def test_a_connection_from_another_uid_is_refused_with_a_clear_error(daemon, caplog):
     daemon.daemon.connections.owner_uid = os.getuid() + 1  # as if the peer were another user
     with caplog.at_level(logging.WARNING, logger="holsrv.daemon"):
@@ -341,6 +346,7 @@ def test_a_connection_from_another_uid_is_refused_with_a_clear_error(daemon, cap
     assert any("refused a connection from pid" in r.getMessage() for r in caplog.records)
 
 
+@NO_PEER_CHECK
 @pytest.mark.skipif(os.getuid() != 0 or not shutil.which("python3"), reason="needs root to run a client as nobody")
 def test_a_real_client_of_another_user_gets_an_error_frame_even_through_an_open_socket(daemon):
     daemon.socket.chmod(0o666)  # a permissive socket: the peer check is what is left

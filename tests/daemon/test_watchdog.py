@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from holsrv import errors
+from holsrv import errors, facilities
 from holsrv.process import watchdog
 from holsrv.rpc import client as rpc_client
 from holsrv.rpc import messages as m
@@ -81,9 +81,12 @@ def _tree(pid: int) -> list[psutil.Process]:
     return psutil.Process(pid).children(recursive=True)
 
 
+@pytest.mark.parametrize("portable", ["0", "1"], ids=["linux", "portable"])
 def test_every_process_of_wrapped_hol_servers_is_gone_within_5s_of_the_daemons_sigkill(
-    short_tmp, write_script, monkeypatch
+    short_tmp, write_script, monkeypatch, portable
 ):
+    # Portable: no parent-death signal is armed, so the watchdog's parent poll alone ends each group.
+    monkeypatch.setenv(facilities.PORTABLE_ENV, portable)
     monkeypatch.setenv("FAKE_HOL_IGNORE_SIGTERM", "1")
     monkeypatch.setenv("HOL_BIN", str(_wrapper(short_tmp / "hol", shlex.quote(str(FAKE_HOL)))))
     monkeypatch.setenv("HOLSRV_MAX_HEAP_MB", "1024")  # room for all three, on any machine
@@ -96,6 +99,8 @@ def test_every_process_of_wrapped_hol_servers_is_gone_within_5s_of_the_daemons_s
             for name in ("aScript.sml", "bScript.sml", "cScript.sml"):
                 reply = client.call(m.Diagnostics(str(write_script(GOOD_SCRIPT, name)), wait=20), 60)
                 assert reply.verdict == "OK", reply.headline
+            said = client.call(m.Status(), 60).facilities["parent death"]
+            assert said == ("polling" if portable == "1" else "PR_SET_PDEATHSIG and polling")
             tree = _tree(daemon.pid)
         finally:
             client.close()

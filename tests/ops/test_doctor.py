@@ -26,7 +26,7 @@ from conftest import FAKE_HOL, GOOD_SCRIPT, pid_alive
 ROOT = Path(__file__).resolve().parent.parent.parent
 DOCTOR_DEADLINE_S = 120.0
 NEEDED = ["settings", "hol", "proof_server", "holmake", "daemon", "memory"]
-ADVICE = ["heap", "ancestors", "systemd", "units", "claude_code", "codex", "opencode"]
+ADVICE = ["heap", "ancestors", "platform", "systemd", "units", "claude_code", "codex", "opencode"]
 
 NO_USER_MANAGER = "#!/bin/sh\necho 'Failed to connect to bus: No medium found' >&2\nexit 1\n"
 USER_MANAGER = "#!/bin/sh\nexit 0\n"
