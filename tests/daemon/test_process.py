@@ -12,6 +12,7 @@ import psutil
 import pytest
 import pytest_asyncio
 
+from holsrv import facilities
 from holsrv.process import footprint
 from holsrv.process.process import ChildProcess
 
@@ -64,6 +65,7 @@ def test_held_bytes_are_the_kernels_resident_and_swap_counters_for_the_process()
     assert abs(footprint.held_bytes(os.getpid()) - (info.rss + info.swap)) < 8 * 2**20  # read a moment apart
 
 
+@pytest.mark.skipif(not facilities.proc_counters(), reason="no /proc children lists (portable mode): psutil's scan")
 @pytest.mark.asyncio
 async def test_the_footprint_walks_the_kernels_children_lists_not_every_process(family, monkeypatch):
     members = sorted(p.pid for p in psutil.Process(family.pid).children(recursive=True))
