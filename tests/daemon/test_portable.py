@@ -22,6 +22,7 @@ import sys
 import psutil
 import pytest
 
+from holctl.render import render
 from holsrv import facilities
 from holsrv.config import memorylimit
 from holsrv.disk import files, inotify
@@ -119,6 +120,7 @@ def test_without_so_peercred_a_client_is_served_and_status_says_no_check_is_poss
     reply = daemon.call(m.Status())
     assert isinstance(reply, m.StatusResult)
     assert reply.facilities["peer credentials"] == NO_CHECK
+    assert f"peer credentials: {NO_CHECK}" in render(reply)  # `holctl status` says it
 
 
 def test_local_peercred_gives_the_peers_uid_where_the_system_has_it(portable, monkeypatch):
