@@ -436,16 +436,22 @@ QED
 """
 
 
-@pytest.mark.asyncio
-async def test_a_rebuilt_ancestor_replaces_the_server_of_a_file_open_in_an_editor_and_the_editor_follows(
-        daemon, write_script, tmp_path, monkeypatch):
+def with_built_ancestor(write_script, tmp_path: Path, monkeypatch) -> tuple[Path, Path, Path, str]:
+    """A script on a built ancestor (its build time old), a gate that holds a successor's start while
+    it is missing, and an unsaved buffer whose proof fails: (script, gate, build, buffer)."""
     gate, built = tmp_path / "gate", tmp_path / "mylibTheory.uo"
     gate.touch()
-    monkeypatch.setenv("FAKE_HOL_START_GATE", str(gate))  # a successor's start waits while it is missing
+    monkeypatch.setenv("FAKE_HOL_START_GATE", str(gate))
     built.write_text("built")
     os.utime(built, (1000, 1000))
     path = write_script(WITH_ANCESTOR)
-    unsaved = WITH_ANCESTOR.replace("gen_tac >> simp[]", 'FAIL_TAC "nope"')
+    return path, gate, built, WITH_ANCESTOR.replace("gen_tac >> simp[]", 'FAIL_TAC "nope"')
+
+
+@pytest.mark.asyncio
+async def test_a_rebuilt_ancestor_replaces_the_server_of_a_file_open_in_an_editor_and_the_editor_follows(
+        daemon, write_script, tmp_path, monkeypatch):
+    path, gate, built, unsaved = with_built_ancestor(write_script, tmp_path, monkeypatch)
     client = await editor(daemon)
     states: list = []
     client.feature("$/proofStates")(lambda params: states.extend(params.states))

@@ -24,12 +24,12 @@ from test_editor import (
     BROKEN,
     DEADLINE_S,
     TACTIC_LINE,
-    WITH_ANCESTOR,
     agent,
     errors,
     sent_texts,
     stop,
     until,
+    with_built_ancestor,
 )
 
 from holsrv.rpc import messages as m
@@ -119,13 +119,7 @@ async def test_an_agents_try_between_two_edits_does_not_change_the_versions_the_
 @pytest.mark.asyncio
 async def test_after_a_replacement_the_editor_is_told_its_own_versions_not_the_new_servers(
         daemon, write_script, tmp_path, monkeypatch):
-    gate, built = tmp_path / "gate", tmp_path / "mylibTheory.uo"
-    gate.touch()
-    monkeypatch.setenv("FAKE_HOL_START_GATE", str(gate))  # a successor's start waits while it is missing
-    built.write_text("built")
-    os.utime(built, (1000, 1000))
-    path = write_script(WITH_ANCESTOR)
-    unsaved = WITH_ANCESTOR.replace("gen_tac >> simp[]", 'FAIL_TAC "nope"')
+    path, gate, built, unsaved = with_built_ancestor(write_script, tmp_path, monkeypatch)
     published: list[Published] = []
     client = await recording_editor(daemon, published)
     try:

@@ -15,31 +15,12 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig
+from test_trials import LINE, SCRIPT  # the fake walks rpt strip_tac, then the `simp[]` line
 
 from holctl.render import render
 from holsrv.rpc import messages as m
 
 from conftest import GOOD_SCRIPT
-
-# The fake walks rpt strip_tac, then the tactic on the `simp[]` line.
-SCRIPT = """\
-Theory demo
-Ancestors arithmetic
-
-Theorem swap:
-  !p q. p /\\ q ==> q /\\ p
-Proof
-  rpt strip_tac >>
-  simp[]
-QED
-
-Theorem other:
-  !x. x ==> x
-Proof
-  rpt strip_tac >> simp[]
-QED
-"""
-LINE = 8  # `  simp[]` in swap
 
 
 def line_of(text: str, needle: str, nth: int = 1) -> int:
