@@ -9,7 +9,7 @@ from __future__ import annotations
 import bisect
 import re
 
-from holsrv.text import script
+from holsrv.text import textinfo
 from holsrv.text.cheats import Cheat
 
 _QUOTES = (("``", "``"), ("`", "`"), ("‘", "’"), ("“", "”"))
@@ -76,7 +76,7 @@ def _old_string_end(text: str, i: int) -> int:
     return len(text)
 
 
-def old_proof_blocks(text: str) -> list[script.ProofBlock]:
+def old_proof_blocks(text: str) -> list[textinfo.ProofBlock]:
     code = old_blank(text)
     decls = [m.start() for m in _DECL.finditer(code)]
     blocks = []
@@ -104,8 +104,8 @@ def _old_block(code, head, limit):
         body_start = proof.end()
     qed = _QED.search(code, body_start, limit)
     if qed is None:
-        return script.ProofBlock(name, head.start(), body_start, limit, limit)
-    return script.ProofBlock(name, head.start(), body_start, qed.start(), qed.end())
+        return textinfo.ProofBlock(name, head.start(), body_start, limit, limit)
+    return textinfo.ProofBlock(name, head.start(), body_start, qed.start(), qed.end())
 
 
 def old_pool_names(text):

@@ -21,7 +21,7 @@ from holsrv.lsp.theorydb import DbError
 from holsrv.pool.pool import Lease
 from holsrv.rpc import messages as m
 from holsrv.server.session import Session
-from holsrv.text import script, textinfo
+from holsrv.text import textinfo
 from holsrv.text.positions import Text
 from holsrv.verdict import proofs
 
@@ -268,7 +268,7 @@ def _symbol_items(
 def _local_statements(text: str) -> dict[str, str]:
     """`⊢ statement` of each theorem of the script, from its text (between `name:` and `Proof`)."""
     out = {}
-    for block in script.proof_blocks(text):
+    for block in textinfo.of(text).blocks:
         head = text[block.start:block.body_start]
         _, colon, rest = head.partition(":")
         statement = rest.rsplit("Proof", 1)[0] if colon else ""

@@ -7,7 +7,7 @@ Holmakefile INCLUDES, and, in a `holproject.toml` project, every directory
 Holmake's project mode builds, each with its .hol/objs) and compares file
 times with what the server loaded.  Ancestors are named by the script's
 `Ancestors` header or, in an old-style script, by its `open …Theory` lines
-(`ancestry`, kept with the text's facts by `textinfo`).
+(`textinfo.ancestors`, kept with the text's other facts).
 
 That is a listing of each directory and a stat of each build file of an
 ancestor, too much for every call (a project may have hundreds of
@@ -32,8 +32,8 @@ from pathlib import Path
 
 from holsrv.disk import holproject
 from holsrv.disk.inotify import BUILD_SUFFIXES, Watcher
-from holsrv.text import ancestry, textinfo
-from holsrv.text.ancestry import ancestors  # noqa: F401  # re-exported: callers use ancestors.ancestors
+from holsrv.text import textinfo
+from holsrv.text.textinfo import ancestors  # noqa: F401  # re-exported: callers use ancestors.ancestors
 
 _INCLUDES = re.compile(r"^\s*INCLUDES\s*[+:]?=(.*)$", re.MULTILINE)
 
@@ -275,7 +275,7 @@ class BuildTimes:
                     text = script.read_text(errors="replace")
                 except OSError:
                     continue
-                known.parents[name] = (where, script, [p for p in ancestry.ancestors(text) if p != name])
+                known.parents[name] = (where, script, [p for p in textinfo.ancestors(text) if p != name])
                 break
         return known.parents.get(name)
 

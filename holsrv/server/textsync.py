@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from holsrv.disk import files
-from holsrv.text import script, stepping, textinfo
+from holsrv.text import editspan, stepping, textinfo
 from holsrv.verdict.filestate import FileState
 
 log = logging.getLogger(__name__)
@@ -76,8 +76,8 @@ class TextSync:
                 await self._send_open(text, digest)
             else:
                 await textinfo.prepare(self.file.text)
-                span = await stepping.sliced(script.edit_span_steps(self.file.text, text))
-                spill = script.spilling_proof(self.file.text, text, span)
+                span = await stepping.sliced(editspan.edit_span_steps(self.file.text, text))
+                spill = textinfo.spilling_proof(self.file.text, text, span)
                 if spill is not None:
                     await self._send_statement_edit(text, spill)
                 await self._send_change(text, digest)
@@ -90,7 +90,7 @@ class TextSync:
                 log.warning("HOL server for %s reported a desync; resending the whole text", self.file.uri)
                 await self._send_change(self.file.text, self.digest)
 
-    async def _send_statement_edit(self, text: str, spill: script.ProofBlock) -> None:
+    async def _send_statement_edit(self, text: str, spill: textinfo.ProofBlock) -> None:
         """Send `text` with a space after `spill`'s keyword, and let HOL act on it.
 
         HOL would take an edit that starts in `spill`'s body as confined to
@@ -129,7 +129,7 @@ class TextSync:
         version = self.file.version + 1
         self._record(version, digest)
         await textinfo.prepare(self.file.text)  # `sent` reads its blocks (an interim text's, too)
-        span = await stepping.sliced(script.edit_span_steps(self.file.text, text))
+        span = await stepping.sliced(editspan.edit_span_steps(self.file.text, text))
         self.file.sent(version, text, self._clock(), span)
         await self._notify(
             "textDocument/didChange",

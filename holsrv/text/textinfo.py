@@ -1,4 +1,5 @@
-"""What the daemon reads in a script's text, computed once per text and kept.
+"""What the daemon reads in a script's text, computed once per text and kept:
+the one door to a text's facts.
 
 Diagnostics, status, goal states and syncs each need the same facts about a
 text: where its proof blocks lie, their pool names, its cheats, its line
@@ -7,13 +8,22 @@ Computing them is proportional to the text's size; asking again is a
 dictionary lookup.  Pure: a function of the text alone, so one memo serves
 every caller.
 
-This is the one place a text's facts are computed.  The scanners below it
-(`masking`, `scanner`, `cheats`, `ancestry`, `positions`) are plain
-functions over a stretch of a text or a slice of its items; here they run
-with a step between slices (`stepping`).  A new large text is computed in
-slices (`prepare`), so the event loop answers other clients in between:
-about 13 ms of work for a 300 KB script becomes a dozen steps of about a
-millisecond each.
+This is the one place a text's facts are computed and the one module
+callers ask for them: the facts themselves (`of`, `prepare`), the view by
+pool name the verdict reads (`Blocks`), the theories the script names as
+ancestors (`ancestors`, read here too, since it is one search of the head),
+and the proof an edit runs out of (`spilling_proof`).  The scanners below it
+stay modules of their own because each is a distinct computation with its
+own bounded step: `masking` (comments, strings, quotations blanked),
+`scanner` (proof blocks and pool names from column-0 words), `cheats` (uses
+of `cheat` in tactic code), `positions` (line starts, either encoding),
+`editspan` (where two texts differ: two texts, not one text's fact, and
+never memoised).  `statements` reads statements as HOL would for `verify`,
+on top of these facts; `memo` is the bounded cache by text and `stepping`
+the driver.  Here the scanners run with a step between slices (`stepping`).
+A new large text is computed in slices (`prepare`), so the event loop
+answers other clients in between: about 13 ms of work for a 300 KB script
+becomes a dozen steps of about a millisecond each.
 """
 
 from __future__ import annotations
@@ -23,10 +33,11 @@ import bisect
 import re
 from collections.abc import Iterator
 
-from holsrv.text import ancestry, cheats, masking, memo, positions, scanner, stepping
+from holsrv.text import cheats, editspan, masking, memo, positions, scanner, stepping
 from holsrv.text.cheats import Cheat
-from holsrv.text.positions import LineIndex, Text
-from holsrv.text.scanner import ProofBlock
+from holsrv.text.positions import LineIndex as LineIndex  # re-exported: a block's lines for callers
+from holsrv.text.positions import Text
+from holsrv.text.scanner import ProofBlock as ProofBlock  # re-exported: the type of `TextInfo.blocks`
 from holsrv.text.stepping import CHARS_PER_STEP, ITEMS_PER_STEP, Steps, chunks
 
 # Identifiers, as the tally matches theorem names against what the text still says.
@@ -85,7 +96,7 @@ class TextInfo:
             names.update(b.name.split("[", 1)[0] for b in chunk)
             yield
         info.block_names = frozenset(names)
-        info.ancestors = tuple(ancestry.ancestors(text))  # one search, and the head's `open`s
+        info.ancestors = tuple(ancestors(text))  # one search, and the head's `open`s
         yield
         starts = yield from starts_steps(text)
         info.lines, info.index = Text(text, starts), LineIndex(text, starts)
@@ -235,6 +246,83 @@ def of(text: str) -> TextInfo:
 async def prepare(text: str) -> TextInfo:
     """`of`, for a caller on the event loop: a new large text is computed in slices."""
     return await shared.prepare(text)
+
+
+class Blocks:
+    """The text's proof blocks by pool name, with their line spans and cheats:
+    the view the verdict reads, named as it reads them."""
+
+    def __init__(self, text: str) -> None:
+        info = of(text)  # computed once per text
+        self.index = info.index
+        self.names = info.names
+        self.lines = info.block_lines  # (first line, line of the body's start, last line), 1-based
+        self.cheats = info.cheats
+        self.owner = info.owner  # the proof a line belongs to, by bisection
+        self.cheat_line = info.cheat_line  # the line of the first cheat in a proof's block
+        self.locals = info.locals  # the `local … end` blocks, their lines and theorems
+        self.text_lines = info.lines.lines
+        self.declared_below = info.declared_below  # the proof declared next below a line, blank lines between
+
+
+def spilling_proof(old: str, new: str, span: tuple[int, int, int] | None = None) -> ProofBlock | None:
+    """The proof whose body an edit starts in and runs past the QED of, if any
+    (`span`: the edit's `editspan.edit_span`, if known).
+
+    The HOL server decides from where an edit starts whether it is confined to
+    one proof.  Such an edit would be taken as tactic-only, leaving the checks
+    of the proofs it also changed running on stale text.
+    """
+    start, old_end, _ = span or editspan.edit_span(old, new)
+    for block in of(old).blocks_near(start):
+        if block.body_start <= start < block.body_end:
+            return block if old_end > block.body_end else None
+    return None
+
+
+# -- the theories a script names as its ancestors ------------------------------
+# In its `Ancestors` header or, in an old-style script, with `open …Theory`
+# before its first theorem.  A plain function of the text, kept with the
+# text's other facts (`TextInfo.ancestors`); called directly for a text read
+# only for its head (a parent's script), where the other facts would be waste.
+# Whether those theories were rebuilt is `disk.ancestors`'s question.
+
+_ANCESTORS = re.compile(r"^Ancestors\b(.*?)(?=^\S|^\s*$|\Z)", re.MULTILINE | re.DOTALL)
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_']*")
+
+
+def ancestors(text: str) -> list[str]:
+    """The theory names in the script's `Ancestors` header (attributes dropped),
+    then those its `open …Theory` declarations name (old-style scripts)."""
+    names = []
+    match = _ANCESTORS.search(text)
+    if match is not None:
+        words = re.sub(r"\[[^\]]*\]", " ", match.group(1))
+        names = _NAME.findall(words)
+    return list(dict.fromkeys([*names, *opened_theories(text)]))
+
+
+# Old-style scripts open their ancestors before `new_theory`; later `open`s
+# are local to a proof and name theories loaded already.  Only this much of
+# the text is read, so the scan costs the same for any script size.
+_HEADER_CHARS = 64 * 1024
+_HEADER_END = re.compile(r"\bnew_theory\b|^(?:Theorem|Triviality|Definition|Datatype)\b", re.MULTILINE)
+_OPEN = re.compile(r"\bopen((?:\s+[A-Za-z_][A-Za-z0-9_'.]*)+)")
+
+
+def opened_theories(text: str) -> list[str]:
+    """Theories (`fooTheory` → `foo`) named by `open` declarations before the
+    script's first theorem or `new_theory`, outside comments and strings."""
+    head = text[:_HEADER_CHARS]
+    code = masking.blank_comments_and_strings(head)
+    end = _HEADER_END.search(code)
+    code = code[: end.start()] if end else code
+    names = []
+    for match in _OPEN.finditer(code):
+        for word in match.group(1).split():
+            if word.endswith("Theory") and len(word) > len("Theory") and "." not in word:
+                names.append(word[: -len("Theory")])
+    return names
 
 
 # -- the scanners, run a slice at a time --------------------------------------

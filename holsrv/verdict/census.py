@@ -20,7 +20,7 @@ from __future__ import annotations
 import enum
 
 from holsrv.text import textinfo
-from holsrv.text.proofblocks import Blocks
+from holsrv.text.textinfo import Blocks
 from holsrv.verdict.compileerrors import compile_errors
 from holsrv.verdict.diagnosticlist import diagnostics
 from holsrv.verdict.filestate import SETTLED, WRONG, FileState

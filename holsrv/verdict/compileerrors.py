@@ -8,7 +8,7 @@ import re
 from holsrv.lsp import quirks
 from holsrv.rpc import messages as m
 from holsrv.text import stepping
-from holsrv.text.proofblocks import Blocks
+from holsrv.text.textinfo import Blocks
 from holsrv.verdict import diagnosticlist
 
 # HOL's words when a theorem proved during the compile fails (inside `local … end`).

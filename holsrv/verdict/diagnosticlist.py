@@ -8,7 +8,7 @@ from holsrv.rpc import messages as m
 from holsrv.rpc.words import clip
 from holsrv.text import stepping, textinfo
 from holsrv.text.positions import Text
-from holsrv.text.proofblocks import Blocks
+from holsrv.text.textinfo import Blocks
 from holsrv.verdict.filestate import FileState
 
 _SEVERITY = {1: "error", 2: "warning", 3: "info", 4: "hint"}

@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 
 from holsrv.lsp.replies import ProofState, ProofStates, proof_state
-from holsrv.text import script, stepping, textinfo
+from holsrv.text import editspan, stepping, textinfo
 
 SETTLED = frozenset({"proved", "suspended"})
 WRONG = frozenset({"failed", "diverged"})
@@ -87,7 +87,7 @@ class FileState:
 
     def sent(self, version: int, text: str, now: float, span: tuple[int, int, int] | None = None) -> None:
         """We sent `text` as `version` (didOpen or a full didChange); `span`: the
-        edit's `script.edit_span` from the text before, if known."""
+        edit's `editspan.edit_span` from the text before, if known."""
         self.restarts_from = _restarted_from(self.text, text, span) if self.version else 0
         if self.version and self.phase in ("completed", "blocked") and self.text_owed_since is None:
             self.text_owed_since = now  # an idle compile starts on a new text at once (bar a debounce)
@@ -238,7 +238,7 @@ def _restarted_from(old: str, new: str, span: tuple[int, int, int] | None) -> fl
     announces it (cheated, then checking); any other edit re-checks every
     proof from the declaration it starts in.
     """
-    start, old_end, _ = span or script.edit_span(old, new)
+    start, old_end, _ = span or editspan.edit_span(old, new)
     if any(b.body_start <= start and old_end <= b.body_end for b in textinfo.of(old).blocks_near(start)):
         return math.inf
     return old.count("\n", 0, start)

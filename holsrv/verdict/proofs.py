@@ -15,7 +15,7 @@ from holsrv.lsp import quirks
 from holsrv.rpc import messages as m
 from holsrv.rpc.words import clip
 from holsrv.text import stepping
-from holsrv.text.proofblocks import Blocks
+from holsrv.text.textinfo import Blocks
 from holsrv.verdict import hints, tally
 from holsrv.verdict.compileerrors import compile_errors, does_not_compile, proved_after, stops_before
 from holsrv.verdict.compileerrors import first_error as compile_errors_first

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from holsrv.lsp import quirks
 from holsrv.rpc import messages as m
 from holsrv.text import stepping, textinfo
-from holsrv.text.proofblocks import Blocks
+from holsrv.text.textinfo import Blocks
 from holsrv.verdict import diagnosticlist
 from holsrv.verdict.filestate import FileState, ProofEntry
 

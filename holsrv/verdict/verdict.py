@@ -13,7 +13,7 @@ from holsrv.config.settings import Settings
 from holsrv.lsp import replies
 from holsrv.rpc import messages as m
 from holsrv.text import stepping
-from holsrv.text.proofblocks import Blocks
+from holsrv.text.textinfo import Blocks
 from holsrv.verdict import compileerrors, diagnosticlist, headline, outstanding, proofs, tally
 from holsrv.verdict.filestate import FileState, ProofEntry
 

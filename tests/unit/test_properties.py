@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from holsrv.errors import FrameError, PositionOutOfRange
 from holsrv.rpc import framing
 from holsrv.rpc import messages as m
-from holsrv.text import masking, script, stepping, textinfo
+from holsrv.text import editspan, masking, stepping, textinfo
 from holsrv.text.positions import Text, units
 from holsrv.verdict import tally
 from holsrv.verdict.filestate import FileState
@@ -354,10 +354,10 @@ def _edited(draw) -> tuple[str, str]:
 @given(_edited())
 def test_an_edits_proof_is_the_one_a_walk_over_every_block_finds(edit):
     old, new = edit
-    start, old_end, _ = script.edit_span(old, new)
-    blocks = script.proof_blocks(old)
+    start, old_end, _ = editspan.edit_span(old, new)
+    blocks = textinfo.of(old).blocks
     spill = next((b if old_end > b.body_end else None for b in blocks if b.body_start <= start < b.body_end), None)
-    assert script.spilling_proof(old, new) == spill
+    assert textinfo.spilling_proof(old, new) == spill
     confined = any(b.body_start <= start and old_end <= b.body_end for b in blocks)
     file = FileState("file:///p/tScript.sml")
     file.sent(1, old, 0.0)

@@ -18,7 +18,7 @@ import msgspec
 import pytest
 from scanner_oracle import old_blank, old_cheats, old_edit_span, old_pool_names, old_proof_blocks
 
-from holsrv.text import masking, script, stepping, textinfo
+from holsrv.text import editspan, masking, stepping, textinfo
 
 TESTS = Path(__file__).parent.parent
 sys.path.insert(0, str(TESTS.parent / "bench"))
@@ -128,20 +128,20 @@ def test_proof_blocks_and_cheats_equal_the_old_reading(chunk, step, monkeypatch)
 
 def test_cached_answers_equal_fresh_ones():
     for text in _generated_nests(50):
-        assert [msgspec.structs.replace(b, local=None) for b in script.proof_blocks(text)] == old_proof_blocks(text)
+        assert [msgspec.structs.replace(b, local=None) for b in textinfo.of(text).blocks] == old_proof_blocks(text)
         assert list(textinfo.of(text).cheats) == old_cheats(text)
         assert [name for name, _ in textinfo.of(text).named] == [name for name, _ in old_pool_names(text)]
 
 
 @pytest.mark.parametrize("step", [1, 2, 5, 1 << 18])
 def test_edit_span_equals_the_old_character_loop(monkeypatch, step):
-    monkeypatch.setattr(script, "CHARS_PER_STEP", step)  # compared a step's worth at a time
+    monkeypatch.setattr(editspan, "CHARS_PER_STEP", step)  # compared a step's worth at a time
     rng = random.Random(3)
     for _ in range(3000):
         old = _random_text(rng, rng.randrange(0, 40))
         cut = rng.randrange(len(old) + 1)
         new = old[:cut] + _random_text(rng, rng.randrange(0, 4)) + old[cut + rng.randrange(0, 3):]
-        assert script.edit_span(old, new) == old_edit_span(old, new), (old, new)
+        assert editspan.edit_span(old, new) == old_edit_span(old, new), (old, new)
 
 
 def test_an_unterminated_comment_string_or_quotation_runs_as_before():

@@ -1,4 +1,4 @@
-from holsrv.text import script, textinfo
+from holsrv.text import textinfo
 
 TWO = """\
 Theory t
@@ -42,7 +42,7 @@ def test_cheat_outside_any_theorem_has_no_owner():
 
 
 def test_proof_blocks_span_proof_keyword_to_qed():
-    blocks = script.proof_blocks(TWO)
+    blocks = textinfo.of(TWO).blocks
     assert [b.name for b in blocks] == ["one", "two"]
     one = blocks[0]
     assert TWO[one.start:].startswith("Theorem one")
@@ -52,19 +52,19 @@ def test_proof_blocks_span_proof_keyword_to_qed():
 
 def test_resume_block_is_named_with_its_label():
     text = "Resume foo[bar]:\n  simp[]\nQED\n"
-    assert [b.name for b in script.proof_blocks(text)] == ["foo[bar]"]
+    assert [b.name for b in textinfo.of(text).blocks] == ["foo[bar]"]
 
 
 def test_edit_inside_one_body_does_not_spill():
     new = TWO.replace("Proof\n  simp[]\nQED\n\nTheorem two", "Proof\n  rw[]\nQED\n\nTheorem two")
-    assert script.spilling_proof(TWO, new) is None
+    assert textinfo.spilling_proof(TWO, new) is None
 
 
 def test_edit_from_one_body_past_its_qed_spills():
     start = TWO.index("  simp[]")
     end = TWO.index("Proof", TWO.index("Theorem two"))
     new = TWO[:start] + "  rw[]\nQED\n\nTheorem two:\n  F\n" + TWO[end:]
-    spill = script.spilling_proof(TWO, new)
+    spill = textinfo.spilling_proof(TWO, new)
     assert spill is not None and spill.name == "one"
 
 
@@ -74,7 +74,7 @@ def test_pool_names_number_rebound_theorems_and_keep_resume_labels():
 
 
 def test_line_index_agrees_with_counting_lines():
-    index = script.LineIndex(TWO)
+    index = textinfo.LineIndex(TWO)
     for offset in range(len(TWO) + 1):
         assert index.line(offset) == textinfo.of(TWO).index.line_col(offset)[0]
 
@@ -85,7 +85,7 @@ def test_cheat_inside_a_term_quotation_is_a_variable_not_a_cheat():
         "  ∀cheat. cheat\nProof\n  qspec_then ‘cheat’ mp_tac th >> simp[``cheat``]\nQED\n\nTheorem two",
     )
     assert list(textinfo.of(text).cheats) == []
-    assert [b.name for b in script.proof_blocks(text)] == ["one", "two"]
+    assert [b.name for b in textinfo.of(text).blocks] == ["one", "two"]
 
 
 def test_cheat_as_a_name_in_terms_and_headers_is_not_a_cheat():

@@ -13,7 +13,7 @@ from fake_hol import transcript_replay as tr
 
 from holsrv.config.settings import Settings
 from holsrv.rpc import messages as m
-from holsrv.text import proofblocks, stepping
+from holsrv.text import stepping, textinfo
 from holsrv.verdict import compileerrors, verdict
 from holsrv.verdict.filestate import FileState
 from holsrv.verdict.outstanding import MAX_OUTSTANDING_PROOFS
@@ -229,5 +229,5 @@ def _error_at(line: int, col: int, end_line: int, end_col: int, message: str) ->
     (_error_at(8, 3, 8, 9, "Value or constructor (simpx) has not been declared\n"), ["helper"]),
 ])
 def test_a_compile_error_in_a_local_block_belongs_to_the_theorems_it_stops(diagnostic, owners):
-    blocks = proofblocks.Blocks(LOCAL_TEXT)
+    blocks = textinfo.Blocks(LOCAL_TEXT)
     assert sorted(compileerrors.compile_errors(blocks, [diagnostic])) == owners

@@ -8,7 +8,7 @@ from holsrv.answers.goals.goalcolumns import Where
 from holsrv.lsp import quirks
 from holsrv.rpc import messages as m
 from holsrv.server.session import Session
-from holsrv.text.proofblocks import Blocks
+from holsrv.text.textinfo import Blocks
 from holsrv.verdict import compileerrors, diagnosticlist, proofs
 
 QED_NOTE = "This is the QED line: goals is what is left at the end of the proof."

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from holsrv.text import script, textinfo
+from holsrv.text import textinfo
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ def where_to_ask(text: str, lines: Sequence[str], line: int, column: int | None)
     index = textinfo.of(text).index
     start = index.start(line)
     chars = lines[line - 1]
-    block = _block_on(text, script.proof_blocks(text), start, start + len(chars))
+    block = _block_on(text, textinfo.of(text).blocks, start, start + len(chars))
     qed = block is not None and start == block.body_end
     if column is not None:
         return Where(1 if qed else column, kind="qed" if qed else "tactics")
@@ -46,7 +46,7 @@ def where_to_ask(text: str, lines: Sequence[str], line: int, column: int | None)
     return Where(after, before if before != after else None)
 
 
-def _block_on(text: str, blocks: list[script.ProofBlock], start: int, end: int) -> script.ProofBlock | None:
+def _block_on(text: str, blocks: tuple[textinfo.ProofBlock, ...], start: int, end: int) -> textinfo.ProofBlock | None:
     """The proof block with text on the line [start, end], counting its QED line."""
     for block in blocks:
         qed_line = start == block.body_end and text.startswith("QED", start)
@@ -55,7 +55,7 @@ def _block_on(text: str, blocks: list[script.ProofBlock], start: int, end: int) 
     return None
 
 
-def _opening(text: str, block: script.ProofBlock) -> int:
+def _opening(text: str, block: textinfo.ProofBlock) -> int:
     """Where HOL starts answering: the `Proof` keyword, or a Resume block's colon
     (docs/protocol.md#where-a-goal-state-applies)."""
     return block.body_start - 1 if text[block.body_start - 1] == ":" else block.body_start - len("Proof")

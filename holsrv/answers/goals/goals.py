@@ -32,7 +32,7 @@ from holsrv.pool.pool import Lease
 from holsrv.rpc import messages as m
 from holsrv.server import runaway
 from holsrv.server.session import Session
-from holsrv.text import script, textinfo
+from holsrv.text import textinfo
 from holsrv.text.positions import Text
 
 Reply = replies.GoalState | replies.Pending | None
@@ -268,7 +268,7 @@ def _outside_message(text: str, line: int, col: int | None) -> str:
     message = f"{at} is not inside a Proof … QED block; goal states exist only there."
     index = textinfo.of(text).index
     offset = index.offset(line, col or 1)
-    blocks = script.proof_blocks(text)
+    blocks = textinfo.of(text).blocks
     nearest = min(blocks, key=lambda b: min(abs(b.start - offset), abs(b.end - offset)), default=None)
     if nearest is not None:
         first, last = index.line(nearest.body_start), index.line(nearest.body_end)

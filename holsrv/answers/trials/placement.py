@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from holsrv.errors import BadRequest
 from holsrv.rpc import messages as m
-from holsrv.text import script, textinfo
+from holsrv.text import textinfo
 from holsrv.text.positions import LineIndex, Text
 
 # A line's own combinators stay when its whole tactic is replaced: `>> simp[]`
@@ -34,7 +34,7 @@ class Span:
 
     start: int
     end: int
-    block: script.ProofBlock
+    block: textinfo.ProofBlock
     name: str  # the proof's pool name
     # "tactic": a line's tactic; "proof": the whole body; "theorem": the whole declaration.
     kind: str = "tactic"
@@ -51,7 +51,7 @@ class Span:
         just past its last tactic."""
         if self.kind != "theorem":
             return self.start + len(tactic)
-        body_end = script.proof_blocks(tactic)[0].body_end
+        body_end = textinfo.of(tactic).blocks[0].body_end
         return self.start + len(tactic[:body_end].rstrip())
 
     @property
@@ -120,7 +120,7 @@ def for_candidate(text: str, span: Span, candidate: str) -> Span:
     BadRequest unless it is one `Theorem` of the same name with a `Proof … QED`."""
     if not is_declaration(candidate):
         return span
-    blocks = script.proof_blocks(candidate)
+    blocks = textinfo.of(candidate).blocks
     block = blocks[0] if len(blocks) == 1 else None
     if block is None or block.name != span.block.name or candidate[block.body_end:block.body_end + 3] != "QED":
         raise BadRequest(
@@ -135,7 +135,7 @@ def for_candidate(text: str, span: Span, candidate: str) -> Span:
                 errors_from=min(after_previous, span.block.start))
 
 
-def statement(text: str, block: script.ProofBlock) -> str:
+def statement(text: str, block: textinfo.ProofBlock) -> str:
     """A theorem's statement as HOL reads it, nearly: from its name to `Proof`, comments
     left out and blanks made one (`verify` compares statements as HOL elaborates them)."""
     head = text[block.start:block.body_start]
@@ -148,7 +148,7 @@ def statement_change(text: str, span: Span, candidate: str) -> tuple[str, str] |
     if span.kind != "theorem":
         return None
     was = statement(text, span.block)
-    now = statement(candidate.lstrip(), script.proof_blocks(candidate.lstrip())[0])
+    now = statement(candidate.lstrip(), textinfo.of(candidate.lstrip()).blocks[0])
     return None if was == now else (was, now)
 
 
