@@ -25,7 +25,7 @@ from holsrv.errors import BadRequest, HolsrvError, RanAway, Starting
 from holsrv.pool.pool import Lease, Pool
 from holsrv.rpc import limits
 from holsrv.rpc import messages as m
-from holsrv.server.editorbuffers import EditorBuffers
+from holsrv.server.buffers import Buffers
 from holsrv.server.runaway import Runaway
 from holsrv.server.session import Session
 from holsrv.text import stepping, textinfo
@@ -44,7 +44,6 @@ class Context:
     scripts: files.Reader = field(default_factory=files.Reader)  # one stat when a file is unchanged
     ancestries: Ancestries = field(default_factory=Ancestries)  # what each server says the ancestors are
     prefetches: Prefetches = field(default_factory=lambda: Prefetches(0))  # goal states asked ahead
-    editors: EditorBuffers = field(default_factory=EditorBuffers)  # files an editor holds (`holctl lsp`)
     # Each server's cheated ancestor theorems, asked once (`inheritedcheats`).
     ancestor_cheats: AncestorCheats = field(default_factory=AncestorCheats)
     # Each text's statements that differ from git HEAD's, for diagnostics' note (`statementcheck`).
@@ -53,12 +52,15 @@ class Context:
     def __post_init__(self) -> None:
         self.ancestor_cheats.timeout_s = self.settings.request_timeout_s  # every request to HOL has one
         self.head_notes.timeout_s = self.settings.request_timeout_s  # and every git run
-        # Where the editors' object is made: the pool's syncs with no call send its buffers (`textsource`).
-        self.pool.texts.held = self.editors.text
 
     @property
     def clock(self) -> Callable[[], float]:
         return self.pool.clock
+
+    @property
+    def editors(self) -> Buffers:
+        """The files an editor holds (`holctl lsp`): the pool's, whose syncs send their buffers."""
+        return self.pool.texts
 
 
 @contextlib.asynccontextmanager

@@ -7,7 +7,9 @@ long as it is open, as `hol lsp` would live for it.  A hold keeps the server
 from being stopped for idleness or for room (`held`), but a planned
 replacement does not wait for it to end: at the switch each holder of the
 replaced server is told the new one at once (`switched`), lets the old one
-go and takes the new one.
+go and takes the new one.  The pool's, not the server's: it is about a
+server's life (idleness, room, a switch); the text the document puts on the
+server is `server.buffers`'s.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Launching a HOL server: making its session, and starting it in a task of
 its own once the servers stopped to make room for it have gone, then
 opening its file at once (with the editor's buffer if an editor holds it:
-`textsource`).
+`buffers`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 from holsrv.config.settings import Settings
 from holsrv.errors import HolsrvError
 from holsrv.pool.stopping import Stops
+from holsrv.server.buffers import Buffers
 from holsrv.server.session import Session
-from holsrv.server.textsource import TextSource
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ class Launcher:
         *,
         on_exit: Callable[[Session], None],
         started: Callable[[], None],
-        texts: TextSource,
+        texts: Buffers,
     ) -> None:
         self.settings = settings
         self.clock = clock

@@ -11,7 +11,7 @@ stopping them (`stopping`), the record of them for the next daemon and the
 leftovers of the last (`leftovers`), successors for servers whose ancestors
 were rebuilt (`replacement`, `successor`), retried compiles (`unblocking`),
 builds noticed with no call (`buildwatch`), scripts synced when written
-(`scriptwatch`), the text a sync with no call sends (`textsource`), the
+(`scriptwatch`), the text a sync with no call sends (`buffers`), the
 holds that are not calls (`holds`) and why answers may be stale
 (`staleness`).  Those below see the pool only as `servers.Servers`.
 """
@@ -49,8 +49,8 @@ from holsrv.process import builds, process
 from holsrv.rpc import messages as m
 from holsrv.rpc import paths
 from holsrv.server import runaway
+from holsrv.server.buffers import Buffers
 from holsrv.server.session import Session
-from holsrv.server.textsource import TextSource
 from holsrv.verdict import looping
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class Pool:
         self._room_lock = asyncio.Lock()
         self.duties = Duties()  # the idle reaper and the memory sampler
         self.stops = Stops(settings, self.stop_session)  # evictions in progress
-        self.texts = TextSource()  # an editor's buffer, else the disk: what a sync with no call sends
+        self.texts = Buffers()  # an editor's buffer, else the disk: what a sync with no call sends
         self.holds = Holds()  # editors' open documents: not calls, and followed across a replacement
         self.launcher = Launcher(settings, clock, self.stops, on_exit=self._exited, started=self._write_record,
                                  texts=self.texts)

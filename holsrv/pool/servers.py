@@ -18,8 +18,8 @@ from typing import Protocol
 from holsrv.config.settings import Settings
 from holsrv.pool.holds import Holds
 from holsrv.process.builds import Builds
+from holsrv.server.buffers import Buffers
 from holsrv.server.session import Session
-from holsrv.server.textsource import TextSource
 
 
 class Servers(Protocol):
@@ -29,7 +29,7 @@ class Servers(Protocol):
     builds: Builds  # the daemon's own Holmake runs
     clock: Callable[[], float]
     closing: bool  # the daemon is shutting down: no new servers
-    texts: TextSource  # the text a sync with no call sends: an editor's buffer, else the disk's
+    texts: Buffers  # the text a sync with no call sends: an editor's buffer, else the disk's
     holds: Holds  # editors' open documents, told the new server at a switch
 
     def current(self, path: Path) -> Session | None:

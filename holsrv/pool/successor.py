@@ -1,7 +1,7 @@
 """A successor being brought up beside a server it is to replace (see
 `replacement`): what it is for, how its status reads, and catching it up
 with the file's text (the disk's, or the buffer of an editor that holds it:
-`textsource`) and the proofs the old server had checked.
+`buffers`) and the proofs the old server had checked.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import msgspec
 from holsrv.disk import files
 from holsrv.errors import HolsrvError
 from holsrv.rpc import messages as m
+from holsrv.server.buffers import Buffers
 from holsrv.server.session import Session
-from holsrv.server.textsource import TextSource
 from holsrv.text import textinfo
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ def caught_up(old: Session, new: Session) -> bool:
     return all(name in new.file.proofs and new.file.proofs[name].status != "checking" for name in wanted)
 
 
-async def catch_up(rep: Replacement, timeout: float, texts: TextSource) -> None:
+async def catch_up(rep: Replacement, timeout: float, texts: Buffers) -> None:
     """Until `rep.new` has caught up on the file's text now (an editor's buffer, else the disk's)."""
     new = rep.new
     while True:
@@ -120,7 +120,7 @@ async def catch_up(rep: Replacement, timeout: float, texts: TextSource) -> None:
             return
 
 
-async def forward(rep: Replacement, script: files.Script, texts: TextSource) -> None:
+async def forward(rep: Replacement, script: files.Script, texts: Buffers) -> None:
     """Give the successor the text a call just gave the old server (once it has opened the file);
     never the disk's over an editor's buffer."""
     script = texts.over(script)

@@ -6,7 +6,7 @@ server for as long as it is open (as `hol lsp` would live for it): a hold,
 not a call waiting (`holds`), which follows a planned replacement (an
 ancestor rebuilt) to the new server at its switch, the new server's
 diagnostics and proof states sent at once.  Its buffer is what the server
-checks (`EditorBuffers`); only the newest text is synced, so a burst of keystrokes costs one sync.  Requests
+checks (`Buffers`); only the newest text is synced, so a burst of keystrokes costs one sync.  Requests
 run concurrently, each after the document's text is in its server.  The
 server's notifications go to the editor through a bounded `Outbox`, each
 `version` in them the editor's own (`editorversions`).  An

@@ -1,12 +1,22 @@
-"""Which files an editor holds, and the text of its buffer: one text per server, a clear owner.
+"""Which text a file's server gets: an editor's buffer while one holds the file, else the disk's.
 
-While an editor (`holctl lsp`) has a file open, its buffer is the text the
-file's server checks: the editor's edits are synced, and nothing sends the
-disk's text over it (every sync, a call's and the pool's with no call, asks
-`text` through `textsource.TextSource`).  Agents still read the disk: when
-buffer and disk agree they share the one check; when they differ an answer
-is about the buffer and says so (`unsaved_reason`).  When the editor closes the file or goes away,
-the disk is the truth again.  Pure bookkeeping: no HOL, no sockets.
+One owner for one text per server.  While an editor (`holctl lsp`) has a
+file open, its buffer is the text the file's server checks: the editor's
+edits are synced, and nothing sends the disk's text over it.  Every sync
+asks here: a call's (`over`), and the pool's with no call (`read`): a
+server that has just started opening its file (`launch`), a successor
+catching up and an edit forwarded to it (`successor`), a write noticed on
+disk (`scriptwatch`, which only asks whether an editor holds the file).
+Agents still read the disk: when buffer and disk agree they share the one
+check; when they differ an answer is about the buffer and says so
+(`unsaved_reason`).  When the editor closes the file or goes away, the disk
+is the truth again.  The pool owns the one `Buffers` (it syncs with no
+call); the editors' channels above it fill it.  Bookkeeping and a file
+read: no HOL, no sockets.
+
+Whether an editor's document keeps its file's *server* (from idleness,
+eviction, across a replacement) is the pool's `holds`: that is about a
+server's life, this about its text.
 """
 
 from __future__ import annotations
@@ -15,8 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from holsrv.disk.files import Script
+from holsrv.disk.files import Script, read_steps
 from holsrv.errors import EditorUnsaved
+from holsrv.text import stepping
 
 
 @dataclass
@@ -29,7 +40,9 @@ class Buffer:
     script: Script  # the buffer, as a script: path, bytes, text and content hash
 
 
-class EditorBuffers:
+class Buffers:
+    """The buffers editors hold, by file, and the text each file's server should have."""
+
     def __init__(self) -> None:
         self._held: dict[Path, Buffer] = {}
         self._channels: dict[object, tuple[str, Callable[[], int]]] = {}  # name, frames dropped
@@ -69,9 +82,25 @@ class EditorBuffers:
         return self._held.get(path)
 
     def text(self, path: Path) -> Script | None:
-        """The buffer an editor holds of `path`, if one does (what the pool syncs: `textsource`)."""
+        """The buffer an editor holds of `path`, if one does."""
         held = self._held.get(path)
         return held.script if held is not None else None
+
+    def holds(self, path: Path) -> bool:
+        """Whether an editor holds `path`: its buffer, not the disk, is what the server checks."""
+        return path in self._held
+
+    async def read(self, path: Path) -> Script:
+        """The text `path`'s server should have now: the editor's buffer if one holds it, else the
+        file as it is on disk (read in slices)."""
+        held = self.text(path)
+        if held is not None:
+            return held
+        return await stepping.sliced(read_steps(str(path)))
+
+    def over(self, script: Script) -> Script:
+        """`script`, a text of its file, unless an editor holds the file: then its buffer."""
+        return self.text(script.path) or script
 
     def unsaved(self, disk: Script) -> Buffer | None:
         """The editor's buffer of `disk`'s file if it differs from the disk."""
