@@ -21,11 +21,11 @@ import msgspec
 
 from holsrv import __version__, facilities
 from holsrv.answers import (
-    cached,
     common,
     control,
     diagnostics,
     editors,
+    fastpath,
     holes,
     holmake,
     logs,
@@ -95,12 +95,12 @@ class Dispatch:
 
     def at_once(self, request: m.Request, client: str) -> m.Reply | None:
         """The reply to `request` if it can be given with nothing awaited (a cached answer,
-        see `cached`); None if it needs `answer`, which also says what is wrong with it."""
+        see `fastpath`); None if it needs `answer`, which also says what is wrong with it."""
         started = time.monotonic()
         try:
             limits.check_request(request)
             common.check_expect_hash(getattr(request, "expect_hash", ""))
-            reply = cached.answer(self.answers, request, client)
+            reply = fastpath.answer(self.answers, request, client)
             if reply is not None:
                 self.metrics.answered(request, reply, time.monotonic() - started)
             return reply

@@ -6,10 +6,10 @@ import asyncio
 import contextlib
 from pathlib import Path
 
-from holsrv.answers import inheritedcheats
-from holsrv.answers.common import Context, Report, check_expect_hash, note, opened, read, replace, starting_message
+from holsrv.answers import cache, inheritedcheats
+from holsrv.answers.common import Context, Report, check_expect_hash, note, opened, read, starting_message
 from holsrv.answers.goals import goals
-from holsrv.disk import ancestors, files, gitrefs
+from holsrv.disk import ancestors, files
 from holsrv.disk.files import Script, content_hash
 from holsrv.lsp import hol
 from holsrv.pool import replacement
@@ -30,13 +30,6 @@ RECHECK_S = 1.0
 AHEAD_WAIT_S = 120.0
 
 
-def cache_key(session: Session, content: str, stale: list[str] | tuple[str, ...]) -> tuple:
-    """Where a diagnostics answer of `session` about content `content` is cached: keyed by its
-    staleness reasons too, which the answer lists, and by the commit git's HEAD names (read from
-    `.git`'s files, no child), as its note of statements changed since HEAD is (`statementcheck`)."""
-    return session.cache_key("diagnostics", content, tuple(stale), gitrefs.head_key(session.path.parent))
-
-
 async def answer(ctx: Context, req: m.Diagnostics, client: str, report: Report | None = None) -> m.DiagnosticsResult:
     deadline = ctx.clock() + max(0.0, req.wait)  # covers a server start too
     if req.changed_since:
@@ -47,11 +40,9 @@ async def answer(ctx: Context, req: m.Diagnostics, client: str, report: Report |
         if not session.starting:  # a build it was blocked on, just written: wait for the retry's answer
             await ctx.pool.unblocker.after_quiet(session, deadline)
         stale = ctx.pool.rebuilt_reasons(src.path, session)
-        key = cache_key(session, src.hash, stale)
-        cached = ctx.cache.get(key)
+        cached = ctx.cache.hit(cache.diagnostics_key(session, src.hash, stale), note(lease))
         if cached is not None:
-            age = m.Freshness(cached.content_hash, age_s=ctx.cache.age(key))  # the rest: `stamp`
-            return replace(cached, cached=True, server=note(lease), freshness=age)
+            return cached
         if not session.starting:
             await settle(ctx, session, deadline, report)
         _loaded(ctx, session, src.path)
@@ -59,13 +50,12 @@ async def answer(ctx: Context, req: m.Diagnostics, client: str, report: Report |
         stale = ctx.pool.rebuilt_reasons(src.path, session)
         result = await _result(ctx, src, lease, stale, ctx.clock() - started)
         session.last_verdict = result.verdict
-        if result.complete:
-            def keep() -> None:
-                ctx.cache.put(cache_key(session, result.content_hash, stale), result)
+        def keep() -> bool:
+            return ctx.cache.keep(cache.diagnostics_key(session, result.content_hash, stale), result,
+                                  settled=result.complete)
 
-            keep()
-            if result.content_hash == src.hash:
-                goals.ask_ahead(ctx, session, src, result, keep)  # the goal states an agent asks for next
+        if keep() and result.content_hash == src.hash:
+            goals.ask_ahead(ctx, session, src, result, keep)  # the goal states an agent asks for next
         return result
 
 
@@ -83,7 +73,7 @@ async def ahead(ctx: Context, session: Session, script: Script) -> bool:
         if not result.complete or session.data != script.data:
             return False
         session.last_verdict = result.verdict
-        ctx.cache.put(cache_key(session, script.hash, stale), result)
+        ctx.cache.keep(cache.diagnostics_key(session, script.hash, stale), result, settled=result.complete)
         return True
 
 

@@ -169,7 +169,7 @@ class Session:
 
         Anything the server says later (a failure moved to its step, an extra
         pass) makes a new answer, so its count of notifications is in the key
-        (without its diagnostics if `diagnostics` is False: see `goals.cache_key`).
+        (without its diagnostics if `diagnostics` is False: see `answers.cache.goal_key`).
         """
         return (self.id, self._epoch, self.file.events - (0 if diagnostics else self.file.publishes), *question)
 

@@ -7,7 +7,7 @@ import msgspec
 from test_cached_answers import _at_once, files_read_long_ago
 
 from holctl.render import render
-from holsrv.answers.goals import goals
+from holsrv.answers import cache
 from holsrv.rpc import messages as m
 
 from conftest import FAILING_SCRIPT, goal_lines, wait_until
@@ -41,7 +41,7 @@ async def _both_cached(daemon, path, at: tuple[int, int]) -> bool:
     session = daemon.daemon.pool.sessions.get(path.resolve())
     if session is None or session.content_hash is None:
         return False
-    return all(goals.cache_key(session, session.content_hash, line, column) in daemon.daemon.answers.cache
+    return all(cache.goal_key(session, session.content_hash, line, column) in daemon.daemon.answers.cache
                for line, column in ((at[0], None), at))
 
 

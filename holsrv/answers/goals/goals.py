@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from holsrv.answers import lacking
+from holsrv.answers import cache, lacking
 from holsrv.answers.common import (
     NO_SERVER,
     Context,
@@ -71,20 +71,12 @@ async def at_position(
     base = base_of(src, line, column, note(lease))
     if session.starting:
         return replace(base, state="starting", message=starting_message(session, ctx.clock()))
-    key = cache_key(session, src.hash, line, column)
-    cached = ctx.cache.get(key)
+    key = cache.goal_key(session, src.hash, line, column)
+    cached = ctx.cache.hit(key, note(lease))
     if cached is not None:
         ctx.prefetches.used(key)
-        age = m.Freshness(cached.content_hash, age_s=ctx.cache.age(key))  # the rest: `stamp`
-        return replace(cached, cached=True, server=note(lease), freshness=age)
+        return cached
     return await answered(ctx, session, src, base, deadline)
-
-
-def cache_key(session: Session, content: str, line: int, column: int | None) -> tuple:
-    """Where a goal state of `content` at (line, column) is cached.  The diagnostics HOL publishes
-    once the compile is done (a failure moved to its step, a walk's own failure) change no goal
-    state, so they are not in it: asking at a failing step is then cached like anywhere else."""
-    return session.cache_key("goalState", content, line, column, diagnostics=False)
 
 
 def base_of(src: Script, line: int, column: int | None, server: m.ServerNote) -> m.GoalStateResult:
@@ -101,7 +93,7 @@ async def answered(
 ) -> m.GoalStateResult:
     """HOL's answer at `base`'s position of `src` (synced to `session`), put in the cache if settled.
     `ahead`: asked by no call (see `prefetch`); a call's own walks go first."""
-    key = cache_key(session, src.hash, base.line, base.column)
+    key = cache.goal_key(session, src.hash, base.line, base.column)
     text = textinfo.of(src.text).lines
     text.to_lsp(base.line, base.column or 1, "utf-8")  # and again for the text synced, if it changed
     refusal = not_walked(ctx, session, src, base.line)
@@ -126,8 +118,7 @@ async def answered(
             "text at this position; ask again.",
         )
     # A walk that ran out of time may succeed on a less busy machine.
-    if all(hol.is_settled(r) for r in asked) and session.phase == "completed":
-        ctx.cache.put(key, result)
+    if ctx.cache.keep(key, result, settled=all(hol.is_settled(r) for r in asked) and session.phase == "completed"):
         if ahead:
             ctx.prefetches.kept(key)
     return result
@@ -140,7 +131,7 @@ def not_walked(ctx: Context, session: Session, src: Script, line: int) -> str:
 
 
 def ask_ahead(
-    ctx: Context, session: Session, src: Script, verdict: m.DiagnosticsResult, keep: Callable[[], None]
+    ctx: Context, session: Session, src: Script, verdict: m.DiagnosticsResult, keep: Callable[[], object]
 ) -> None:
     """After a settled verdict on `src`: ask in the background for the goal states at the
     failures it has located on their failing steps, as an agent asks next (see `prefetch`).
@@ -154,7 +145,7 @@ def ask_ahead(
     said = _said_but_walks(session)
 
     async def ask(line: int, column: int | None) -> None:
-        if cache_key(session, src.hash, line, column) not in ctx.cache:  # a call asked already
+        if cache.goal_key(session, src.hash, line, column) not in ctx.cache:  # a call asked already
             base = base_of(src, line, column, NO_SERVER)
             await answered(ctx, session, src, base, ctx.clock() + ctx.settings.request_timeout_s, ahead=True)
             if _said_but_walks(session) == said:
