@@ -11,9 +11,9 @@ path (`fastpath`: looked up with nothing awaited).  So a rule is written once:
   question itself;
 * what may be stored (`AnswerCache.keep`): only an answer about a settled
   file goes in, so an answer that may still change is never served twice;
-* a look (`AnswerCache.hit`): the answer marked as cached, with the server
-  that gives it and its age (the rest of its freshness is stamped as every
-  answer's is);
+* a look (`AnswerCache.hit`, `AnswerCache.look` and `given`): the answer
+  marked as cached, with the server that gives it and its freshness (on the
+  ordinary path only its age, the rest stamped as every answer's is);
 * when a look needs nothing awaited (`serving`): the file is unchanged on
   disk since it was last read (one `os.stat`), is the very text its running
   server has, and nothing may have made that server's answers stale.
@@ -62,6 +62,12 @@ def serving(scripts: files.Reader, pool: Pool, file: str) -> tuple[files.Script,
     return script, session
 
 
+def given(cached: Any, server: m.ServerNote, freshness: m.Freshness) -> Any:
+    """The answer `cached` as a reply: marked cached, from `server` (the one giving it now,
+    not the one that first did), with `freshness`.  A copy: the cache keeps its answer as put."""
+    return msgspec.structs.replace(cached, cached=True, server=server, freshness=freshness)
+
+
 class AnswerCache:
     def __init__(self, max_entries: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.max_entries = max_entries
@@ -82,15 +88,20 @@ class AnswerCache:
         self._entries.move_to_end(key)
         return value
 
-    def hit(self, key: Hashable, server: m.ServerNote, *, count_miss: bool = True) -> Any:
-        """The answer under `key` as a cached reply (`cached`, the `server` giving it now, its
-        age; the rest of its freshness is stamped as any answer's), or None on a miss.
-        A copy: the cache keeps the answer as it was put."""
-        cached = self.get(key, count_miss=count_miss)
+    def hit(self, key: Hashable, server: m.ServerNote) -> Any:
+        """The answer under `key` as a cached reply (`given`, with its age as its freshness:
+        the rest is stamped as any answer's), or None on a miss."""
+        cached = self.get(key)
         if cached is None:
             return None
-        age = m.Freshness(cached.content_hash, age_s=self.age(key))
-        return msgspec.structs.replace(cached, cached=True, server=server, freshness=age)
+        return given(cached, server, m.Freshness(cached.content_hash, age_s=self.age(key)))
+
+    def look(self, key: Hashable) -> tuple[Any, float] | None:
+        """The answer under `key` and its age, for a caller that stamps it whole itself (the
+        fast path, which then makes it `given`); None on a miss, not counted as one: the
+        ordinary path's look follows it."""
+        cached = self.get(key, count_miss=False)
+        return None if cached is None else (cached, self.age(key))
 
     def __contains__(self, key: Hashable) -> bool:
         """Whether `key` has an answer (neither a hit nor a miss)."""

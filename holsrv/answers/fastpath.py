@@ -20,7 +20,7 @@ a change or may become a job, or a blocked compile (a retry may be due).
 from __future__ import annotations
 
 from holsrv.answers import cache
-from holsrv.answers.common import Context, answer_settled, freshness, note, replace
+from holsrv.answers.common import Context, answer_settled, freshness, note
 from holsrv.disk import files
 from holsrv.pool.pool import Lease
 from holsrv.rpc import messages as m
@@ -67,9 +67,10 @@ def _diagnostics(ctx: Context, request: m.Diagnostics, client: str) -> m.Reply |
 def _given(ctx: Context, script: files.Script, session: Session, key: tuple, client: str,
            expect_hash: str) -> m.Reply | None:
     """The answer cached under `key`, stamped as the ordinary path stamps it; None on a miss."""
-    cached = ctx.cache.hit(key, note(Lease(session, "warm")), count_miss=False)
-    if cached is None:
+    found = ctx.cache.look(key)
+    if found is None:
         return None
+    cached, age_s = found
     # No lease, but a use all the same: least recently used order, idleness, status's clients.
     session.clients.add(client)
     ctx.pool.sessions.move_to_end(script.path)
@@ -77,5 +78,5 @@ def _given(ctx: Context, script: files.Script, session: Session, key: tuple, cli
     # As `stamp` would: the file is `script`, just stat'ed, and its server has no staleness
     # reason (`serving` just asked, and nothing has been awaited since).
     fresh = freshness(ctx, script, cached.content_hash, settled=answer_settled(cached, session),
-                      age_s=cached.freshness.age_s, expect_hash=expect_hash, stale=[])
-    return replace(cached, freshness=fresh)
+                      age_s=age_s, expect_hash=expect_hash, stale=[])
+    return cache.given(cached, note(Lease(session, "warm")), fresh)

@@ -77,7 +77,10 @@ def seconds_problem(name: str, value: object) -> str | None:
 def check_request(request: object) -> None:
     """Raise BadRequest if a seconds field of `request` is NaN, infinite, negative or over MAX_WAIT_S."""
     for name in _ADVICE:
-        problem = seconds_problem(name, getattr(request, name, None))
+        value = getattr(request, name, None)
+        if value is None or (type(value) is float or type(value) is int) and 0 <= value <= MAX_WAIT_S:
+            continue  # the usual case, at once (every call takes this): NaN and infinities fail the comparison
+        problem = seconds_problem(name, value)
         if problem is not None:
             raise BadRequest(f"{_op(request)}: {problem}")
 

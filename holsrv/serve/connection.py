@@ -179,6 +179,7 @@ class Connection:
         once (`at_once`: no caller to lose) it is read in the loop, with no task.
         """
         ahead: asyncio.Task | None = None
+        decoder = framing.request_decoder  # found once: the module's attribute is made on first use
         try:
             while True:
                 self.idle_since = time.monotonic()
@@ -198,7 +199,7 @@ class Connection:
                     return
                 self.idle_since = None
                 try:
-                    request = framing.decode(framing.request_decoder, body)  # once: every path below takes it
+                    request = framing.decode(decoder, body)  # once: every path below takes it
                 except FrameError as err:
                     self.warn("rejected a request from %s: %s", client, err)
                     await self.send(m.ErrorReply(err.code, f"{err}; is the client older or newer than the daemon?"))
@@ -306,9 +307,15 @@ def _hung_up(writer: asyncio.StreamWriter) -> bool:
 async def _frame(reply: m.Reply) -> list[bytes]:
     """`reply`'s frame, as pieces to write in order; an `internal` error's if it cannot be sent."""
     try:
-        # In slices: the proofs of a 30,000-proof answer take milliseconds to encode
-        # (a reply with no long list is encoded in its first step, with no yield).
-        return await stepping.sliced(framing.encode_steps(reply, stepping.ITEMS_PER_STEP))
+        # In slices: the proofs of a 30,000-proof answer take milliseconds to encode.
+        steps = framing.encode_steps(reply, stepping.ITEMS_PER_STEP)
+        try:
+            next(steps)
+        except StopIteration as done:
+            # No long list (most replies, every cached goal state): encoded in its first
+            # step, so the slicing driver is not started on the fast path.
+            return done.value
+        return await stepping.sliced(steps)
     except HolsrvError as err:
         return _unsendable(reply, err)
 
