@@ -50,14 +50,16 @@ def diagnostics_key(session: Session, content: str, stale: list[str] | tuple[str
 
 def serving(scripts: files.Reader, pool: Pool, file: str) -> tuple[files.Script, Session] | None:
     """The file, unchanged on disk, and its running server, which has that very text and
-    answers that cannot be stale; else None (the ordinary path leases and syncs)."""
+    answers that cannot be stale, its project file unchanged as last looked (at most a second
+    ago: `Projects.recent`); else None (the ordinary path leases, syncs and says why)."""
     script = scripts.unchanged(file)
     if script is None:
         return None
     session = pool.sessions.get(script.path)
     if (session is None or not session.alive or session.starting or session.trials.trial
             or session.data is None or session.content_hash != script.hash
-            or not pool.staleness.fresh(script.path, session)):
+            or not pool.staleness.fresh(script.path, session)
+            or pool.project_reasons(script.path, session, recent=True)):
         return None
     return script, session
 

@@ -24,7 +24,9 @@ import dataclasses
 import difflib
 import os
 import stat
+import time
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,9 @@ from holsrv.config.settingsources import config_path, from_toml, key_line
 from holsrv.errors import ProjectError
 
 PROJECT_NAME = "holsrv.toml"
+# How old a project file's look may be when a cached answer is given with one stat (`Projects.recent`):
+# an edited project file shows in a cached answer's reasons within this, without a directory walk per call.
+RECENT_S = 1.0
 # The settings a project file may set: those of a development, not of the daemon.
 # `holdir` is a project file's own way to name a HOL: its bin/hol (and Holmake beside it).
 PER_PROJECT = ("hol_bin", "holdir", "holmake_bin", "max_heap_mb", "extra_path", "holmake_jobs",
@@ -143,8 +148,23 @@ def _home() -> Path | None:
 class Projects:
     """Every project file read, by path, kept while its (inode, mtime, size) is unchanged."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._read: dict[Path, Project] = {}
+        self._clock = clock
+        self._recent: dict[Path, tuple[float, Project | None]] = {}  # by script: when looked, what was found
+
+    def recent(self, script: Path) -> Project | None:
+        """`of(script)` as it was at most `RECENT_S` ago: for the fast path of cached answers, which
+        may not walk up the directories on every call; OSError as `of`."""
+        now = self._clock()
+        known = self._recent.get(script)
+        if known is not None and now - known[0] < RECENT_S:
+            return known[1]
+        project = self.of(script)
+        if len(self._recent) > 1024:
+            self._recent.clear()  # bounded, as `_read`
+        self._recent[script] = (now, project)
+        return project
 
     def of(self, script: Path) -> Project | None:
         """`script`'s project (None: no project file), read again only once changed."""

@@ -294,14 +294,15 @@ class Pool:
         may be stale, one sentence each (see `staleness`)."""
         return self.staleness.reasons(path, session) + self.project_reasons(path, session)
 
-    def project_reasons(self, path: Path, session: Session | None = None) -> list[str]:
+    def project_reasons(self, path: Path, session: Session | None = None, *, recent: bool = False) -> list[str]:
         """Whether the server of `path` runs with the project settings its project file now says: an
-        edited, added or removed project file is taken up only by a restart (docs/design.md, Projects)."""
+        edited, added or removed project file is taken up only by a restart (docs/design.md, Projects).
+        `recent`: as the project file was at most `projects.RECENT_S` ago (the fast path's look)."""
         session = session or self.sessions.get(path)
         if session is None or not session.alive:
             return []
         try:
-            now = self.projects.of(path)
+            now = self.projects.recent(path) if recent else self.projects.of(path)
         except OSError:
             return []
         had = session.project

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -20,7 +21,7 @@ from holctl.render import render
 from holsrv import errors
 from holsrv.rpc import messages as m
 
-from conftest import FAKE_HOL, GOOD_SCRIPT
+from conftest import FAKE_HOL, GOOD_SCRIPT, wait_until
 
 FAKE_HOLMAKE = FAKE_HOL.parent / "Holmake"
 
@@ -120,6 +121,23 @@ def test_an_edited_project_file_is_reported_until_a_restart_applies_it(daemon, t
     assert reply.max_heap_mb == 555
     after = daemon.call(m.Diagnostics(str(script_a), wait=20))
     assert not any("project settings" in r for r in after.freshness.reasons)
+
+
+def test_an_edited_project_file_is_reported_by_an_answer_from_the_cache_too(daemon, two_projects):
+    # A script older than the file system's timestamp granularity is answered from the cache with
+    # one stat (the fast path): its project file is looked at all the same, within a second.
+    hol_a, _, file_a, _, script_a, _ = two_projects
+    first = daemon.call(m.Diagnostics(str(script_a), wait=20))
+    # Until its inode changed two seconds ago (`files.RACY_NS`), a script is read again on every call.
+    wait_until(lambda: time.time() - os.stat(script_a).st_ctime > 2.5, what="the script to be two seconds old")
+    assert daemon.call(m.Diagnostics(str(script_a), wait=20)).cached
+    file_a.write_text(f'holdir = "{hol_a}"\nmax_heap_mb = 555\n')
+
+    def told() -> bool:
+        again = daemon.call(m.Diagnostics(str(script_a), wait=20))
+        assert again.server.pid == first.server.pid
+        return any(f"its project file {file_a} changed" in r for r in again.freshness.reasons)
+    wait_until(told, what="a cached answer to say its project file changed")
 
 
 @pytest.mark.parametrize("problem", ["group-writable", "syntax", "daemon-setting", "unknown-key", "no-hol"])
