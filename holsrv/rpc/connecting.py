@@ -1,0 +1,182 @@
+"""Reaching the daemon, once for the three clients that do it: connect, start, hello, welcome; and a
+call caught in a daemon's restart.
+
+holctl's blocking client (`client`), holmcp's asyncio client (`aclient`) and
+the editor bridge (`holctl.lsp.link`) open a connection the same way:
+connect within CONNECT_TIMEOUT_S; if nobody listens, start a daemon when
+allowed (`autostart.start_daemon`, one lock file for every client) and
+connect again; send the hello; check the welcome.  A blocking socket and an
+asyncio stream cannot share I/O code, so everything but the I/O is here:
+the first frames, the welcome check, the start decision, the error each
+failure gives, and what a call caught in a restart does (`Switch`).  The
+blocking shell is here too (`open_blocking`, `redial_blocking`); the
+asyncio one is `aconnecting`.  Each shell only moves bytes.
+
+Imports only the standard library and msgspec (a test checks): holctl loads it.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from holsrv.errors import DaemonRestarting, DaemonStopping, DaemonUnreachable, FrameError, HolsrvError
+from holsrv.rpc import autostart, calls, framing, paths
+from holsrv.rpc.messages import Eval, Request, Restart, Shutdown, Stop, Welcome
+
+# What `connect` raises when no daemon listens on the socket (and only then is one started).
+NOBODY = (FileNotFoundError, ConnectionRefusedError)
+
+# Requests whose reply may be lost after the daemon acted on them: eval runs
+# the user's code, restart and stop act on a server, shutdown on the daemon.
+# Sending one twice could run it twice, so a broken connection is reported
+# instead.  Every other request only asks (retryCompile at most re-queues a
+# compile of a blocked file), so it is sent again once.
+NOT_RESENT = (Eval, Restart, Stop, Shutdown)
+
+# How long a call caught in a daemon's restart waits for the daemon to take
+# connections again (its successor adopting the servers, or a new daemon
+# starting) before it gives up with `caught`.  A few seconds: the successor
+# of a restart re-opens no heap; a start on demand has its own bound
+# (autostart.START_TIMEOUT_S) inside one attempt.
+SWITCH_WAIT_S = 10.0
+# The pause between two attempts to reach a daemon that is not back yet: nothing
+# to wait on but another process making its socket, so look again shortly.
+REDIAL_PAUSE_S = 0.05
+
+
+def opening(name: str, settings: Mapping[str, str] | None, then: Request | None = None) -> bytes:
+    """The first bytes of a connection: the hello, and `then` after it in the same write.
+
+    In one write: a daemon that refuses us (another user) reads once, says why
+    in a frame and closes; a second write landing after that would reset the
+    connection and lose its word.
+    """
+    first = framing.encode(calls.hello(name, settings))
+    return first if then is None else first + framing.encode(then)
+
+
+def welcome_of(body: bytes | None) -> Welcome:
+    """The daemon's Welcome from its first frame; its refusal (protocol_mismatch for a client it
+    finds too old or new, peer_refused, daemon_restarting) as the error of its code."""
+    if body is None:
+        raise DaemonUnreachable("the daemon closed the connection during the handshake")
+    return calls.welcomed(framing.decode(framing.reply_decoder, body))
+
+
+def cannot_connect(path: Path, err: BaseException) -> DaemonUnreachable:
+    return DaemonUnreachable(f"cannot connect to the daemon on {path}: {err or 'timed out'}")
+
+
+def unfinished(err: BaseException) -> DaemonUnreachable:
+    return DaemonUnreachable(f"the daemon did not complete the handshake: {err or 'timed out'}")
+
+
+def unreachable_after_start(path: Path, err: BaseException) -> DaemonUnreachable:
+    return DaemonUnreachable(
+        f"started a daemon but cannot reach it on {path} ({err or 'timed out'}); see {paths.log_path(path)}"
+    )
+
+
+def may_start(path: Path, allowed: bool) -> None:
+    """Nobody listens on `path`: return if a daemon may be started, else the error that says how to start one."""
+    if not allowed:
+        raise autostart.not_listening(path) from None
+
+
+# -- a call caught in the switch -------------------------------------------------
+
+# The daemon's refusals of a request it did not start because it is going away.
+# `daemon_restarting`: it drains to hand its servers over, and it sends this
+# only for a request it never began (one in flight is finished and answered
+# first), so any request, even one in NOT_RESENT, is safe to send again.
+# `daemon_stopping`: said of a request read ahead and never begun, but also of
+# one cut short in flight (`Daemon._cut_short`: an eval may have run), so only
+# a request that asks is sent again.
+SWITCH_CODES = (DaemonRestarting.code, DaemonStopping.code)
+
+
+def resend(request: Request, code: str) -> bool:
+    """Whether a request refused with `code` (one of SWITCH_CODES) goes once more to the next daemon."""
+    return code == DaemonRestarting.code or not isinstance(request, NOT_RESENT)
+
+
+def caught(request: Request, why: str) -> DaemonRestarting:
+    """The clear answer for a call that the switch caught and that is not, or no longer, sent again."""
+    return DaemonRestarting(
+        f"the daemon was restarting (or stopping) during {type(request).__name__}; ask again. ({why})"
+    )
+
+
+def switch_of(err: HolsrvError) -> bool:
+    """Whether a daemon's error says it is going away and did not answer (SWITCH_CODES)."""
+    return err.code in SWITCH_CODES
+
+
+# -- the blocking shell ----------------------------------------------------------------
+
+
+def open_blocking(
+    path: Path, name: str, settings: Mapping[str, str] | None, *, autostart_daemon: bool
+) -> tuple[socket.socket, Welcome]:
+    """A connection to the daemon on `path`, welcomed; a daemon started first if none listens and allowed."""
+    try:
+        return handshake_blocking(_dial(path), name, settings)
+    except NOBODY:
+        may_start(path, autostart_daemon)
+    autostart.start_daemon(path)
+    try:
+        return handshake_blocking(autostart.open_socket(path), name, settings)
+    except OSError as err:
+        raise unreachable_after_start(path, err) from None
+
+
+def _dial(path: Path) -> socket.socket:
+    try:
+        return autostart.open_socket(path)
+    except NOBODY:
+        raise
+    except OSError as err:  # TimeoutError included: a daemon that does not take connections
+        raise cannot_connect(path, err) from None
+
+
+def handshake_blocking(
+    sock: socket.socket, name: str, settings: Mapping[str, str] | None
+) -> tuple[socket.socket, Welcome]:
+    """Hello and welcome on a connected `sock`, within its own timeout; the socket closed on any failure."""
+    try:
+        sock.sendall(opening(name, settings))
+        return sock, welcome_of(framing.recv_body(sock))
+    except (OSError, FrameError) as err:
+        sock.close()
+        raise unfinished(err) from None
+    except BaseException:
+        sock.close()
+        raise
+
+
+def redial_blocking(
+    path: Path, name: str, settings: Mapping[str, str] | None, *, autostart_daemon: bool, deadline: float
+) -> tuple[socket.socket, Welcome]:
+    """`open_blocking` again and again until a daemon welcomes us or `deadline` (time.monotonic) passes."""
+    while True:
+        try:
+            return open_blocking(path, name, settings, autostart_daemon=autostart_daemon)
+        except (DaemonUnreachable, DaemonRestarting):
+            if time.monotonic() >= deadline:
+                raise
+        time.sleep(REDIAL_PAUSE_S)  # a pause between attempts (see REDIAL_PAUSE_S), bounded by `deadline`
+
+
+def gone_blocking(sock: socket.socket, deadline: float) -> None:
+    """Wait (until `deadline`) for the daemon to close `sock`, as it closes every connection when it
+    restarts: a connection made before that could reach the daemon that is going away."""
+    try:
+        while time.monotonic() < deadline:
+            sock.settimeout(max(0.001, deadline - time.monotonic()))
+            if not sock.recv(65536):
+                return
+    except OSError:
+        return
