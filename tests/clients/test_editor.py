@@ -303,9 +303,9 @@ async def test_after_the_daemon_restarts_the_editor_is_told_and_its_documents_ar
         first.stop()
         client.diagnostics.clear()
         second = daemon_factory(socket=first.socket)
-        await until(client, "window/showMessage", lambda: any("reconnected" in m.message for m in client.messages),
-                    "word that holctl lsp reconnected")
-        assert any("went away" in m.message for m in client.messages)
+        await until(client, "window/logMessage", lambda: any("re-attached" in m.message for m in client.log_messages),
+                    "word in the editor's log that holctl lsp re-attached")
+        assert any("went away" in m.message for m in client.log_messages)
         await until(client, "textDocument/publishDiagnostics", lambda: any("nope" in e for e in errors(client, uri)),
                     "the second daemon's diagnostics, for the document opened again")
         assert [s.file for s in (await agent(second, m.Status())).sessions] == [str(path)]
