@@ -506,6 +506,18 @@ async def test_holmcp_reconnects_when_the_daemon_restarts_on_the_same_socket(dae
 
 
 @pytest.mark.asyncio
+async def test_a_daemon_that_cannot_be_started_is_a_tool_error_with_its_code_not_a_crash(short_tmp, tmp_path):
+    shared = short_tmp / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # like /tmp: no daemon is started there, and the start says why
+    async with Client(build_server(shared / "x.sock", tmp_path, autostart=True)) as client:
+        result = await client.call_tool("status", {})
+        again = await client.call_tool("status", {})  # the server carries on
+    assert result.is_error and text(result).startswith("daemon_unreachable: "), text(result)
+    assert str(shared) in text(result) and again.is_error
+
+
+@pytest.mark.asyncio
 async def test_a_tool_call_the_daemon_refuses_as_it_restarts_is_answered_by_the_next_daemon(short_tmp, tmp_path):
     restarting = messages.ErrorReply("daemon_restarting", "the daemon is restarting to hand its servers over")
     fake = FakeDaemon(short_tmp / "fake.sock", lambda r, n: [restarting] if n == 1 else _result_for(r, n))
