@@ -9,8 +9,10 @@ the disk back its place.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -20,6 +22,7 @@ import pytest
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
+from holctl.lsp import bridge, stdio
 from holctl.render import render
 from holsrv.disk.files import content_hash
 from holsrv.errors import HolsrvError
@@ -311,6 +314,51 @@ async def test_after_the_daemon_restarts_the_editor_is_told_and_its_documents_ar
         assert [s.file for s in (await agent(second, m.Status())).sessions] == [str(path)]
     finally:
         await stop(client)
+
+
+@pytest.mark.asyncio
+async def test_a_request_in_the_gap_is_answered_ask_again_when_no_daemon_comes_back_in_time(
+        daemon_factory, write_script, monkeypatch):
+    monkeypatch.setattr(bridge, "GAP_WAIT_S", 1.0)  # the bound, short for the test (30 s in use)
+    first = daemon_factory()
+    path = write_script(GOOD_SCRIPT)
+    ours, theirs = socket.socketpair()  # the editor's end and the bridge's, in this process
+    bridge_in, bridge_out = await asyncio.open_connection(sock=theirs)
+    running = asyncio.create_task(bridge.Bridge(first.socket, False, bridge_in, bridge_out).run())
+    reader, writer = await asyncio.open_connection(sock=ours)
+
+    async def say(message: dict) -> None:
+        writer.write(stdio.frame({"jsonrpc": "2.0", **message}))
+        await writer.drain()
+
+    async def heard(holds: Callable[[dict], bool]) -> dict:
+        async with asyncio.timeout(DEADLINE_S):
+            while not holds(message := await stdio.read_message(reader) or {}):
+                pass
+        return message
+
+    try:
+        await say({"id": 1, "method": "initialize", "params": {"capabilities": {}}})
+        await heard(lambda msg: msg.get("id") == 1)
+        await say({"method": "textDocument/didOpen", "params": {"textDocument": {
+            "uri": path.as_uri(), "languageId": "holscript", "version": 1, "text": GOOD_SCRIPT}}})
+        await asyncio.to_thread(first.stop)
+        await heard(lambda msg: "went away" in str(msg.get("params")))
+        await say({"id": 2, "method": "textDocument/documentSymbol", "params": {"textDocument": {
+            "uri": path.as_uri()}}})
+        answer = await heard(lambda msg: msg.get("id") == 2)
+        assert answer["error"]["code"] == bridge.CONTENT_MODIFIED
+        assert "did not come back within 1s; ask again" in answer["error"]["message"]
+        await say({"method": "exit"})
+        async with asyncio.timeout(DEADLINE_S):
+            await running
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+        for end in (writer, bridge_out):
+            end.close()
+            with contextlib.suppress(OSError):
+                await end.wait_closed()
 
 
 @pytest.mark.asyncio
