@@ -103,7 +103,7 @@ class AsyncClient:
         raised as its HolsrvError; a daemon that cannot be reached, or that
         does not answer within `calls.reply_timeout`, as DaemonUnreachable.
         """
-        why: str | None = None  # the daemon's refusal, if it refused the call as it went away
+        refusal: HolsrvError | None = None  # the daemon's, if it refused the call as it went away
         conn = await self._take()
         try:
             return await self._exchange(conn, request, on_progress)
@@ -116,22 +116,22 @@ class AsyncClient:
             deadline = asyncio.get_running_loop().time() + connecting.SWITCH_WAIT_S
         except _Switch as switch:
             if not connecting.resend(request, switch.err.code):
-                raise connecting.caught(request, str(switch.err)) from None
-            why, deadline = str(switch.err), switch.deadline
+                raise switch.err from None
+            refusal, deadline = switch.err, switch.deadline
         # The daemon restarted (or broke the stream): once more, on a new connection.
         try:
             conn = await self._reopen(deadline)
         except HolsrvError as err:
-            if why is None:
+            if refusal is None:
                 raise  # the connection broke, and no daemon is there now: what the dial found
-            raise connecting.caught(request, f"{why}; no daemon took it again within "
-                                             f"{connecting.SWITCH_WAIT_S:g}s: {err}") from None
+            raise connecting.caught(request, refusal, f"no daemon took the call again within "
+                                                      f"{connecting.SWITCH_WAIT_S:g}s: {err}") from None
         try:
             return await self._exchange(conn, request, on_progress)
         except _Broken as broken:
             raise DaemonUnreachable(f"lost the connection to the daemon twice: {broken}; see its log") from None
         except _Switch as switch:
-            raise connecting.caught(request, f"sent twice; {switch.err}") from None
+            raise connecting.caught(request, switch.err, "refused twice") from None
 
     async def aclose(self) -> None:
         """Close the idle connections (calls in flight close their own)."""

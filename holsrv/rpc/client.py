@@ -60,7 +60,7 @@ class Client:
 
         `Progress` frames that come first (a request with `progress=True`) go to `on_progress`.
         """
-        why: str | None = None  # the daemon's refusal, if it refused the call as it went away
+        refusal: HolsrvError | None = None  # the daemon's, if it refused the call as it went away
         try:
             return self._exchange(request, timeout, on_progress)
         except _Broken as broken:
@@ -73,29 +73,26 @@ class Client:
                 raise DaemonUnreachable(f"{broken}; see its log") from None
             deadline = time.monotonic() + connecting.SWITCH_WAIT_S
         except HolsrvError as err:
-            if not connecting.switch_of(err) or self._redial is None:
+            if not connecting.switch_of(err) or self._redial is None or not connecting.resend(request, err.code):
                 raise
-            if not connecting.resend(request, err.code):
-                raise connecting.caught(request, str(err)) from None
-            why = str(err)
-            deadline = time.monotonic() + connecting.SWITCH_WAIT_S
+            refusal, deadline = err, time.monotonic() + connecting.SWITCH_WAIT_S
             connecting.gone_blocking(self._sock, deadline)  # the daemon closes it as it goes
         # The daemon restarted: once more, on a new connection to the one that took over.
         self._sock.close()
         try:
             self._sock, self.welcome = self._redial(deadline)
         except HolsrvError as err:
-            if why is None:
+            if refusal is None:
                 raise  # the connection broke, and no daemon is there now: what the dial found
-            raise connecting.caught(request, f"{why}; no daemon took it again within "
-                                             f"{connecting.SWITCH_WAIT_S:g}s: {err}") from None
+            raise connecting.caught(request, refusal, f"no daemon took the call again within "
+                                                      f"{connecting.SWITCH_WAIT_S:g}s: {err}") from None
         try:
             return self._exchange(request, timeout, on_progress)
         except _Broken as broken:
             raise DaemonUnreachable(f"lost the connection to the daemon twice: {broken}; see its log") from None
         except HolsrvError as err:
             if connecting.switch_of(err):
-                raise connecting.caught(request, f"sent twice; {err}") from None
+                raise connecting.caught(request, err, "refused twice") from None
             raise
 
     def _exchange(

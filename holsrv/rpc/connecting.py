@@ -22,7 +22,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from holsrv.errors import DaemonRestarting, DaemonStopping, DaemonUnreachable, FrameError, HolsrvError
+from holsrv.errors import DaemonRestarting, DaemonStopping, DaemonUnreachable, FrameError, HolsrvError, error_for_code
 from holsrv.rpc import autostart, calls, framing, paths
 from holsrv.rpc.messages import Eval, Request, Restart, Shutdown, Stop, Welcome
 
@@ -94,7 +94,8 @@ def may_start(path: Path, allowed: bool) -> None:
 # first), so any request, even one in NOT_RESENT, is safe to send again.
 # `daemon_stopping`: said of a request read ahead and never begun, but also of
 # one cut short in flight (`Daemon._cut_short`: an eval may have run), so only
-# a request that asks is sent again.
+# a request that asks is sent again; one that acts gets the daemon's own word,
+# which says to call again.
 SWITCH_CODES = (DaemonRestarting.code, DaemonStopping.code)
 
 
@@ -103,11 +104,14 @@ def resend(request: Request, code: str) -> bool:
     return code == DaemonRestarting.code or not isinstance(request, NOT_RESENT)
 
 
-def caught(request: Request, why: str) -> DaemonRestarting:
-    """The clear answer for a call that the switch caught and that is not, or no longer, sent again."""
-    return DaemonRestarting(
-        f"the daemon was restarting (or stopping) during {type(request).__name__}; ask again. ({why})"
-    )
+def caught(request: Request, refusal: HolsrvError, why: str) -> HolsrvError:
+    """The answer for a call the switch caught twice (`why`), or that found no daemon after it: the
+    daemon's refusal (`daemon_restarting`, `daemon_stopping`: its code kept) saying to ask again."""
+    if refusal.code == DaemonRestarting.code:
+        message = f"the daemon was restarting during {type(request).__name__}; ask again in a moment ({why})"
+    else:
+        message = f"{refusal} ({why})"
+    return error_for_code(refusal.code, message, refusal.detail)
 
 
 def switch_of(err: HolsrvError) -> bool:
