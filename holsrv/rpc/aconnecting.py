@@ -32,16 +32,14 @@ async def open_async(
     start: Start = start_in_thread,
 ) -> Streams:
     """A connection to the daemon on `path`, welcomed (`then` sent right after the hello, in the same
-    write); a daemon started first (`start`) if none listens and `autostart_daemon`."""
+    write); a daemon started first (`start`) if none listens and `autostart_daemon`.  A daemon that
+    refuses the hello because it is restarting is waited for (`redial_async`)."""
     try:
-        return await _handshake(path, name, settings, then, hello_timeout)
-    except connecting.NOBODY:
-        connecting.may_start(path, autostart_daemon)
-    await start(path)
-    try:
-        return await _handshake(path, name, settings, then, hello_timeout)
-    except OSError as err:
-        raise connecting.unreachable_after_start(path, err) from None
+        return await _opened(path, name, settings, autostart_daemon, then, hello_timeout, start)
+    except DaemonRestarting:
+        deadline = asyncio.get_running_loop().time() + connecting.SWITCH_WAIT_S
+        return await redial_async(path, name, settings, autostart_daemon=autostart_daemon, deadline=deadline,
+                                  then=then, hello_timeout=hello_timeout, start=start)
 
 
 async def redial_async(
@@ -52,17 +50,33 @@ async def redial_async(
     autostart_daemon: bool,
     deadline: float,
     then: Request | None = None,
+    hello_timeout: float = autostart.CONNECT_TIMEOUT_S,
     start: Start = start_in_thread,
 ) -> Streams:
     """`open_async` again and again until a daemon welcomes us or `deadline` (the loop's time) passes."""
     loop = asyncio.get_running_loop()
     while True:
         try:
-            return await open_async(path, name, settings, autostart_daemon=autostart_daemon, then=then, start=start)
+            return await _opened(path, name, settings, autostart_daemon, then, hello_timeout, start)
         except (DaemonUnreachable, DaemonRestarting):
             if loop.time() >= deadline:
                 raise
         await asyncio.sleep(connecting.REDIAL_PAUSE_S)  # a pause between attempts, bounded by `deadline`
+
+
+async def _opened(
+    path: Path, name: str, settings: Mapping[str, str] | None, autostart_daemon: bool, then: Request | None,
+    hello_timeout: float, start: Start,
+) -> Streams:
+    try:
+        return await _handshake(path, name, settings, then, hello_timeout)
+    except connecting.NOBODY:
+        connecting.may_start(path, autostart_daemon)
+    await start(path)
+    try:
+        return await _handshake(path, name, settings, then, hello_timeout)
+    except OSError as err:
+        raise connecting.unreachable_after_start(path, err) from None
 
 
 async def gone_async(reader: asyncio.StreamReader, deadline: float) -> None:

@@ -125,7 +125,18 @@ def switch_of(err: HolsrvError) -> bool:
 def open_blocking(
     path: Path, name: str, settings: Mapping[str, str] | None, *, autostart_daemon: bool
 ) -> tuple[socket.socket, Welcome]:
-    """A connection to the daemon on `path`, welcomed; a daemon started first if none listens and allowed."""
+    """A connection to the daemon on `path`, welcomed; a daemon started first if none listens and allowed.
+    A daemon that refuses the hello because it is restarting is waited for (`redial_blocking`)."""
+    try:
+        return _opened(path, name, settings, autostart_daemon)
+    except DaemonRestarting:
+        deadline = time.monotonic() + SWITCH_WAIT_S
+        return redial_blocking(path, name, settings, autostart_daemon=autostart_daemon, deadline=deadline)
+
+
+def _opened(
+    path: Path, name: str, settings: Mapping[str, str] | None, autostart_daemon: bool
+) -> tuple[socket.socket, Welcome]:
     try:
         return handshake_blocking(_dial(path), name, settings)
     except NOBODY:
@@ -167,7 +178,7 @@ def redial_blocking(
     """`open_blocking` again and again until a daemon welcomes us or `deadline` (time.monotonic) passes."""
     while True:
         try:
-            return open_blocking(path, name, settings, autostart_daemon=autostart_daemon)
+            return _opened(path, name, settings, autostart_daemon)
         except (DaemonUnreachable, DaemonRestarting):
             if time.monotonic() >= deadline:
                 raise

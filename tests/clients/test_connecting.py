@@ -18,7 +18,8 @@ from test_wire import FakeDaemon, _result_for
 
 from holctl.lsp import link
 from holsrv import errors
-from holsrv.rpc import aclient, client, connecting
+from holsrv.rpc import aclient, client, connecting, framing
+from holsrv.rpc import editor as e
 from holsrv.rpc import messages as m
 
 RESTARTING = m.ErrorReply("daemon_restarting", "the daemon is restarting to hand its servers over; ask again")
@@ -231,7 +232,39 @@ async def test_a_call_caught_in_the_switch_waits_for_the_next_daemon_within_a_bo
     assert isinstance(result, m.StatusResult) and len(fake.requests) == len(second.requests) == 1
 
 
-def test_the_editor_bridges_attach_refused_as_restarting_is_daemon_restarting(short_tmp):
-    with _welcoming(short_tmp, RESTARTING).threaded() as fake:
+class _Draining(FakeDaemon):
+    """A fake daemon whose first `refusals` connections are refused at the hello with daemon_restarting
+    (a daemon draining for a restart), and that serves as FakeDaemon after."""
+
+    refusals = 1
+
+    async def _serve(self, reader, writer) -> None:
+        if self.connections < self.refusals:
+            self.connections += 1
+            await framing.read_body(reader)
+            writer.write(framing.encode(RESTARTING))
+            await writer.drain()
+            writer.close()
+            return
+        await super()._serve(reader, writer)
+
+
+def _attaching(request: m.Request, n: int) -> list:
+    """What the fake answers: an editor's channel opened for an attach (the editor bridge), else a status."""
+    return [e.EditorAttached()] if isinstance(request, m.EditorAttach) else _result_for(request, n)
+
+
+def test_a_hello_refused_by_a_restarting_daemon_waits_for_the_next_one(short_tmp, connects):
+    with _Draining(short_tmp / "fake.sock", _attaching).threaded() as fake:
+        connects(fake.socket)
+    assert fake.connections == 2 and len(fake.hellos) == 1
+
+
+def test_a_daemon_restarting_past_the_bound_is_daemon_restarting(short_tmp, connects, monkeypatch):
+    monkeypatch.setattr(connecting, "SWITCH_WAIT_S", 0.5)
+    fake = _Draining(short_tmp / "fake.sock")
+    fake.refusals = 10**6
+    with fake.threaded():
         with pytest.raises(errors.DaemonRestarting):
-            _editor(fake.socket)
+            connects(fake.socket)
+    assert fake.hellos == [] and fake.connections >= 2
