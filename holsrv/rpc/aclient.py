@@ -36,8 +36,6 @@ from holsrv.rpc import aconnecting, calls, connecting, framing, paths
 from holsrv.rpc.connecting import NOT_RESENT
 from holsrv.rpc.messages import ErrorReply, Progress, Reply, Request, Result, Welcome
 
-__all__ = ["NOT_RESENT", "AsyncClient"]
-# Idle connections kept for the next calls; more in flight at once are opened
 # as needed and closed when they end, so a burst leaves no sockets behind.
 MAX_IDLE = 4
 # The frame a daemon sends on an idle connection it closes to make room for others.
