@@ -77,6 +77,8 @@ class _Pending:
     uri: str
     method: str = ""
     params: Any = None
+    cancelled: bool = False  # the editor cancelled it
+    again: bool = False  # asked once more already, after the daemon cancelled it
 
 
 class Bridge:
@@ -196,6 +198,7 @@ class Bridge:
             case "$/cancelRequest":
                 ours = next((i for i, p in self._pending.items() if p.editor_id == params.get("id")), None)
                 if ours is not None:
+                    self._pending[ours].cancelled = True
                     await self.daemon.send(e.EditorCancel(ours))
                 elif self._waiting and (held := [w for w in self._waiting if w[0] == params.get("id")]):
                     self._waiting.remove(held[0])  # never sent: answered here, as LSP asks of a cancel
@@ -212,7 +215,7 @@ class Bridge:
         doc.sent = frame.text
         await self.daemon.send(frame)
 
-    async def _forward(self, editor_id: Any, method: str, params: Any) -> None:
+    async def _forward(self, editor_id: Any, method: str, params: Any, *, again: bool = False) -> None:
         if self._waiting is not None:
             if len(self._waiting) < MAX_WAITING and self._gap_timer is not None:
                 self._waiting.append((editor_id, method, params))  # asked once the bridge is attached again
@@ -227,7 +230,7 @@ class Bridge:
         params = params if isinstance(params, dict) else {}
         uri = str((params.get("textDocument") or {}).get("uri") or params.get("uri") or "")
         ours = next(self._ids)
-        self._pending[ours] = _Pending(editor_id, uri, method, params)
+        self._pending[ours] = _Pending(editor_id, uri, method, params, again=again)
         await self.daemon.send(e.EditorCall(ours, method, self._to_server(params, uri), uri))
 
     def _to_server(self, params: Any, uri: str) -> bytes:
@@ -279,6 +282,13 @@ class Bridge:
     async def _answer(self, answer: e.EditorAnswer) -> None:
         pending = self._pending.pop(answer.id, None)
         if pending is None:
+            return
+        if answer.error_code == REQUEST_CANCELLED and not (pending.cancelled or pending.again) \
+                and pending.method not in ACTING:
+            # The daemon cancelled a question the editor did not: it is going away (a restart, a
+            # shutdown), and closes the channel next.  Asked once more: of this daemon if it stays,
+            # else (still pending when the channel closes) of the next one, after re-attaching.
+            await self._forward(pending.editor_id, pending.method, pending.params, again=True)
             return
         if answer.error_code:
             await self._error(pending.editor_id, answer.error_code, answer.error_message)
