@@ -113,8 +113,8 @@ class AsyncClient:
                 ) from None
             deadline = asyncio.get_running_loop().time() + connecting.SWITCH_WAIT_S
         except _Switch as switch:
-            if not connecting.resend(request, switch.err.code):
-                raise switch.err from None
+            if not connecting.resend(request):
+                raise connecting.caught(request, switch.err, "not sent again: the daemon may have begun it") from None
             refusal, deadline = switch.err, switch.deadline
         # The daemon restarted (or broke the stream): once more, on a new connection.
         try:

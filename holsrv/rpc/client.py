@@ -73,8 +73,10 @@ class Client:
                 raise DaemonUnreachable(f"{broken}; see its log") from None
             deadline = time.monotonic() + connecting.SWITCH_WAIT_S
         except HolsrvError as err:
-            if not connecting.switch_of(err) or self._redial is None or not connecting.resend(request, err.code):
+            if not connecting.switch_of(err) or self._redial is None:
                 raise
+            if not connecting.resend(request):
+                raise connecting.caught(request, err, "not sent again: the daemon may have begun it") from None
             refusal, deadline = err, time.monotonic() + connecting.SWITCH_WAIT_S
             connecting.gone_blocking(self._sock, deadline)  # the daemon closes it as it goes
         # The daemon restarted: once more, on a new connection to the one that took over.

@@ -88,24 +88,23 @@ def may_start(path: Path, allowed: bool) -> None:
 
 # -- a call caught in the switch -------------------------------------------------
 
-# The daemon's refusals of a request it did not start because it is going away.
-# `daemon_restarting`: it drains to hand its servers over, and it sends this
-# only for a request it never began (one in flight is finished and answered
-# first), so any request, even one in NOT_RESENT, is safe to send again.
-# `daemon_stopping`: said of a request read ahead and never begun, but also of
-# one cut short in flight (`Daemon._cut_short`: an eval may have run), so only
-# a request that asks is sent again; one that acts gets the daemon's own word,
-# which says to call again.
+# The daemon's refusals of a call because it is going away.  Neither says for
+# sure that the daemon never began the call: `daemon_restarting` answers a
+# request that came while it drains (never begun) but also one still running
+# when the drain's bound passed (cut short: an eval may have run part of its
+# code); `daemon_stopping` likewise answers a request read ahead (never begun)
+# and one cut short in flight (`Daemon._cut_short`).  So only a request that
+# asks goes again; one that acts (NOT_RESENT) gets a clear "ask again".
 SWITCH_CODES = (DaemonRestarting.code, DaemonStopping.code)
 
 
-def resend(request: Request, code: str) -> bool:
-    """Whether a request refused with `code` (one of SWITCH_CODES) goes once more to the next daemon."""
-    return code == DaemonRestarting.code or not isinstance(request, NOT_RESENT)
+def resend(request: Request) -> bool:
+    """Whether a request refused with one of SWITCH_CODES goes once more to the next daemon."""
+    return not isinstance(request, NOT_RESENT)
 
 
 def caught(request: Request, refusal: HolsrvError, why: str) -> HolsrvError:
-    """The answer for a call the switch caught twice (`why`), or that found no daemon after it: the
+    """The answer for a call the switch caught and that is not, or no longer, sent again (`why`): the
     daemon's refusal (`daemon_restarting`, `daemon_stopping`: its code kept) saying to ask again."""
     if refusal.code == DaemonRestarting.code:
         message = f"the daemon was restarting during {type(request).__name__}; ask again in a moment ({why})"
