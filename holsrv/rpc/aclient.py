@@ -111,7 +111,7 @@ class AsyncClient:
                     f"lost the connection to the daemon during {type(request).__name__} ({broken}): it stopped or "
                     "was restarting, and it may or may not have acted; check with status, then ask again"
                 ) from None
-            deadline = asyncio.get_running_loop().time() + connecting.SWITCH_WAIT_S
+            deadline = asyncio.get_running_loop().time() + connecting.switch_wait(None)
         except _Switch as switch:
             if not connecting.resend(request):
                 raise connecting.caught(request, switch.err, "not sent again: the daemon may have begun it") from None
@@ -123,7 +123,7 @@ class AsyncClient:
             if refusal is None:
                 raise  # the connection broke, and no daemon is there now: what the dial found
             raise connecting.caught(request, refusal, f"no daemon took the call again within "
-                                                      f"{connecting.SWITCH_WAIT_S:g}s: {err}") from None
+                                                      f"{connecting.switch_wait(refusal):g}s: {err}") from None
         try:
             return await self._exchange(conn, request, on_progress)
         except _Broken as broken:
@@ -162,13 +162,15 @@ class AsyncClient:
                 conn.close()
         if _going(reply):
             assert isinstance(reply, ErrorReply)
-            deadline = asyncio.get_running_loop().time() + connecting.SWITCH_WAIT_S
+            refusal = error_for_code(reply.code, reply.message, reply.detail)
+            deadline = asyncio.get_running_loop().time() + connecting.switch_wait(refusal)
             try:
-                # A connection made before the daemon closes ours could reach the one going away.
-                await aconnecting.gone_async(conn.reader, deadline)
+                if connecting.resend(request):
+                    # A connection made before the daemon closes ours could reach the one going away.
+                    await aconnecting.gone_async(conn.reader, deadline)
             finally:
                 conn.close()
-            raise _Switch(error_for_code(reply.code, reply.message, reply.detail), deadline)
+            raise _Switch(refusal, deadline)
         return calls.result_of(request, reply), conn.welcome
 
     async def _ask(self, conn: _Connection, request: Request, on_progress: ProgressHandler | None) -> Reply:

@@ -36,8 +36,8 @@ async def open_async(
     refuses the hello because it is restarting is waited for (`redial_async`)."""
     try:
         return await _opened(path, name, settings, autostart_daemon, then, hello_timeout, start)
-    except DaemonRestarting:
-        deadline = asyncio.get_running_loop().time() + connecting.SWITCH_WAIT_S
+    except DaemonRestarting as refusal:
+        deadline = asyncio.get_running_loop().time() + connecting.switch_wait(refusal)
         return await redial_async(path, name, settings, autostart_daemon=autostart_daemon, deadline=deadline,
                                   then=then, hello_timeout=hello_timeout, start=start)
 
@@ -57,7 +57,9 @@ async def redial_async(
     loop = asyncio.get_running_loop()
     while True:
         try:
-            return await _opened(path, name, settings, autostart_daemon, then, hello_timeout, start)
+            # A connection made while a daemon restarts waits in the backlog for the successor: up to the deadline.
+            timeout = max(hello_timeout, deadline - loop.time())
+            return await _opened(path, name, settings, autostart_daemon, then, timeout, start)
         except (DaemonUnreachable, DaemonRestarting):
             if loop.time() >= deadline:
                 raise

@@ -71,13 +71,13 @@ class Client:
                 ) from None
             if self._redial is None:
                 raise DaemonUnreachable(f"{broken}; see its log") from None
-            deadline = time.monotonic() + connecting.SWITCH_WAIT_S
+            deadline = time.monotonic() + connecting.switch_wait(None)
         except HolsrvError as err:
             if not connecting.switch_of(err) or self._redial is None:
                 raise
             if not connecting.resend(request):
                 raise connecting.caught(request, err, "not sent again: the daemon may have begun it") from None
-            refusal, deadline = err, time.monotonic() + connecting.SWITCH_WAIT_S
+            refusal, deadline = err, time.monotonic() + connecting.switch_wait(err)
             connecting.gone_blocking(self._sock, deadline)  # the daemon closes it as it goes
         # The daemon restarted: once more, on a new connection to the one that took over.
         self._sock.close()
@@ -87,7 +87,7 @@ class Client:
             if refusal is None:
                 raise  # the connection broke, and no daemon is there now: what the dial found
             raise connecting.caught(request, refusal, f"no daemon took the call again within "
-                                                      f"{connecting.SWITCH_WAIT_S:g}s: {err}") from None
+                                                      f"{connecting.switch_wait(refusal):g}s: {err}") from None
         try:
             return self._exchange(request, timeout, on_progress)
         except _Broken as broken:

@@ -36,12 +36,16 @@ NOBODY = (FileNotFoundError, ConnectionRefusedError)
 # compile of a blocked file), so it is sent again once.
 NOT_RESENT = (Eval, Restart, Stop, Shutdown)
 
-# How long a call caught in a daemon's restart waits for the daemon to take
-# connections again (its successor adopting the servers, or a new daemon
-# starting) before it gives up with `caught`.  A few seconds: the successor
-# of a restart re-opens no heap; a start on demand has its own bound
-# (autostart.START_TIMEOUT_S) inside one attempt.
+# How long a call caught in a daemon's restart waits for a daemon to take
+# connections again before it gives up with `caught`.  After `daemon_restarting`:
+# the daemon drains (up to 5 s), waits for its HOL servers to fall quiet (up
+# to 3 s), then execs and adopts them (no heap to load), and a connection made
+# meanwhile waits in the socket's backlog: RESTART_WAIT_S covers that with a
+# margin for a loaded machine.  Otherwise (daemon_stopping, a connection that
+# closed) a new daemon is started at once if allowed, which has its own bound
+# (autostart.START_TIMEOUT_S) inside one attempt, or systemd restarts one.
 SWITCH_WAIT_S = 10.0
+RESTART_WAIT_S = 30.0
 # The pause between two attempts to reach a daemon that is not back yet: nothing
 # to wait on but another process making its socket, so look again shortly.
 REDIAL_PAUSE_S = 0.05
@@ -113,6 +117,11 @@ def caught(request: Request, refusal: HolsrvError, why: str) -> HolsrvError:
     return error_for_code(refusal.code, message, refusal.detail)
 
 
+def switch_wait(refusal: HolsrvError | None) -> float:
+    """How long to wait for a daemon to take the call again after `refusal` (None: the connection closed)."""
+    return RESTART_WAIT_S if refusal is not None and refusal.code == DaemonRestarting.code else SWITCH_WAIT_S
+
+
 def switch_of(err: HolsrvError) -> bool:
     """Whether a daemon's error says it is going away and did not answer (SWITCH_CODES)."""
     return err.code in SWITCH_CODES
@@ -128,23 +137,29 @@ def open_blocking(
     A daemon that refuses the hello because it is restarting is waited for (`redial_blocking`)."""
     try:
         return _opened(path, name, settings, autostart_daemon)
-    except DaemonRestarting:
-        deadline = time.monotonic() + SWITCH_WAIT_S
+    except DaemonRestarting as refusal:
+        deadline = time.monotonic() + switch_wait(refusal)
         return redial_blocking(path, name, settings, autostart_daemon=autostart_daemon, deadline=deadline)
 
 
 def _opened(
-    path: Path, name: str, settings: Mapping[str, str] | None, autostart_daemon: bool
+    path: Path, name: str, settings: Mapping[str, str] | None, autostart_daemon: bool,
+    hello_timeout: float = autostart.CONNECT_TIMEOUT_S,
 ) -> tuple[socket.socket, Welcome]:
     try:
-        return handshake_blocking(_dial(path), name, settings)
+        return handshake_blocking(_timed(_dial(path), hello_timeout), name, settings)
     except NOBODY:
         may_start(path, autostart_daemon)
     autostart.start_daemon(path)
     try:
-        return handshake_blocking(autostart.open_socket(path), name, settings)
+        return handshake_blocking(_timed(autostart.open_socket(path), hello_timeout), name, settings)
     except OSError as err:
         raise unreachable_after_start(path, err) from None
+
+
+def _timed(sock: socket.socket, timeout: float) -> socket.socket:
+    sock.settimeout(timeout)
+    return sock
 
 
 def _dial(path: Path) -> socket.socket:
@@ -177,7 +192,9 @@ def redial_blocking(
     """`open_blocking` again and again until a daemon welcomes us or `deadline` (time.monotonic) passes."""
     while True:
         try:
-            return _opened(path, name, settings, autostart_daemon)
+            # A connection made while a daemon restarts waits in the backlog for the successor: up to the deadline.
+            return _opened(path, name, settings, autostart_daemon,
+                           max(autostart.CONNECT_TIMEOUT_S, deadline - time.monotonic()))
         except (DaemonUnreachable, DaemonRestarting):
             if time.monotonic() >= deadline:
                 raise

@@ -226,7 +226,7 @@ async def test_the_async_client_refused_twice_says_the_daemon_was_restarting_and
 
 @pytest.mark.asyncio
 async def test_a_call_caught_in_the_switch_waits_for_the_next_daemon_within_a_bound(short_tmp, monkeypatch):
-    monkeypatch.setattr(connecting, "SWITCH_WAIT_S", 60.0)  # generous: the machine is shared
+    monkeypatch.setattr(connecting, "RESTART_WAIT_S", 60.0)  # generous: the machine is shared
     fake = FakeDaemon(short_tmp / "fake.sock")
 
     async def going(request, n):
@@ -283,7 +283,7 @@ def test_a_hello_refused_by_a_restarting_daemon_waits_for_the_next_one(short_tmp
 
 
 def test_a_daemon_restarting_past_the_bound_is_daemon_restarting(short_tmp, connects, monkeypatch):
-    monkeypatch.setattr(connecting, "SWITCH_WAIT_S", 0.5)
+    monkeypatch.setattr(connecting, "RESTART_WAIT_S", 0.5)
     fake = _Draining(short_tmp / "fake.sock")
     fake.refusals = 10**6
     with fake.threaded():
