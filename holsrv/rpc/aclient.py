@@ -33,7 +33,6 @@ from pathlib import Path
 
 from holsrv.errors import DaemonUnreachable, FrameError, HolsrvError, error_for_code
 from holsrv.rpc import aconnecting, calls, connecting, framing, paths
-from holsrv.rpc.connecting import NOT_RESENT
 from holsrv.rpc.messages import ErrorReply, Progress, Reply, Request, Result, Welcome
 
 # as needed and closed when they end, so a burst leaves no sockets behind.
@@ -106,7 +105,7 @@ class AsyncClient:
         try:
             return await self._exchange(conn, request, on_progress)
         except _Broken as broken:
-            if isinstance(request, NOT_RESENT) and not broken.unread:
+            if connecting.acts(request) and not broken.unread:
                 raise DaemonUnreachable(
                     f"lost the connection to the daemon during {type(request).__name__} ({broken}): it stopped or "
                     "was restarting, and it may or may not have acted; check with status, then ask again"

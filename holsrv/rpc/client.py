@@ -18,7 +18,6 @@ from holsrv.errors import DaemonUnreachable, HolsrvError
 from holsrv.rpc import connecting, framing, paths
 from holsrv.rpc.autostart import open_socket, start_daemon
 from holsrv.rpc.calls import reply_timeout, result_of
-from holsrv.rpc.connecting import NOT_RESENT
 from holsrv.rpc.messages import Progress, Request, Result, Welcome
 
 __all__ = ["Client", "connect", "open_socket", "paths", "start_daemon"]
@@ -64,7 +63,7 @@ class Client:
         try:
             return self._exchange(request, timeout, on_progress)
         except _Broken as broken:
-            if isinstance(request, NOT_RESENT) and not broken.unread:
+            if connecting.acts(request) and not broken.unread:
                 raise DaemonUnreachable(
                     f"lost the connection to the daemon during {type(request).__name__} ({broken}): it stopped or "
                     "was restarting, and it may or may not have acted; check with status, then ask again"

@@ -24,17 +24,24 @@ from pathlib import Path
 
 from holsrv.errors import DaemonRestarting, DaemonStopping, DaemonUnreachable, FrameError, HolsrvError, error_for_code
 from holsrv.rpc import autostart, calls, framing, paths
-from holsrv.rpc.messages import Eval, Request, Restart, Shutdown, Stop, Welcome
+from holsrv.rpc.messages import Request, Welcome
 
 # What `connect` raises when no daemon listens on the socket (and only then is one started).
 NOBODY = (FileNotFoundError, ConnectionRefusedError)
 
 # Requests whose reply may be lost after the daemon acted on them: eval runs
-# the user's code, restart and stop act on a server, shutdown on the daemon.
-# Sending one twice could run it twice, so a broken connection is reported
-# instead.  Every other request only asks (retryCompile at most re-queues a
-# compile of a blocked file), so it is sent again once.
-NOT_RESENT = (Eval, Restart, Stop, Shutdown)
+# the user's code, restart and stop act on a server, shutdown and
+# restartDaemon on the daemon.  Sending one twice could run it twice, so a
+# broken connection is reported instead.  Every other request only asks
+# (retryCompile at most re-queues a compile of a blocked file), so it is sent
+# again once.  By wire tag, so a request type added later is named here even
+# before this module imports it.
+NOT_RESENT = frozenset({"eval", "restart", "stop", "shutdown", "restartDaemon"})
+
+
+def acts(request: Request) -> bool:
+    """Whether `request` acts (NOT_RESENT): never sent twice when the daemon may have begun it."""
+    return request.__struct_config__.tag in NOT_RESENT
 
 # How long a call caught in a daemon's restart waits for a daemon to take
 # connections again before it gives up with `caught`.  After `daemon_restarting`:
@@ -104,7 +111,7 @@ SWITCH_CODES = (DaemonRestarting.code, DaemonStopping.code)
 
 def resend(request: Request) -> bool:
     """Whether a request refused with one of SWITCH_CODES goes once more to the next daemon."""
-    return not isinstance(request, NOT_RESENT)
+    return not acts(request)
 
 
 def caught(request: Request, refusal: HolsrvError, why: str) -> HolsrvError:
