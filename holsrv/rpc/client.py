@@ -17,10 +17,11 @@ from pathlib import Path
 from holsrv.errors import DaemonUnreachable, HolsrvError
 from holsrv.rpc import connecting, framing, paths
 from holsrv.rpc.autostart import open_socket, start_daemon
-from holsrv.rpc.calls import reply_timeout, result_of
+from holsrv.rpc.calls import hello, reply_timeout, result_of
 from holsrv.rpc.messages import Progress, Request, Result, Welcome
 
-__all__ = ["Client", "connect", "open_socket", "paths", "start_daemon"]
+# Re-exported: the daemon's tests speak the wire through this module.
+__all__ = ["Client", "connect", "hello", "open_socket", "paths", "start_daemon"]
 
 # Dials the daemon again, by a deadline (time.monotonic), for a call caught in its restart.
 Redial = Callable[[float], "tuple[socket.socket, Welcome]"]
