@@ -73,6 +73,7 @@ _FAILURE_BY_CODE = {
     ),
     **dict.fromkeys(
         ["daemon_unreachable", "protocol_mismatch", "bad_frame", "connection_closed", "daemon_stopping",
+         "daemon_restarting",
          "peer_refused"],
         Unreachable,
     ),

@@ -16,7 +16,7 @@ from mcp.types import CallToolResult
 
 from holmcp import arguments, output
 from holmcp.progress import ProgressRelay
-from holsrv.errors import HolsrvError
+from holsrv.errors import DaemonUnreachable, HolsrvError
 from holsrv.rpc import messages
 from holsrv.rpc.aclient import AsyncClient
 
@@ -41,4 +41,8 @@ class Connection:
                 result, welcome = await self.client.call(request, on_progress=relay.frame)
         except HolsrvError as err:
             raise ToolError(output.error_text(err)) from None
+        except OSError as err:
+            # Making the socket directory or the start's lock file can fail before any
+            # daemon is involved (as in holctl): still "cannot reach the daemon", with why.
+            raise ToolError(output.error_text(DaemonUnreachable(f"cannot reach or start the daemon: {err}"))) from None
         return output.answer(result, welcome.settings_warnings)

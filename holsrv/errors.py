@@ -113,6 +113,12 @@ class DaemonStopping(HolsrvError):
     code = "daemon_stopping"
 
 
+class DaemonRestarting(HolsrvError):
+    """The daemon is restarting to hand its servers over; ask again in a moment."""
+
+    code = "daemon_restarting"
+
+
 class PeerRefused(HolsrvError):
     """The connecting process runs as another user than the daemon."""
 

@@ -7,8 +7,15 @@ request goes as an `EditorCall` under an id of ours and comes back under
 the editor's; positions are converted between the editor's encoding and
 the server's.  HOL's configuration (`$/setConfig`) belongs to a server the
 agents share, so it is never forwarded: its settings are applied to the
-editor's view here (`view.View`).  When the daemon goes away the
-editor is told, and the documents are opened again on the next daemon.
+editor's view here (`view.View`).
+
+When the daemon goes away (it restarted, or stopped and the next one starts
+on demand) the bridge re-attaches to the daemon that takes over and opens
+every document again with the editor's text and version, so the editor sees
+a pause and a line in its log, no dialog.  Requests the editor asks in the
+gap wait (at most MAX_WAITING, for at most GAP_WAIT_S) and go once the
+bridge is attached again; questions in flight when the daemon went are asked
+again, an `$/eval` is not (it may have run).
 """
 
 from __future__ import annotations
@@ -48,17 +55,30 @@ RECORDED_INITIALIZE: dict[str, Any] = {
     "serverInfo": {"name": "HOL4"},
 }
 # JSON-RPC codes of the answers given here.
-INTERNAL_ERROR, CONTENT_MODIFIED = -32603, -32801
+INTERNAL_ERROR, REQUEST_CANCELLED, CONTENT_MODIFIED = -32603, -32800, -32801
 # LSP's window/showMessage types.
 ERROR, WARNING, INFO = 1, 2, 3
+# Requests the editor asks while the bridge re-attaches wait for it, this many at
+# most and this long at most; past either they are answered "ask again".
+MAX_WAITING = 64
+GAP_WAIT_S = 30.0
+# Editor requests that act: one in flight when the daemon went may have run, so it is not sent again.
+ACTING = frozenset({"$/eval"})
+# What the daemon says on the channel when it goes away as it should (a restart, a shutdown): a log line, no dialog.
+GOING = frozenset({"daemon_restarting", "daemon_stopping"})
 
 
 @dataclass
 class _Pending:
-    """A request forwarded to the daemon: the editor's id and what converts its answer."""
+    """A request forwarded to the daemon: the editor's id and what converts its answer;
+    its method and params, to ask it again of the next daemon."""
 
     editor_id: Any
     uri: str
+    method: str = ""
+    params: Any = None
+    cancelled: bool = False  # the editor cancelled it
+    again: bool = False  # asked once more already, after the daemon cancelled it
 
 
 class Bridge:
@@ -68,13 +88,17 @@ class Bridge:
         self._out = editor_out
         self.docs = Documents()
         self.encoding = "utf-16"  # the editor's, once `initialize` negotiated it
-        self.daemon = Upstream(socket, autostart, self._from_daemon, self._lost, self._back)
+        self.daemon = Upstream(socket, autostart, self._from_daemon, self._lost, self._back, self._gone)
         self._pending: dict[int, _Pending] = {}
         self._ids = itertools.count(1)
         self._tokens: set[Any] = set()  # progress tokens the editor was asked to create
         self._progress = False  # the editor takes window/workDoneProgress/create
         self.view = View()  # what the editor's `$/setConfig` asked for
         self._server_encoding = "utf-8"  # of a server the daemon reported (a document's own wins)
+        # While re-attaching (the daemon went): the editor's requests waiting for the next daemon,
+        # None when attached (or never was); `_gap_timer` answers them if it does not come in time.
+        self._waiting: list[tuple[Any, str, Any]] | None = None
+        self._gap_timer: asyncio.Task | None = None
 
     async def run(self) -> None:
         """Serve the editor until it exits or closes its output."""
@@ -94,6 +118,9 @@ class Bridge:
 
     async def _show(self, kind: int, text: str) -> None:
         await self._send({"method": "window/showMessage", "params": {"type": kind, "message": text}})
+
+    async def _log(self, kind: int, text: str) -> None:
+        await self._send({"method": "window/logMessage", "params": {"type": kind, "message": text}})
 
     async def _error(self, editor_id: Any, code: int, text: str) -> None:
         await self._send({"id": editor_id, "error": {"code": code, "message": text}})
@@ -161,28 +188,41 @@ class Bridge:
                         await self._push(doc_, e.EditorChange(uri, doc_.text, doc_.version))
             case "textDocument/didSave":
                 doc_ = self.docs.get(uri)
-                if doc_ is not None:
+                if doc_ is not None and self._waiting is None:
                     if doc_.sent != doc_.text:
                         await self._push(doc_, e.EditorChange(uri, doc_.text, doc_.version))
                     await self.daemon.send(e.EditorSave(uri))
             case "textDocument/didClose":
-                if self.docs.close(uri) is not None:
+                if self.docs.close(uri) is not None and self._waiting is None:
                     await self.daemon.send(e.EditorClose(uri))
             case "$/cancelRequest":
                 ours = next((i for i, p in self._pending.items() if p.editor_id == params.get("id")), None)
                 if ours is not None:
+                    self._pending[ours].cancelled = True
                     await self.daemon.send(e.EditorCancel(ours))
+                elif self._waiting and (held := [w for w in self._waiting if w[0] == params.get("id")]):
+                    self._waiting.remove(held[0])  # never sent: answered here, as LSP asks of a cancel
+                    await self._error(held[0][0], REQUEST_CANCELLED, "cancelled")
             case "$/hol/retryCompile":
                 retry = e.EditorCall(next(self._ids), method, self._to_server(params, uri), uri, notify=True)
                 await self.daemon.send(retry)
             case _:
                 pass  # initialized, and what HOL would drop too
 
-    async def _push(self, doc: Document, frame: e.EditorOpen | e.EditorChange) -> None:
+    async def _push(self, doc: Document, frame: e.EditorOpen | e.EditorChange, *, reopening: bool = False) -> None:
+        if self._waiting is not None and not reopening:
+            return  # re-attaching: `_back` sends the document's text as it is then
         doc.sent = frame.text
         await self.daemon.send(frame)
 
-    async def _forward(self, editor_id: Any, method: str, params: Any) -> None:
+    async def _forward(self, editor_id: Any, method: str, params: Any, *, again: bool = False) -> None:
+        if self._waiting is not None:
+            if len(self._waiting) < MAX_WAITING and self._gap_timer is not None:
+                self._waiting.append((editor_id, method, params))  # asked once the bridge is attached again
+            else:
+                await self._error(editor_id, CONTENT_MODIFIED, "the holsrv daemon restarted and holctl lsp is not "
+                                                               "attached to the next one yet; ask again")
+            return
         if not self.daemon.connected:
             await self._error(editor_id, CONTENT_MODIFIED, "holctl lsp is not connected to the holsrv daemon; "
                                                            "ask again")
@@ -190,7 +230,7 @@ class Bridge:
         params = params if isinstance(params, dict) else {}
         uri = str((params.get("textDocument") or {}).get("uri") or params.get("uri") or "")
         ours = next(self._ids)
-        self._pending[ours] = _Pending(editor_id, uri)
+        self._pending[ours] = _Pending(editor_id, uri, method, params, again=again)
         await self.daemon.send(e.EditorCall(ours, method, self._to_server(params, uri), uri))
 
     def _to_server(self, params: Any, uri: str) -> bytes:
@@ -216,6 +256,8 @@ class Bridge:
                     await self._show(ERROR, f"holsrv: {frame.uri.rsplit('/', 1)[-1]}: {frame.code}: {frame.message}")
                 elif doc is not None:
                     doc.server_uri, doc.encoding = frame.server_uri or frame.uri, frame.encoding
+            case ErrorReply() if frame.code in GOING:
+                await self._log(INFO, f"holsrv: {frame.code}: {frame.message}")  # it re-attaches when it goes
             case ErrorReply():
                 await self._show(ERROR, f"holsrv: {frame.code}: {frame.message}")
             case _:
@@ -241,6 +283,13 @@ class Bridge:
         pending = self._pending.pop(answer.id, None)
         if pending is None:
             return
+        if answer.error_code == REQUEST_CANCELLED and not (pending.cancelled or pending.again) \
+                and pending.method not in ACTING:
+            # The daemon cancelled a question the editor did not: it is going away (a restart, a
+            # shutdown), and closes the channel next.  Asked once more: of this daemon if it stays,
+            # else (still pending when the channel closes) of the next one, after re-attaching.
+            await self._forward(pending.editor_id, pending.method, pending.params, again=True)
+            return
         if answer.error_code:
             await self._error(pending.editor_id, answer.error_code, answer.error_message)
             return
@@ -250,21 +299,66 @@ class Bridge:
         await self._send({"id": pending.editor_id, "result": result})
 
     async def _lost(self) -> None:
-        """The daemon went (it stopped or restarted): answer what waited on it, and tell the editor."""
-        for pending in self._pending.values():
-            await self._error(pending.editor_id, CONTENT_MODIFIED, "the holsrv daemon restarted; ask again")
-        self._pending.clear()
+        """The daemon went (it restarted or stopped): hold the editor's requests until the next one.
+
+        The questions in flight are asked again once re-attached; an `$/eval` in flight is answered
+        "ask again" (it may have run).  A line in the editor's log, not a dialog: a restart is routine.
+        """
+        self._waiting = []
+        self._gap_timer = asyncio.create_task(self._expire(), name="gap")
+        pending, self._pending = self._pending, {}
+        for call in pending.values():
+            if call.method in ACTING:
+                await self._error(call.editor_id, CONTENT_MODIFIED, "the holsrv daemon restarted during this call, "
+                                                                    "which may or may not have run; ask again")
+            else:
+                self._waiting.append((call.editor_id, call.method, call.params))
         count = len(self.docs.by_uri)
-        await self._show(WARNING, f"holsrv: the daemon went away (stopped or restarted); reconnecting and "
-                                  f"re-opening {count} document{'s' * (count != 1)}")
+        await self._log(WARNING, f"holsrv: the daemon went away (restarted or stopped); re-attaching and "
+                                 f"re-opening {count} document{'s' * (count != 1)}")
 
     async def _back(self) -> None:
-        """Connected to a daemon again: open the editor's documents there, with their text now."""
+        """Attached to a daemon again: open the editor's documents there with their text and version now,
+        then ask what waited."""
         self._tokens.clear()
-        for doc in self.docs.by_uri.values():
-            await self._push(doc, e.EditorOpen(doc.uri, doc.text, doc.version))
+        for doc in list(self.docs.by_uri.values()):
+            await self._push(doc, e.EditorOpen(doc.uri, doc.text, doc.version), reopening=True)
+        # Edits that came while the documents were being opened: their text goes too.
+        while changed := [d for d in self.docs.by_uri.values() if d.sent != d.text]:
+            for doc in changed:
+                await self._push(doc, e.EditorChange(doc.uri, doc.text, doc.version), reopening=True)
+        waiting = self._end_gap()
         count = len(self.docs.by_uri)
-        await self._show(INFO, f"holsrv: reconnected; {count} document{'s' * (count != 1)} re-opened")
+        await self._log(INFO, f"holsrv: re-attached to the daemon; {count} document{'s' * (count != 1)} "
+                              f"re-opened")
+        for editor_id, method, params in waiting:
+            await self._forward(editor_id, method, params)
+
+    async def _expire(self) -> None:
+        await asyncio.sleep(GAP_WAIT_S)  # the bound on the gap (nothing to wait on but the daemon not coming)
+        self._gap_timer = None
+        await self._gave_up(f"did not come back within {GAP_WAIT_S:g}s")
+
+    async def _gone(self) -> None:
+        """No daemon came back (Upstream gave up): what waited is answered "ask again"."""
+        await self._gave_up("could not be reached again")
+
+    async def _gave_up(self, why: str) -> None:
+        """The requests waiting for the next daemon are answered; later ones too, until it comes."""
+        self._stop_timer()
+        waiting, self._waiting = (self._waiting or []), ([] if self._waiting is not None else None)
+        for editor_id, _method, _params in waiting:
+            await self._error(editor_id, CONTENT_MODIFIED, f"the holsrv daemon restarted and {why}; ask again")
+
+    def _end_gap(self) -> list[tuple[Any, str, Any]]:
+        self._stop_timer()
+        waiting, self._waiting = self._waiting or [], None
+        return waiting
+
+    def _stop_timer(self) -> None:
+        if self._gap_timer is not None and self._gap_timer is not asyncio.current_task():
+            self._gap_timer.cancel()
+        self._gap_timer = None
 
 
 def _version(document: dict[str, Any]) -> int | None:

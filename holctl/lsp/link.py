@@ -1,6 +1,7 @@
 """`holctl lsp`'s connection to the daemon: hello, `EditorAttach`, then editor frames both ways.
 
-A daemon is started if none runs (as every holctl call does); the
+Connecting, starting a daemon if none runs (as every holctl call does) and
+the hello are `holsrv.rpc.connecting`'s, as for the other clients; the
 connection lives as long as the editor, and when the daemon goes (a
 restart) the bridge opens a new one (`connect` again).
 """
@@ -8,17 +9,18 @@ restart) the bridge opens a new one (`connect` again).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from pathlib import Path
 
 import msgspec
 
 from holsrv.errors import DaemonUnreachable, FrameError
-from holsrv.rpc import autostart, calls, framing
+from holsrv.rpc import aconnecting, autostart, framing
 from holsrv.rpc import editor as e
 from holsrv.rpc.messages import EditorAttach, ErrorReply
 
 _outbound = msgspec.msgpack.Decoder(e.EditorOutbound)
+# The hello's welcome, then the channel's first frame, each within this.
+ATTACH_TIMEOUT_S = autostart.CONNECT_TIMEOUT_S * 3
 
 
 class Link:
@@ -47,32 +49,11 @@ class Link:
 
 async def connect(socket: Path, editor: str, autostart_daemon: bool) -> Link:
     """A connection to the daemon on `socket`, attached as `editor`'s channel; DaemonUnreachable if none."""
+    reader, writer, _ = await aconnecting.open_async(
+        socket, "holctl lsp", None, autostart_daemon=autostart_daemon, then=EditorAttach(editor=editor),
+        hello_timeout=ATTACH_TIMEOUT_S)
     try:
-        return await _attach(socket, editor)
-    except (FileNotFoundError, ConnectionRefusedError):
-        if not autostart_daemon:
-            raise autostart.not_listening(socket) from None
-    await asyncio.to_thread(autostart.start_daemon, socket)
-    try:
-        return await _attach(socket, editor)
-    except OSError as err:
-        raise DaemonUnreachable(f"started a daemon but cannot reach it on {socket}: {err}") from None
-
-
-async def _attach(socket: Path, editor: str) -> Link:
-    async with asyncio.timeout(autostart.CONNECT_TIMEOUT_S):
-        reader, writer = await asyncio.open_unix_connection(str(socket), limit=framing.MAX_FRAME)
-    try:
-        async with asyncio.timeout(autostart.CONNECT_TIMEOUT_S * 3):
-            # In one write: a daemon that refuses us (another user) reads once, says why in a
-            # frame and closes; a second write landing after that would reset the connection.
-            writer.write(framing.encode(calls.hello("holctl lsp")) + framing.encode(EditorAttach(editor=editor)))
-            with contextlib.suppress(ConnectionError):
-                await writer.drain()
-            welcome = await framing.read_body(reader)
-            if welcome is None:
-                raise DaemonUnreachable("the daemon closed the connection during the handshake")
-            calls.welcomed(framing.decode(framing.reply_decoder, welcome))
+        async with asyncio.timeout(ATTACH_TIMEOUT_S):
             body = await framing.read_body(reader)
         if body is None:
             raise DaemonUnreachable("the daemon closed the connection before the editor's channel opened")

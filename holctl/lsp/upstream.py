@@ -26,10 +26,10 @@ OnFrame = Callable[[e.EditorEvent | ErrorReply], Awaitable[None]]
 
 class Upstream:
     """The daemon, as one editor's bridge reaches it: `on_frame` gets each of its frames;
-    `on_lost` is awaited when it went, `on_back` once connected again."""
+    `on_lost` is awaited when it went, `on_back` once connected again, `on_gone` if it never is."""
 
     def __init__(self, socket: Path, autostart: bool, on_frame: OnFrame, on_lost: Callable[[], Awaitable[None]],
-                 on_back: Callable[[], Awaitable[None]]) -> None:
+                 on_back: Callable[[], Awaitable[None]], on_gone: Callable[[], Awaitable[None]]) -> None:
         self.socket = socket
         self.autostart = autostart
         self.editor = "editor"
@@ -37,6 +37,7 @@ class Upstream:
         self._on_frame = on_frame
         self._on_lost = on_lost
         self._on_back = on_back
+        self._on_gone = on_gone
         self._listening: asyncio.Task | None = None
 
     @property
@@ -89,6 +90,7 @@ class Upstream:
             self._listening = asyncio.create_task(self._listen(self.link), name="daemon")
             await self._on_back()
             return
+        await self._on_gone()
         await self._on_frame(ErrorReply("daemon_unreachable", (
             f"could not reconnect to the daemon on {self.socket} after {RECONNECT_TRIES} attempts; "
             "restart the editor's language server")))

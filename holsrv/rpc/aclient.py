@@ -13,13 +13,14 @@ nowhere.
 Connections die when the daemon restarts, and a busy daemon closes the
 connections idle longest (saying so in a `connection_closed` frame).  An
 idle one seen closed is dropped before use; a call whose connection breaks
-before its reply is sent once more on a new connection (starting a daemon
-if allowed) unless the request acts rather than asks (`NOT_RESENT`) and
-the daemon may have read it.
+before its reply, or that the daemon refuses because it is restarting, is
+sent once more on a new connection (starting a daemon if allowed) when that
+is safe (`connecting.resend`): not a request that acts (`NOT_RESENT`) that
+the daemon may have read.
 
 The blocking helper (`holsrv.rpc.client`) stays for holctl, which must not
-import asyncio; this module shares its hello, welcome check, reply timeouts
-and daemon start.
+import asyncio; connecting, the hello, the welcome check and the decisions
+on a restart are `connecting`'s (the I/O `aconnecting`'s), shared with it.
 """
 
 from __future__ import annotations
@@ -30,17 +31,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from holsrv.errors import DaemonUnreachable, FrameError
-from holsrv.rpc import autostart, calls, framing, paths
-from holsrv.rpc.messages import ErrorReply, Eval, Progress, Reply, Request, Restart, Result, Shutdown, Stop, Welcome
+from holsrv.errors import DaemonUnreachable, FrameError, HolsrvError, error_for_code
+from holsrv.rpc import aconnecting, calls, connecting, framing, paths
+from holsrv.rpc.messages import ErrorReply, Progress, Reply, Request, Result, Welcome
 
-# Requests whose reply may be lost after the daemon acted on them: eval runs
-# the user's code, restart and stop act on a server, shutdown on the daemon.
-# Sending one twice could run it twice, so a broken connection is reported
-# instead.  Every other request only asks (retryCompile at most re-queues a
-# compile of a blocked file), so it is sent again once.
-NOT_RESENT = (Eval, Restart, Stop, Shutdown)
-# Idle connections kept for the next calls; more in flight at once are opened
 # as needed and closed when they end, so a burst leaves no sockets behind.
 MAX_IDLE = 4
 # The frame a daemon sends on an idle connection it closes to make room for others.
@@ -71,6 +65,16 @@ class _Broken(Exception):
         self.unread = unread
 
 
+class _Switch(Exception):
+    """The daemon refused the request because it is going away (`connecting.SWITCH_CODES`); it has
+    closed the connection, or `deadline` passed waiting for it to."""
+
+    def __init__(self, err: HolsrvError, deadline: float) -> None:
+        super().__init__(str(err))
+        self.err = err
+        self.deadline = deadline
+
+
 class AsyncClient:
     """Calls to the daemon on `socket` from one event loop; `call` is safe to run concurrently."""
 
@@ -96,21 +100,35 @@ class AsyncClient:
         raised as its HolsrvError; a daemon that cannot be reached, or that
         does not answer within `calls.reply_timeout`, as DaemonUnreachable.
         """
+        refusal: HolsrvError | None = None  # the daemon's, if it refused the call as it went away
         conn = await self._take()
         try:
             return await self._exchange(conn, request, on_progress)
         except _Broken as broken:
-            if isinstance(request, NOT_RESENT) and not broken.unread:
+            if connecting.acts(request) and not broken.unread:
                 raise DaemonUnreachable(
-                    f"lost the connection to the daemon during {type(request).__name__} ({broken}); it may or "
-                    "may not have acted: check with status before sending it again"
+                    f"lost the connection to the daemon during {type(request).__name__} ({broken}): it stopped or "
+                    "was restarting, and it may or may not have acted; check with status, then ask again"
                 ) from None
+            deadline = asyncio.get_running_loop().time() + connecting.switch_wait(None)
+        except _Switch as switch:
+            if not connecting.resend(request):
+                raise connecting.caught(request, switch.err, "not sent again: the daemon may have begun it") from None
+            refusal, deadline = switch.err, switch.deadline
         # The daemon restarted (or broke the stream): once more, on a new connection.
-        conn = await self._open()
+        try:
+            conn = await self._reopen(deadline)
+        except HolsrvError as err:
+            if refusal is None:
+                raise  # the connection broke, and no daemon is there now: what the dial found
+            raise connecting.caught(request, refusal, f"no daemon took the call again within "
+                                                      f"{connecting.switch_wait(refusal):g}s: {err}") from None
         try:
             return await self._exchange(conn, request, on_progress)
         except _Broken as broken:
             raise DaemonUnreachable(f"lost the connection to the daemon twice: {broken}; see its log") from None
+        except _Switch as switch:
+            raise connecting.caught(request, switch.err, "refused twice") from None
 
     async def aclose(self) -> None:
         """Close the idle connections (calls in flight close their own)."""
@@ -135,11 +153,23 @@ class AsyncClient:
             ) from None
         finally:
             # Anything but a whole reply (cancel, timeout, a broken stream)
-            # leaves the stream mid-frame or a reply still to come: never reuse it.
-            if reply is not None and len(self._idle) < MAX_IDLE and conn.usable():
+            # leaves the stream mid-frame or a reply still to come: never reuse
+            # it; nor one whose daemon said it is going away.
+            if reply is not None and len(self._idle) < MAX_IDLE and conn.usable() and not _going(reply):
                 self._idle.append(conn)
-            else:
+            elif not _going(reply):
                 conn.close()
+        if _going(reply):
+            assert isinstance(reply, ErrorReply)
+            refusal = error_for_code(reply.code, reply.message, reply.detail)
+            deadline = asyncio.get_running_loop().time() + connecting.switch_wait(refusal)
+            try:
+                if connecting.resend(request):
+                    # A connection made before the daemon closes ours could reach the one going away.
+                    await aconnecting.gone_async(conn.reader, deadline)
+            finally:
+                conn.close()
+            raise _Switch(refusal, deadline)
         return calls.result_of(request, reply), conn.welcome
 
     async def _ask(self, conn: _Connection, request: Request, on_progress: ProgressHandler | None) -> Reply:
@@ -177,42 +207,22 @@ class AsyncClient:
         return await self._open()
 
     async def _open(self) -> _Connection:
-        try:
-            return await self._handshake()
-        except (FileNotFoundError, ConnectionRefusedError):
-            if not self.autostart:
-                raise autostart.not_listening(self.socket) from None
+        return _Connection(*await aconnecting.open_async(
+            self.socket, self.name, self.settings, autostart_daemon=self.autostart, start=self._start))
+
+    async def _reopen(self, deadline: float) -> _Connection:
+        """A new connection once a daemon takes one again (it restarted), by `deadline` (the loop's time)."""
+        return _Connection(*await aconnecting.redial_async(
+            self.socket, self.name, self.settings, autostart_daemon=self.autostart, deadline=deadline,
+            start=self._start))
+
+    async def _start(self, path: Path) -> None:
         async with self._starting:
             # Starting blocks on a lock file and the daemon's ready line: in a
             # thread, so other calls go on.  Rare: once per daemon lifetime.
-            await asyncio.to_thread(autostart.start_daemon, self.socket)
-        try:
-            return await self._handshake()
-        except OSError as err:
-            raise DaemonUnreachable(
-                f"started a daemon but cannot reach it on {self.socket} ({err}); see {paths.log_path(self.socket)}"
-            ) from None
+            await aconnecting.start_in_thread(path)
 
-    async def _handshake(self) -> _Connection:
-        """A new connection, welcomed; FileNotFoundError or ConnectionRefusedError when nobody listens."""
-        try:
-            async with asyncio.timeout(autostart.CONNECT_TIMEOUT_S):
-                reader, writer = await asyncio.open_unix_connection(str(self.socket), limit=framing.MAX_FRAME)
-        except (FileNotFoundError, ConnectionRefusedError):
-            raise
-        except OSError as err:  # TimeoutError included
-            raise DaemonUnreachable(f"cannot connect to the daemon on {self.socket}: {err or 'timed out'}") from None
-        try:
-            async with asyncio.timeout(autostart.CONNECT_TIMEOUT_S):
-                writer.write(framing.encode(calls.hello(self.name, self.settings)))
-                await writer.drain()
-                body = await framing.read_body(reader)
-            if body is None:
-                raise DaemonUnreachable("the daemon closed the connection during the handshake")
-            return _Connection(reader, writer, calls.welcomed(framing.decode(framing.reply_decoder, body)))
-        except (OSError, FrameError) as err:
-            writer.close()
-            raise DaemonUnreachable(f"the daemon did not complete the handshake: {err or 'timed out'}") from None
-        except BaseException:
-            writer.close()
-            raise
+
+def _going(reply: Reply | None) -> bool:
+    """Whether `reply` is the daemon's word that it is going away and did not answer (connecting.SWITCH_CODES)."""
+    return isinstance(reply, ErrorReply) and reply.code in connecting.SWITCH_CODES

@@ -89,6 +89,15 @@ def welcomed(reply: Reply) -> Welcome:
         raise error_for_code(reply.code, reply.message, reply.detail)
     if not isinstance(reply, Welcome):
         raise ProtocolMismatch(f"the daemon answered hello with {type(reply).__name__}")
+    if reply.protocol != PROTOCOL_VERSION:
+        # A daemon refuses a hello of another protocol itself; one that welcomed us anyway
+        # would misread our requests, so the client refuses it in the same words.
+        raise ProtocolMismatch(
+            f"protocol mismatch: the daemon (holsrv {reply.daemon_version}, pid {reply.pid}) speaks protocol "
+            f"{reply.protocol}, this client ({__version__}) speaks {PROTOCOL_VERSION}. Restart the daemon so it "
+            f"matches the installed clients: stop it with `kill {reply.pid}` (or `systemctl --user restart "
+            "holsrv`); the next call starts a matching one."
+        )
     return reply
 
 

@@ -9,8 +9,10 @@ the disk back its place.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -20,11 +22,12 @@ import pytest
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
+from holctl.lsp import bridge, stdio
 from holctl.render import render
 from holsrv.disk.files import content_hash
 from holsrv.errors import HolsrvError
 from holsrv.rpc import messages as m
-from tests.conftest import FAILING_SCRIPT, GOOD_SCRIPT, client_messages, pid_alive
+from tests.conftest import FAILING_SCRIPT, GOOD_SCRIPT, client_messages, pid_alive, wait_until
 
 DEADLINE_S = 60.0  # generous: the machine is shared, and each wait ends as soon as its event comes
 UNSAVED = "an editor has unsaved changes to this file"
@@ -303,14 +306,94 @@ async def test_after_the_daemon_restarts_the_editor_is_told_and_its_documents_ar
         first.stop()
         client.diagnostics.clear()
         second = daemon_factory(socket=first.socket)
-        await until(client, "window/showMessage", lambda: any("reconnected" in m.message for m in client.messages),
-                    "word that holctl lsp reconnected")
-        assert any("went away" in m.message for m in client.messages)
+        await until(client, "window/logMessage", lambda: any("re-attached" in m.message for m in client.log_messages),
+                    "word in the editor's log that holctl lsp re-attached")
+        assert any("went away" in m.message for m in client.log_messages)
         await until(client, "textDocument/publishDiagnostics", lambda: any("nope" in e for e in errors(client, uri)),
                     "the second daemon's diagnostics, for the document opened again")
         assert [s.file for s in (await agent(second, m.Status())).sessions] == [str(path)]
     finally:
         await stop(client)
+
+
+class InProcess:
+    """`holctl lsp`'s bridge in this process, on a socket pair: the test speaks LSP at the editor's end."""
+
+    def __init__(self, daemon) -> None:
+        self.daemon = daemon
+
+    async def __aenter__(self) -> InProcess:
+        ours, theirs = socket.socketpair()
+        self._bridge_in, self._bridge_out = await asyncio.open_connection(sock=theirs)
+        self.running = asyncio.create_task(bridge.Bridge(self.daemon.socket, False, self._bridge_in,
+                                                         self._bridge_out).run())
+        self.reader, self.writer = await asyncio.open_connection(sock=ours)
+        await self.say({"id": "init", "method": "initialize", "params": {"capabilities": {}}})
+        await self.heard(lambda msg: msg.get("id") == "init")
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self.running.cancel()
+        await asyncio.gather(self.running, return_exceptions=True)
+        for end in (self.writer, self._bridge_out):
+            end.close()
+            with contextlib.suppress(OSError):
+                await end.wait_closed()
+
+    async def say(self, message: dict) -> None:
+        self.writer.write(stdio.frame({"jsonrpc": "2.0", **message}))
+        await self.writer.drain()
+
+    async def heard(self, holds: Callable[[dict], bool]) -> dict:
+        async with asyncio.timeout(DEADLINE_S):
+            while not holds(message := await stdio.read_message(self.reader) or {}):
+                pass
+        return message
+
+    async def open(self, path: Path, text: str) -> None:
+        await self.say({"method": "textDocument/didOpen", "params": {"textDocument": {
+            "uri": path.as_uri(), "languageId": "holscript", "version": 1, "text": text}}})
+
+    async def symbols(self, editor_id: int, path: Path) -> None:
+        await self.say({"id": editor_id, "method": "textDocument/documentSymbol",
+                        "params": {"textDocument": {"uri": path.as_uri()}}})
+
+
+@pytest.mark.asyncio
+async def test_a_request_in_the_gap_is_answered_ask_again_when_no_daemon_comes_back_in_time(
+        daemon_factory, write_script, monkeypatch):
+    monkeypatch.setattr(bridge, "GAP_WAIT_S", 1.0)  # the bound, short for the test (30 s in use)
+    first = daemon_factory()
+    path = write_script(GOOD_SCRIPT)
+    async with InProcess(first) as editor_:
+        await editor_.open(path, GOOD_SCRIPT)
+        await asyncio.to_thread(first.stop)
+        await editor_.heard(lambda msg: "went away" in str(msg.get("params")))
+        await editor_.symbols(2, path)
+        answer = await editor_.heard(lambda msg: msg.get("id") == 2)
+        assert answer["error"]["code"] == bridge.CONTENT_MODIFIED
+        assert "did not come back within 1s; ask again" in answer["error"]["message"]
+        await editor_.say({"method": "exit"})
+        async with asyncio.timeout(DEADLINE_S):
+            await editor_.running
+
+
+@pytest.mark.asyncio
+async def test_a_question_in_flight_when_the_daemon_goes_is_asked_again_of_the_next_one(
+        daemon_factory, write_script, monkeypatch):
+    monkeypatch.setenv("FAKE_HOL_HANG_ON", "textDocument/documentSymbol")  # the first daemon's server never answers
+    first = daemon_factory()
+    path = write_script(GOOD_SCRIPT)
+    async with InProcess(first) as editor_:
+        await editor_.open(path, GOOD_SCRIPT)
+        await editor_.symbols(2, path)
+        await asyncio.to_thread(wait_until, lambda: any(s.waiting_calls for s in first.call(m.Status()).sessions),
+                                DEADLINE_S, "the editor's request waiting in the first daemon")
+        await asyncio.to_thread(first.stop)
+        monkeypatch.delenv("FAKE_HOL_HANG_ON")
+        daemon_factory(socket=first.socket)
+        answer = await editor_.heard(lambda msg: msg.get("id") == 2)
+    assert {"add0", "conj_comm"} <= {symbol["name"] for symbol in answer["result"]}, answer
 
 
 @pytest.mark.asyncio

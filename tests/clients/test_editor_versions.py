@@ -25,13 +25,16 @@ from test_editor import (
     DEADLINE_S,
     TACTIC_LINE,
     agent,
+    edit,
     errors,
+    open_doc,
     sent_texts,
     stop,
     until,
     with_built_ancestor,
 )
 
+from holsrv.disk.files import content_hash
 from holsrv.rpc import messages as m
 from holsrv.serve.editorversions import EditorVersions
 from tests.conftest import GOOD_SCRIPT
@@ -166,3 +169,38 @@ def test_a_hol_version_is_told_as_the_editors_newest_version_of_that_text_or_not
         assert "version" not in versions.relabel({**about, "version": other}, sent)
     assert about["version"] == 1  # HOL's params, shared with every listener, are left as they were
     assert versions.relabel({"uri": "file:///x", "pos": {}}, sent) == {"uri": "file:///x", "pos": {}}
+
+
+@pytest.mark.asyncio
+async def test_an_editor_carries_on_across_a_daemon_replaced_under_it_with_its_own_text_and_version(
+        daemon_factory, write_script):
+    first = daemon_factory()
+    path = write_script(GOOD_SCRIPT)
+    published: list[Published] = []
+    client = await recording_editor(first, published)
+    try:
+        uri = open_doc(client, path, GOOD_SCRIPT)
+        await until(client, "textDocument/publishDiagnostics", lambda: uri in client.diagnostics, "diagnostics")
+        first.stop()
+        # In the gap: an edit (version 2) and a request, which waits for the next daemon.
+        line = GOOD_SCRIPT.splitlines()[TACTIC_LINE]
+        edit(client, uri, 2, (TACTIC_LINE, line.index("simp[]")), (TACTIC_LINE, len(line)), 'FAIL_TAC "nope"')
+        symbols = asyncio.ensure_future(client.text_document_document_symbol_async(
+            types.DocumentSymbolParams(types.TextDocumentIdentifier(uri))))
+        second = daemon_factory(socket=first.socket)
+        async with asyncio.timeout(DEADLINE_S):
+            names = {s.name for s in await symbols}
+        assert {"add0", "conj_comm"} <= names
+        await until(client, "textDocument/publishDiagnostics", lambda: any("nope" in e for e in errors(client, uri)),
+                    "the edited text's failure, from the second daemon")
+        told = [p.version for p in published]
+        assert 2 in told and set(told) <= {None, 1, 2}, told  # the editor's own numbers, the latest among them
+        # The second daemon holds the editor's buffer: its text, held by the editor.
+        [row] = (await agent(second, m.Status())).sessions
+        assert (row.file, row.editor, row.editor_unsaved) == (str(path), "pytest-lsp", True)
+        assert (await agent(second, m.Diagnostics(str(path), wait=30))).content_hash == content_hash(BROKEN.encode())
+        # A pause and a line in the editor's log, no dialog.
+        assert any("re-attached" in m.message for m in client.log_messages)
+        assert [m.message for m in client.messages if m.type <= types.MessageType.Warning] == []
+    finally:
+        await stop(client)

@@ -14,15 +14,15 @@ import psutil
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from test_wire import FakeDaemon
+from test_wire import FakeDaemon, _result_for
 
 from holmcp.progress import HEARTBEAT_S, NUDGE, ProgressRelay
 from holmcp.server import INSTRUCTIONS, build_server
 from holsrv import errors
 from holsrv.rpc import client as rpc_client
-from holsrv.rpc import messages
+from holsrv.rpc import connecting, messages
 
-from conftest import FAILING_SCRIPT, FAKE_HOL
+from conftest import FAILING_SCRIPT, FAKE_HOL, GOOD_SCRIPT
 
 # An agent may not stop the daemon that every other session shares.
 # logs: for a person at a shell (`holctl logs`); server_died already brings an agent the stderr tail.
@@ -503,6 +503,57 @@ async def test_holmcp_reconnects_when_the_daemon_restarts_on_the_same_socket(dae
     assert not first.thread.is_alive()
     # The connection holmcp kept died with the first daemon; the call went to the second.
     assert not before.is_error and not after.is_error, after.content
+
+
+@pytest.mark.asyncio
+async def test_a_daemon_that_cannot_be_started_is_a_tool_error_with_its_code_not_a_crash(short_tmp, tmp_path):
+    shared = short_tmp / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # like /tmp: no daemon is started there, and the start says why
+    async with Client(build_server(shared / "x.sock", tmp_path, autostart=True)) as client:
+        result = await client.call_tool("status", {})
+        again = await client.call_tool("status", {})  # the server carries on
+    assert result.is_error and text(result).startswith("daemon_unreachable: "), text(result)
+    assert str(shared) in text(result) and again.is_error
+
+
+@pytest.mark.asyncio
+async def test_a_tool_call_the_daemon_refuses_as_it_restarts_is_answered_by_the_next_daemon(short_tmp, tmp_path):
+    restarting = messages.ErrorReply("daemon_restarting", "the daemon is restarting to hand its servers over")
+    fake = FakeDaemon(short_tmp / "fake.sock", lambda r, n: [restarting] if n == 1 else _result_for(r, n))
+    fake.close_after = {1}  # as a restarting daemon closes every connection
+    await fake.start()
+    try:
+        async with Client(build_server(fake.socket, tmp_path, autostart=False)) as client:
+            result = await client.call_tool("status", {})
+    finally:
+        await fake.stop()
+    assert not result.is_error, text(result)
+    assert result.structured_content["cache_misses"] == 2 and fake.connections == 2
+
+
+@pytest.mark.asyncio
+async def test_a_tool_call_in_flight_when_the_daemon_is_replaced_is_answered_by_the_next_one(
+        daemon_factory, short_tmp, write_script, monkeypatch):
+    monkeypatch.setattr(connecting, "SWITCH_WAIT_S", 120.0)  # generous: the machine is shared
+    sock = short_tmp / "same.sock"
+    first = daemon_factory(socket=sock)
+    # Its proof takes minutes on the first daemon: the call is still waiting when that one stops.
+    path = write_script(GOOD_SCRIPT.replace("gen_tac >> simp[]", "SLOW_TAC 600000 >> gen_tac >> simp[]"))
+    async with Client(build_server(sock, path.parent, autostart=False)) as client:
+        call = asyncio.create_task(client.call_tool("diagnostics", {"file": path.name, "wait": 60}))
+        async with asyncio.timeout(60):
+            while not any(s.waiting_calls for s in (await asyncio.to_thread(first.call, messages.Status())).sessions):
+                await asyncio.sleep(0.05)  # polls a condition, bounded above
+        await asyncio.to_thread(first.stop)  # the call is cut short: daemon_stopping
+        path.write_text(GOOD_SCRIPT)  # so the next daemon's answer is quick, and tells which daemon gave it
+        second = daemon_factory(socket=sock)
+        async with asyncio.timeout(120):
+            result = await call
+    assert not result.is_error, text(result)
+    assert result.structured_content["verdict"] == "OK"
+    [row] = (await asyncio.to_thread(second.call, messages.Status())).sessions
+    assert row.file == str(path)
 
 
 @pytest.mark.asyncio

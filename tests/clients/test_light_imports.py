@@ -42,6 +42,7 @@ def test_holctl_cli_loads_only_stdlib_msgspec_click_and_our_wire_package():
     ours = {m for m in added if m.startswith("holsrv.")}
     # Not holsrv.rpc.aclient: holmcp's asyncio client.
     assert ours <= {"holsrv.errors", "holsrv.rpc", "holsrv.rpc.autostart", "holsrv.rpc.calls", "holsrv.rpc.client",
+                    "holsrv.rpc.connecting",
                     "holsrv.rpc.framing", "holsrv.rpc.limits", "holsrv.rpc.messages", "holsrv.rpc.paths",
                     "holsrv.rpc.words"}
 

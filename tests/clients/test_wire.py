@@ -49,6 +49,7 @@ class FakeDaemon:
         self.requests: list[m.Request] = []
         self.connections = 0
         self.closed_by_client = 0
+        self.close_after: set[int] = set()  # the numbers of the requests after whose answer the fake hangs up
         self._server: asyncio.AbstractServer | None = None
         self.arrived: asyncio.Event | None = None
         self._writers: list[asyncio.StreamWriter] = []
@@ -114,7 +115,8 @@ class FakeDaemon:
                 self.requests.append(request)
                 if self.arrived is not None:
                     self.arrived.set()
-                frames = self.script(request, len(self.requests))
+                n = len(self.requests)
+                frames = self.script(request, n)
                 if asyncio.iscoroutine(frames):
                     frames = await frames
                 if frames is None:
@@ -122,6 +124,8 @@ class FakeDaemon:
                 for frame in frames:
                     writer.write(framing.encode(frame))
                     await writer.drain()
+                if n in self.close_after:
+                    return  # as a daemon that restarts closes every connection once it has said so
             self.closed_by_client += 1
         except (ConnectionError, FrameError):
             self.closed_by_client += 1

@@ -121,7 +121,9 @@ def test_a_holmake_that_ignores_sigterm_and_its_helper_are_gone_within_5s_of_the
     monkeypatch.setenv("HOLSRV_HOLMAKE_BIN", str(_wrapper(short_tmp / "Holmake", shlex.quote(str(fake_holmake)))))
     path = write_script(GOOD_SCRIPT)
     os.mkfifo(path.parent / "holmake.gate")  # the fake Holmake waits there until the end
-    client = rpc_client.connect(short_tmp / "h.sock", name="test", autostart=True)
+    rpc_client.connect(short_tmp / "h.sock", name="test", autostart=True).close()  # starts the daemon
+    # The call is asked again when its daemon dies: of none, so no second daemon runs a Holmake after the test.
+    client = rpc_client.connect(short_tmp / "h.sock", name="test", autostart=False)
     daemon = psutil.Process(client.welcome.pid)
     tree: list[psutil.Process] = []
 
