@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
 
 import msgspec
 
@@ -34,27 +33,27 @@ from holsrv.text import stepping, textinfo
 Report = Callable[[m.Progress], Awaitable[None]]
 
 
-@dataclass(frozen=True)
 class Context:
-    """What answers work with.  `clock` is the pool's, so times from both compare."""
+    """What answers work with, whole once made: what needs a setting is made from `settings` here.
+    `clock` is the pool's, so times from both compare."""
 
-    pool: Pool
-    cache: AnswerCache
-    settings: Settings
-    scripts: files.Reader = field(default_factory=files.Reader)  # one stat when a file is unchanged
-    ancestries: Ancestries = field(default_factory=Ancestries)  # what each server says the ancestors are
-    prefetches: Prefetches = field(default_factory=lambda: Prefetches(0))  # goal states asked ahead
-    editors: EditorBuffers = field(default_factory=EditorBuffers)  # files an editor holds (`holctl lsp`)
-    # Each server's cheated ancestor theorems, asked once (`inheritedcheats`).
-    ancestor_cheats: AncestorCheats = field(default_factory=AncestorCheats)
-    # Each text's statements that differ from git HEAD's, for diagnostics' note (`statementcheck`).
-    head_notes: HeadNotes = field(default_factory=lambda: HeadNotes(60.0))
+    def __init__(self, pool: Pool, cache: AnswerCache, settings: Settings, scripts: files.Reader | None = None,
+                 *, prefetches: Prefetches | None = None) -> None:
+        self.pool = pool
+        self.cache = cache
+        self.settings = settings
+        self.scripts = files.Reader() if scripts is None else scripts  # one stat when a file is unchanged
+        self.ancestries = Ancestries()  # what each server says the ancestors are
+        self.prefetches = Prefetches(0) if prefetches is None else prefetches  # goal states asked ahead
+        # Each server's cheated ancestor theorems, asked once (`inheritedcheats`); every request to HOL has a deadline.
+        self.ancestor_cheats = AncestorCheats(settings.request_timeout_s)
+        # Each text's statements that differ from HEAD's, for diagnostics' note (`statementcheck`); every git run too.
+        self.head_notes = HeadNotes(settings.request_timeout_s)
 
-    def __post_init__(self) -> None:
-        self.ancestor_cheats.timeout_s = self.settings.request_timeout_s  # every request to HOL has one
-        self.head_notes.timeout_s = self.settings.request_timeout_s  # and every git run
-        # Where the editors' object is made: the pool's syncs with no call send its buffers (`textsource`).
-        self.pool.texts.held = self.editors.text
+    @property
+    def editors(self) -> EditorBuffers:
+        """Files an editor holds (`holctl lsp`): the pool's, whose syncs with no call send their buffers."""
+        return self.pool.editors
 
     @property
     def clock(self) -> Callable[[], float]:

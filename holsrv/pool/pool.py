@@ -35,6 +35,7 @@ from holsrv.pool import leftovers
 from holsrv.pool.admission import Admission
 from holsrv.pool.admission import quiet as quiet  # where answers have always found it
 from holsrv.pool.buildwatch import BuildWatch
+from holsrv.pool.diagnosticsahead import Compute
 from holsrv.pool.duties import Duties
 from holsrv.pool.history import History, restart_note
 from holsrv.pool.holds import Holds, Moved
@@ -49,6 +50,7 @@ from holsrv.process import builds, process
 from holsrv.rpc import messages as m
 from holsrv.rpc import paths
 from holsrv.server import runaway
+from holsrv.server.editorbuffers import EditorBuffers
 from holsrv.server.session import Session
 from holsrv.server.textsource import TextSource
 from holsrv.verdict import looping
@@ -68,7 +70,10 @@ class Lease:
 class Pool:
     """The files' servers by path, least recently used first, and the leases calls hold on them."""
 
-    def __init__(self, settings: Settings, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, settings: Settings, *, clock: Callable[[], float] = time.monotonic,
+                 ahead: Compute | None = None, holmake_timed: Callable[[float], None] | None = None) -> None:
+        """`ahead`: the answer computed about a script once a write to it is synced (`diagnosticsahead`);
+        `holmake_timed`: told each Holmake run's seconds (the metrics).  Both are the daemon's, above the pool."""
         self.settings = settings
         self.clock = clock
         self.sessions: OrderedDict[Path, Session] = OrderedDict()
@@ -80,21 +85,21 @@ class Pool:
         self._room_lock = asyncio.Lock()
         self.duties = Duties()  # the idle reaper and the memory sampler
         self.stops = Stops(settings, self.stop_session)  # evictions in progress
-        self.texts = TextSource()  # an editor's buffer, else the disk: what a sync with no call sends
+        self.editors = EditorBuffers()  # files an editor holds (`holctl lsp`): the answers' and the syncs'
+        self.texts = TextSource(self.editors.text)  # an editor's buffer, else the disk: what a sync with no call sends
         self.holds = Holds()  # editors' open documents: not calls, and followed across a replacement
         self.launcher = Launcher(settings, clock, self.stops, on_exit=self._exited, started=self._write_record,
                                  texts=self.texts)
         self._record = leftovers.ServerRecord(paths.servers_record(settings.socket))
         self.closing = False  # the daemon is shutting down: no new servers
-        self.builds = builds.Builds(settings.holmake_timeout_s, settings.holmake_tail_lines, clock)
+        self.builds = builds.Builds(settings.holmake_timeout_s, settings.holmake_tail_lines, clock, holmake_timed)
         # The pool owns these and gives them itself as `servers.Servers`: they never import it.
         self.watch = BuildWatch(self.serving, self._look_again)  # builds noticed with no call
         self.replacer = Replacer(self, self.watch)  # servers whose ancestors were rebuilt, replaced in the background
         self.unblocker = Unblocker(self, self.watch)  # blocked servers whose missing ancestors were built, retried
         # Scripts synced when written, with no call (while their server lives).
         self.scriptwatch = ScriptWatch(self.sessions.get, self.synced, settings.sync_debounce_s,
-                                       settings.trial_wait_s)
-        self.scriptwatch.editor_holds = self.texts.holds
+                                       settings.trial_wait_s, editor_holds=self.texts.holds, ahead=ahead)
         self.admission = Admission(settings, busy=self.busy, current=self.sessions.get, shedder=self.replacer)
         self.staleness = Staleness(self.replacer, self.unblocker, self.builds, clock, self.sessions.get)
         self.loops = runaway.Loops()  # proofs known to loop, per file, across its servers
@@ -152,8 +157,7 @@ class Pool:
         heap = self.history.heap_mb(path, settings.max_heap_mb)
         async with self._room_lock:
             self._make_room(path, heap, hol)
-            session = self.launcher.session(path, heap, hol, settings)
-            session.project = project
+            session = self.launcher.session(path, heap, hol, settings, project)
             self.sessions[path] = session
         self.launcher.begin(session)
         self.scriptwatch.watch(path)
@@ -231,9 +235,8 @@ class Pool:
         """A server for `path` beside the map, starting in the background (a successor: see `replacement`),
         with the settings and project file of `like` (the server it replaces): a replacement changes
         the server, not its settings, which only a restart takes up again."""
-        session = self.launcher.session(path, heap_mb, hol, like.settings if like is not None else None)
-        if like is not None:
-            session.project = like.project
+        session = self.launcher.session(path, heap_mb, hol, like.settings if like is not None else None,
+                                        like.project if like is not None else None)
         self.launcher.begin(session)
         return session
 

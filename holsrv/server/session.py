@@ -49,6 +49,7 @@ class Session:
         *,
         on_exit: Callable[[Session], None] = lambda s: None,
         clock: Callable[[], float] = time.monotonic,
+        project: Project | None = None,
     ) -> None:
         self.id = next(_ids)  # answers cached from this server carry it
         # Bumped when the server's view changes without the text changing (retryCompile).
@@ -58,7 +59,7 @@ class Session:
         self.settings = settings
         self.hol_cmd = hol_cmd
         # The project file its settings came from, as read when it started (None: the user-wide settings).
-        self.project: Project | None = None
+        self.project = project
         self.max_heap_mb = max_heap_mb
         self.clock = clock
         self._on_exit = on_exit

@@ -4,8 +4,8 @@ Every sync the pool makes with no call asks this one place: a server that
 has just started opening its file (`launch`), a successor catching up and
 an edit forwarded to it (`successor`), a write noticed on disk
 (`scriptwatch`, which only asks whether an editor holds the file).  The pool
-cannot know editors (they are above it), so whoever makes the editors'
-object sets `held` (`answers.common.Context`).
+knows no editors (they are above it), only their buffers: it makes the
+buffers' object and gives its `text` as `held`.
 """
 
 from __future__ import annotations
@@ -18,9 +18,8 @@ from holsrv.text import stepping
 
 
 class TextSource:
-    def __init__(self) -> None:
-        # The text an editor (`holctl lsp`) holds of a file, None when none does.
-        self.held: Callable[[Path], files.Script | None] = lambda path: None
+    def __init__(self, held: Callable[[Path], files.Script | None]) -> None:
+        self.held = held  # the text an editor (`holctl lsp`) holds of a file, None when none does
 
     def holds(self, path: Path) -> bool:
         """Whether an editor holds `path`: its buffer, not the disk, is what the server checks."""
