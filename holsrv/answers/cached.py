@@ -24,9 +24,10 @@ from holsrv.answers import diagnostics
 from holsrv.answers.common import Context, answer_settled, freshness, note, replace
 from holsrv.answers.goals import goals
 from holsrv.disk import files
-from holsrv.pool.pool import Lease
+from holsrv.pool.pool import Lease, Start
 from holsrv.rpc import messages as m
 from holsrv.server.session import Session
+from holsrv.verdict.filestate import Phase
 
 
 def answer(ctx: Context, request: m.Request, client: str) -> m.Reply | None:
@@ -59,7 +60,7 @@ def _diagnostics(ctx: Context, request: m.Diagnostics, client: str) -> m.Reply |
     if served is None:
         return None
     script, session = served
-    if session.phase == "blocked":  # the ordinary path looks for a retry first
+    if session.phase == Phase.BLOCKED:  # the ordinary path looks for a retry first
         return None
     # Keyed by its staleness reasons, as the ordinary path keys it: there are none.
     return _given(ctx, script, session, diagnostics.cache_key(session, script.hash, ()), client, request.expect_hash)
@@ -93,4 +94,4 @@ def _given(ctx: Context, script: files.Script, session: Session, key: tuple, cli
     # reason (`_serving` just asked, and nothing has been awaited since).
     fresh = freshness(ctx, script, cached.content_hash, settled=answer_settled(cached, session),
                       age_s=ctx.cache.age(key), expect_hash=expect_hash, stale=[])
-    return replace(cached, cached=True, server=note(Lease(session, "warm")), freshness=fresh)
+    return replace(cached, cached=True, server=note(Lease(session, Start.WARM)), freshness=fresh)

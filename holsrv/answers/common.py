@@ -18,16 +18,18 @@ from holsrv.answers.goals.prefetch import Prefetches
 from holsrv.answers.inheritedcheats import AncestorCheats
 from holsrv.answers.scope import Ancestries
 from holsrv.answers.statementcheck import HeadNotes
+from holsrv.answers.states import UNSETTLED
 from holsrv.config.settings import Settings
 from holsrv.disk import files
 from holsrv.errors import BadRequest, HolsrvError, RanAway, Starting
-from holsrv.pool.pool import Lease, Pool
+from holsrv.pool.pool import Lease, Pool, Start
 from holsrv.rpc import limits
 from holsrv.rpc import messages as m
 from holsrv.server.editorbuffers import EditorBuffers
 from holsrv.server.runaway import Runaway
 from holsrv.server.session import Session
 from holsrv.text import stepping, textinfo
+from holsrv.verdict.filestate import Phase
 
 # Where an answer that waits sends its progress (`Progress` frames to the caller).
 Report = Callable[[m.Progress], Awaitable[None]]
@@ -85,7 +87,7 @@ async def opened(
         trial_wait = min(ctx.settings.trial_wait_s, ctx.settings.start_wait_s if wait is None else wait)
         async with session.trials.use(trial_wait, script.path.name):
             if await session.wait_started(ctx.settings.start_wait_s if wait is None else wait):
-                if lease.start != "warm":
+                if lease.start != Start.WARM:
                     script = await read(ctx, file)  # the start took a while: the newest text wins
                 script = ctx.pool.texts.over(script)
                 # Shielded: a caller that hangs up mid-sync (its call is then
@@ -111,7 +113,8 @@ async def compiled(ctx: Context, session: Session, wait: float | None = None) ->
     Hover, definition and symbols read the compiler's trees, and retry must
     know whether the file is blocked.
     """
-    await session.wait_until(lambda: session.phase != "compiling", ctx.settings.lookup_wait_s if wait is None else wait)
+    await session.wait_until(lambda: session.phase != Phase.COMPILING,
+                             ctx.settings.lookup_wait_s if wait is None else wait)
 
 
 def within(ctx: Context, deadline: float) -> float:
@@ -126,7 +129,7 @@ def position_check(line: int, column: int | None) -> Callable[[files.Script], ob
 
 
 # The `ServerNote` of an answer that needed no HOL server, so none was started.
-NO_SERVER = m.ServerNote(pid=0, start="none")
+NO_SERVER = m.ServerNote(pid=0, start=Start.NONE)
 
 
 def note(lease: Lease) -> m.ServerNote:
@@ -143,7 +146,7 @@ def told(reply: m.Reply, ran: RanAway) -> m.Reply:
     story = ran.runaway.story(server.pid or None)
     said = [] if ran.runaway.reason in server.note else [server.note]  # the fresh server's lease told it
     note = "; ".join(filter(None, [f"{story} This answer is from the new one", *said]))
-    return replace(reply, server=replace(server, start="restarted", note=note))
+    return replace(reply, server=replace(server, start=Start.RESTARTED, note=note))
 
 
 def replace(struct, **changes):
@@ -160,12 +163,12 @@ def starting_message(session: Session, now: float) -> str:
 
 def frontier_note(session: Session) -> str:
     """Why a lookup may have found less than there is, or "" when the file is compiled."""
-    if session.phase == "compiling":
+    if session.phase == Phase.COMPILING:
         return (
             "The file is still compiling: HOL answers only as far as it has compiled, so this "
             "may be incomplete or stale. Ask again once diagnostics has settled."
         )
-    if session.phase == "blocked":
+    if session.phase == Phase.BLOCKED:
         return blocked_message(session)
     return ""
 
@@ -275,13 +278,13 @@ def answer_settled(reply: m.Reply, session: Session | None) -> bool:
         case m.DiagnosticsResult():
             return reply.complete
         case m.GoalStateResult():
-            return not reply.provisional and reply.state not in ("compiling", "starting")
+            return not reply.provisional and reply.state not in UNSETTLED
         case m.GoalStatesResult():
-            return not any(e.provisional or e.state in ("compiling", "starting") for e in reply.positions)
+            return not any(e.provisional or e.state in UNSETTLED for e in reply.positions)
         case m.HolesResult():
             return reply.complete and not any(h.goals is not None and (
-                h.goals.provisional or h.goals.state in ("compiling", "starting")) for h in reply.holes)
+                h.goals.provisional or h.goals.state in UNSETTLED) for h in reply.holes)
         case m.HoverResult() | m.DefinitionResult() | m.CompletionResult() | m.WorkspaceSymbolResult() \
                 | m.SearchResult():
             return not reply.note
-    return session is not None and not session.starting and session.phase != "compiling"
+    return session is not None and not session.starting and session.phase != Phase.COMPILING

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 import time
 from collections import OrderedDict
@@ -54,15 +55,25 @@ from holsrv.server.editorbuffers import EditorBuffers
 from holsrv.server.session import Session
 from holsrv.server.textsource import TextSource
 from holsrv.verdict import looping
+from holsrv.verdict.filestate import Phase
 
 log = logging.getLogger(__name__)
+
+class Start(enum.StrEnum):
+    """How the server that answers a call came to be running (`ServerNote.start`)."""
+
+    WARM = "warm"  # already running
+    STARTED = "started"  # this call started it
+    RESTARTED = "restarted"  # its last server died or was stopped, and this call started a new one
+    NONE = "none"  # the answer needed no server, so none was started
+
 
 @dataclass
 class Lease:
     """A session handed to one call, with how it came to be running."""
 
     session: Session
-    start: str  # "warm" | "started" | "restarted"
+    start: Start
     note: str = ""
     stderr_tail: str = ""  # of the previous server, when it died
 
@@ -133,17 +144,17 @@ class Pool:
     async def _running(self, path: Path, content: str = "") -> Lease:
         session = self.sessions.get(path)
         if session is not None and session.alive:
-            return Lease(session, "warm", self._told(session))
+            return Lease(session, Start.WARM, self._told(session))
         promoted = self.replacer.promote(path)
         if promoted is not None:
-            return Lease(promoted[0], "warm", promoted[1])
+            return Lease(promoted[0], Start.WARM, promoted[1])
         # Before forgetting the old session, so the call after the backoff
         # still says what happened to it.
         self.history.check(path, content)
-        start, note, tail = "started", "", ""
+        start, note, tail = Start.STARTED, "", ""
         if session is not None:  # it died, or the daemon stopped it
             self.sessions.pop(path, None)
-            start = "restarted"
+            start = Start.RESTARTED
             note = restart_note(session)
             tail = session.tail(10) if session.dead else ""
         if self.closing:
@@ -161,7 +172,7 @@ class Pool:
             self.sessions[path] = session
         self.launcher.begin(session)
         self.scriptwatch.watch(path)
-        self.history.started(path, start == "restarted")
+        self.history.started(path, start == Start.RESTARTED)
         return Lease(session, start, note, tail)
 
     def _told(self, session: Session) -> str:
@@ -190,7 +201,7 @@ class Pool:
         now = self.clock()
         file = session.file
         # A compile that has gone silent for this long is not coming back.
-        if file.phase == "compiling" and now - file.last_event < self.settings.compile_silence_s:
+        if file.phase == Phase.COMPILING and now - file.last_event < self.settings.compile_silence_s:
             return True
         return any(
             not looping.probably_looping(session.file, entry, now, self.settings)

@@ -32,7 +32,7 @@ from holsrv.server.notifications import Notifications
 from holsrv.server.runaway import Runaway
 from holsrv.server.textsync import TextSync
 from holsrv.server.trialgate import TrialGate
-from holsrv.verdict.filestate import FileState
+from holsrv.verdict.filestate import FileState, Phase
 
 _ids = itertools.count(1)
 
@@ -156,12 +156,12 @@ class Session:
         return str(self.lsp.server_info.get("holdir", "")) if self.lsp else ""
 
     @property
-    def phase(self) -> str:
-        """The file's compile phase: "compiling", "completed" or "blocked"."""
+    def phase(self) -> Phase:
+        """The file's compile phase."""
         return self.file.phase
 
     @property
-    def state_name(self) -> str:
+    def state_name(self) -> sessionstatus.ServerState:
         """What status shows: the process's life, or, once running, what the file is doing."""
         return sessionstatus.state_name(self.server, self.file, self.data is not None)
 
