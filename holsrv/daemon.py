@@ -34,7 +34,8 @@ from holsrv.disk import files
 from holsrv.dispatch import Dispatch
 from holsrv.errors import AlreadyRunning, DaemonStopping
 from holsrv.metrics.endpoint import Endpoint
-from holsrv.pool.pool import Pool, wait_all
+from holsrv.pool.pool import Pool
+from holsrv.pool.stopping import wait_all
 from holsrv.rpc import messages as m
 from holsrv.rpc import paths
 from holsrv.serve.connection import RECEIVE_BUFFER

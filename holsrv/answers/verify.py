@@ -29,7 +29,6 @@ from holsrv.lsp.proofstates import ProofStatus
 from holsrv.rpc import messages as m
 
 _THEORY = re.compile(r"^Theory\s+([A-Za-z_][A-Za-z0-9_']*)", re.MULTILINE)
-_PASSED = ("OK",)
 
 
 def theory_of(text: str, stem: str) -> str:

@@ -34,7 +34,6 @@ from holsrv.disk import files
 from holsrv.errors import DaemonStopping, HolsrvError
 from holsrv.pool import leftovers
 from holsrv.pool.admission import Admission
-from holsrv.pool.admission import quiet as quiet  # where answers have always found it
 from holsrv.pool.buildwatch import BuildWatch
 from holsrv.pool.diagnosticsahead import Compute
 from holsrv.pool.duties import Duties
@@ -45,7 +44,6 @@ from holsrv.pool.replacement import Replacer
 from holsrv.pool.scriptwatch import ScriptWatch
 from holsrv.pool.staleness import Staleness
 from holsrv.pool.stopping import Stops
-from holsrv.pool.stopping import wait_all as wait_all  # where the daemon has always found it
 from holsrv.pool.unblocking import Unblocker
 from holsrv.process import builds, process
 from holsrv.rpc import messages as m

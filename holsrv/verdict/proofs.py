@@ -25,7 +25,7 @@ from holsrv.verdict.filestate import FileState, Phase, ProofEntry
 
 # What other modules read here besides the statuses (answers.trials).
 __all__ = ["COMPILED", "COMPILED_NOTE", "MAX_MESSAGE_CHARS", "Blocks", "diagnostics", "parse_errors", "proof",
-           "status_of", "theorem_status", "unreported", "unreported_steps"]
+           "status_of", "theorem_status", "unreported_steps"]
 
 # A proved theorem's detail when the compile, not the pool, checked it.
 COMPILED = "checked by HOL while compiling"
@@ -114,24 +114,19 @@ def after_first_error_steps(
         yield
 
 
-def unreported(known: dict, blocks: Blocks, errors: dict[str, m.Diagnostic], why: str = "") -> list[m.Proof]:
-    """Every proof in the text that is not in `known`.
-
-    With `why` (nothing of the current text was checked) each is unreported
-    for that reason.  Otherwise the compile completed, and HOL checked each
-    one while compiling: inside `local … in … end` the compile proves it, and
-    a declaration that does not compile never reaches the pool.  So each is
-    failed with its compile error (`errors`, from `compile_errors` over every
-    diagnostic), or proved (detail `COMPILED`).
-    """
-    return stepping.run(unreported_steps(known, blocks, errors, why))
-
-
 def unreported_steps(
     known: dict, blocks: Blocks, errors: dict[str, m.Diagnostic], why: str = ""
 ) -> stepping.Steps[list[m.Proof]]:
-    """`unreported` in steps (`errors` from `compile_errors`): before the server has
-    the file, every proof is unreported."""
+    """Every proof in the text that is not in `known`, in steps.
+
+    With `why` (nothing of the current text was checked) each is unreported
+    for that reason: before the server has the file, every proof is.
+    Otherwise the compile completed, and HOL checked each one while
+    compiling: inside `local … in … end` the compile proves it, and a
+    declaration that does not compile never reaches the pool.  So each is
+    failed with its compile error (`errors`, from `compile_errors` over every
+    diagnostic), or proved (detail `COMPILED`).
+    """
     missing = []
     for chunk in stepping.chunks(blocks.names):
         for name in chunk:

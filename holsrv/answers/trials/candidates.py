@@ -15,7 +15,7 @@ from holsrv.disk.files import Script
 from holsrv.errors import RanAway, ServerTimeout
 from holsrv.lsp import hol
 from holsrv.lsp.proofstates import ProofStatus
-from holsrv.pool import pool
+from holsrv.pool import admission
 from holsrv.rpc import limits
 from holsrv.rpc import messages as m
 from holsrv.server import runaway
@@ -234,5 +234,5 @@ async def shed(ctx: Context, session: Session, before: float | None) -> tuple[bo
         return False, ""  # large before the trial: its own proofs did it, and a fresh server would grow the same
     footprint = session.footprint_mb()
     if footprint is not None and footprint > ctx.settings.soft_footprint_mb:
-        await session.wait_until(lambda: pool.quiet(session), SHED_WAIT_S)
+        await session.wait_until(lambda: admission.quiet(session), SHED_WAIT_S)
     return ctx.pool.shed_bloat(session, by_trial=True)
