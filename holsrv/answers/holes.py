@@ -69,7 +69,7 @@ async def holes(ctx: Context, req: m.Holes, client: str, report: Report | None =
                 hole.unwalked = refusal
             elif result.walked >= limits.MAX_POSITIONS:
                 hole.unwalked = f"Past the {limits.MAX_POSITIONS} holes one call walks: ask goalState here."
-            elif hole.kind == ProofStatus.CHECKING:  # a proof's hole is of its status, but for a cheat
+            elif hole.kind == ProofStatus.CHECKING:  # a hole's kind is its proof's status, but for cheats
                 hole.unwalked = _CHECKING
             else:
                 result.walked += 1
