@@ -24,6 +24,7 @@ from functools import partial
 from pathlib import Path
 
 from holsrv import __version__
+from holsrv.answers import diagnostics
 from holsrv.answers.cache import AnswerCache
 from holsrv.answers.common import Context
 from holsrv.answers.goals.prefetch import Prefetches
@@ -33,7 +34,8 @@ from holsrv.disk import files
 from holsrv.dispatch import Dispatch
 from holsrv.errors import AlreadyRunning, DaemonStopping
 from holsrv.metrics.endpoint import Endpoint
-from holsrv.pool.pool import Pool, wait_all
+from holsrv.pool.pool import Pool
+from holsrv.pool.stopping import wait_all
 from holsrv.rpc import messages as m
 from holsrv.rpc import paths
 from holsrv.serve.connection import RECEIVE_BUFFER
@@ -57,18 +59,25 @@ class Daemon:
         # Under socket activation the socket file is systemd's: it made it, it
         # removes it, and it keeps listening between daemons.
         self._listener = listener
-        self.pool = Pool(settings)
+        # Each object gets what it needs when made, bottom up.  Three needs point up, and are given as
+        # callbacks that look their object up when called (never during this constructor): the pool
+        # computes an answer ahead with the answers (made on the pool) and times Holmake into the
+        # metrics (made by the dispatch); the connections hand requests to the dispatch (made on the
+        # connections, whose clients its metrics count).  Each pair needs the other, and the lower
+        # one cannot import the upper.
+        self.pool = Pool(settings, ahead=lambda session, script: diagnostics.ahead(self.answers, session, script),
+                         holmake_timed=lambda seconds: self.dispatch.metrics.holmake_seconds.observe(seconds))
         self.cache = AnswerCache(settings.cache_entries)
         self.answers = Context(self.pool, self.cache, settings, files.Reader(vouch=self.pool.scriptwatch.vouch),
                                prefetches=Prefetches(settings.prefetch_per_pass))
         self.started = time.monotonic()
         self.stopping = asyncio.Event()
-        self.dispatch = Dispatch(self.answers, self.stopping, self.started)
-        self._server: asyncio.AbstractServer | None = None
         self.connections = Connections(
-            settings, self.dispatch.answer, self.stopping, self.dispatch.at_once, partial(serve, self.answers)
+            settings, lambda request, client, report: self.dispatch.answer(request, client, report), self.stopping,
+            lambda request, client: self.dispatch.at_once(request, client), partial(serve, self.answers),
         )
-        self.dispatch.metrics.clients = self.connections.clients
+        self.dispatch = Dispatch(self.answers, self.stopping, self.started, self.connections.clients)
+        self._server: asyncio.AbstractServer | None = None
         self.metrics_endpoint: Endpoint | None = None  # `/metrics` over HTTP, if metrics_listen says where
         self._force = asyncio.Event()  # a second signal: stop at once
         self._lock_fd: int | None = None

@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import assert_never
 
@@ -57,7 +58,8 @@ class Dispatch:
     `stopping` is set by a shutdown request; `started` (monotonic) is the daemon's start, for its uptime.
     """
 
-    def __init__(self, answers: Context, stopping: asyncio.Event, started: float) -> None:
+    def __init__(self, answers: Context, stopping: asyncio.Event, started: float,
+                 clients: Callable[[], list[str]]) -> None:
         self.answers = answers
         self.stopping = stopping
         self.started = started
@@ -67,8 +69,7 @@ class Dispatch:
         # A cancelled trial's `finally` gives the server the file's text back: a sync, then the compile.
         cancel_wait = self.settings.lookup_wait_s + self.settings.request_timeout_s
         self.jobs = Jobs(self.settings.max_jobs, self.settings.job_keep_s, cancel_wait, self.pool.clock)
-        self.pool.scriptwatch.ahead.compute = lambda session, script: diagnostics.ahead(answers, session, script)
-        self.metrics = Metrics(answers)
+        self.metrics = Metrics(answers, clients)  # `clients`: the connected clients' names, for the metrics
 
     async def answer(self, request: m.Request, client: str, report: Report | None = None) -> m.Reply:
         """The reply to `request`, counted in the metrics (its kind, time, and error code if any)."""

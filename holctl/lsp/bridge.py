@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,8 +36,6 @@ from holctl.lsp.view import View
 from holsrv.errors import HolsrvError
 from holsrv.rpc import editor as e
 from holsrv.rpc.messages import ErrorReply
-
-log = logging.getLogger(__name__)
 
 # `hol lsp`'s initialize result as docs/protocol.md#initialize-result records it: what the editor
 # is told when no server runs yet to say its own.

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
 
 import msgspec
 
@@ -19,39 +18,39 @@ from holsrv.answers.goals.prefetch import Prefetches
 from holsrv.answers.inheritedcheats import AncestorCheats
 from holsrv.answers.scope import Ancestries
 from holsrv.answers.statementcheck import HeadNotes
+from holsrv.answers.states import UNSETTLED
 from holsrv.config.settings import Settings
 from holsrv.disk import files
 from holsrv.errors import BadRequest, HolsrvError, RanAway, Starting
-from holsrv.pool.pool import Lease, Pool
+from holsrv.pool.pool import Lease, Pool, Start
 from holsrv.rpc import limits
 from holsrv.rpc import messages as m
 from holsrv.server.buffers import Buffers
 from holsrv.server.runaway import Runaway
 from holsrv.server.session import Session
 from holsrv.text import stepping, textinfo
+from holsrv.verdict.filestate import Phase
 
 # Where an answer that waits sends its progress (`Progress` frames to the caller).
 Report = Callable[[m.Progress], Awaitable[None]]
 
 
-@dataclass(frozen=True)
 class Context:
-    """What answers work with.  `clock` is the pool's, so times from both compare."""
+    """What answers work with, whole once made: what needs a setting is made from `settings` here.
+    `clock` is the pool's, so times from both compare."""
 
-    pool: Pool
-    cache: AnswerCache
-    settings: Settings
-    scripts: files.Reader = field(default_factory=files.Reader)  # one stat when a file is unchanged
-    ancestries: Ancestries = field(default_factory=Ancestries)  # what each server says the ancestors are
-    prefetches: Prefetches = field(default_factory=lambda: Prefetches(0))  # goal states asked ahead
-    # Each server's cheated ancestor theorems, asked once (`inheritedcheats`).
-    ancestor_cheats: AncestorCheats = field(default_factory=AncestorCheats)
-    # Each text's statements that differ from git HEAD's, for diagnostics' note (`statementcheck`).
-    head_notes: HeadNotes = field(default_factory=lambda: HeadNotes(60.0))
-
-    def __post_init__(self) -> None:
-        self.ancestor_cheats.timeout_s = self.settings.request_timeout_s  # every request to HOL has one
-        self.head_notes.timeout_s = self.settings.request_timeout_s  # and every git run
+    def __init__(self, pool: Pool, cache: AnswerCache, settings: Settings, scripts: files.Reader | None = None,
+                 *, prefetches: Prefetches | None = None) -> None:
+        self.pool = pool
+        self.cache = cache
+        self.settings = settings
+        self.scripts = files.Reader() if scripts is None else scripts  # one stat when a file is unchanged
+        self.ancestries = Ancestries()  # what each server says the ancestors are
+        self.prefetches = Prefetches(0) if prefetches is None else prefetches  # goal states asked ahead
+        # Each server's cheated ancestor theorems, asked once (`inheritedcheats`); every request to HOL has a deadline.
+        self.ancestor_cheats = AncestorCheats(settings.request_timeout_s)
+        # Each text's statements that differ from HEAD's, for diagnostics' note (`statementcheck`); every git run too.
+        self.head_notes = HeadNotes(settings.request_timeout_s)
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -88,7 +87,7 @@ async def opened(
         trial_wait = min(ctx.settings.trial_wait_s, ctx.settings.start_wait_s if wait is None else wait)
         async with session.trials.use(trial_wait, script.path.name):
             if await session.wait_started(ctx.settings.start_wait_s if wait is None else wait):
-                if lease.start != "warm":
+                if lease.start != Start.WARM:
                     script = await read(ctx, file)  # the start took a while: the newest text wins
                 script = ctx.pool.texts.over(script)
                 # Shielded: a caller that hangs up mid-sync (its call is then
@@ -114,7 +113,8 @@ async def compiled(ctx: Context, session: Session, wait: float | None = None) ->
     Hover, definition and symbols read the compiler's trees, and retry must
     know whether the file is blocked.
     """
-    await session.wait_until(lambda: session.phase != "compiling", ctx.settings.lookup_wait_s if wait is None else wait)
+    await session.wait_until(lambda: session.phase != Phase.COMPILING,
+                             ctx.settings.lookup_wait_s if wait is None else wait)
 
 
 def within(ctx: Context, deadline: float) -> float:
@@ -129,7 +129,7 @@ def position_check(line: int, column: int | None) -> Callable[[files.Script], ob
 
 
 # The `ServerNote` of an answer that needed no HOL server, so none was started.
-NO_SERVER = m.ServerNote(pid=0, start="none")
+NO_SERVER = m.ServerNote(pid=0, start=Start.NONE)
 
 
 def note(lease: Lease) -> m.ServerNote:
@@ -146,7 +146,7 @@ def told(reply: m.Reply, ran: RanAway) -> m.Reply:
     story = ran.runaway.story(server.pid or None)
     said = [] if ran.runaway.reason in server.note else [server.note]  # the fresh server's lease told it
     note = "; ".join(filter(None, [f"{story} This answer is from the new one", *said]))
-    return replace(reply, server=replace(server, start="restarted", note=note))
+    return replace(reply, server=replace(server, start=Start.RESTARTED, note=note))
 
 
 def replace(struct, **changes):
@@ -163,12 +163,12 @@ def starting_message(session: Session, now: float) -> str:
 
 def frontier_note(session: Session) -> str:
     """Why a lookup may have found less than there is, or "" when the file is compiled."""
-    if session.phase == "compiling":
+    if session.phase == Phase.COMPILING:
         return (
             "The file is still compiling: HOL answers only as far as it has compiled, so this "
             "may be incomplete or stale. Ask again once diagnostics has settled."
         )
-    if session.phase == "blocked":
+    if session.phase == Phase.BLOCKED:
         return blocked_message(session)
     return ""
 
@@ -278,13 +278,13 @@ def answer_settled(reply: m.Reply, session: Session | None) -> bool:
         case m.DiagnosticsResult():
             return reply.complete
         case m.GoalStateResult():
-            return not reply.provisional and reply.state not in ("compiling", "starting")
+            return not reply.provisional and reply.state not in UNSETTLED
         case m.GoalStatesResult():
-            return not any(e.provisional or e.state in ("compiling", "starting") for e in reply.positions)
+            return not any(e.provisional or e.state in UNSETTLED for e in reply.positions)
         case m.HolesResult():
             return reply.complete and not any(h.goals is not None and (
-                h.goals.provisional or h.goals.state in ("compiling", "starting")) for h in reply.holes)
+                h.goals.provisional or h.goals.state in UNSETTLED) for h in reply.holes)
         case m.HoverResult() | m.DefinitionResult() | m.CompletionResult() | m.WorkspaceSymbolResult() \
                 | m.SearchResult():
             return not reply.note
-    return session is not None and not session.starting and session.phase != "compiling"
+    return session is not None and not session.starting and session.phase != Phase.COMPILING

@@ -14,6 +14,7 @@ from holsrv.server.session import Session
 from holsrv.text import stepping
 from holsrv.verdict import hints
 from holsrv.verdict.diagnosticlist import MAX_MESSAGE_CHARS
+from holsrv.verdict.filestate import Phase
 
 MAX_EVAL_CHARS = 64 * 1024
 MAX_EVAL_ERRORS = 50
@@ -88,16 +89,16 @@ async def retry_compile(ctx: Context, req: m.RetryCompile, client: str) -> m.Ret
             return m.RetryCompileResult(file=str(src.path), content_hash=src.hash, server=note(lease),
                                         was_blocked=was_blocked, message=message)
 
-        if session.phase == "compiling":
+        if session.phase == Phase.COMPILING:
             return answer(False, "The file is still compiling, so it is not known to be blocked; call "
                           "diagnostics, and retryCompile only if it says BLOCKED.")
-        if session.phase != "blocked":
+        if session.phase != Phase.BLOCKED:
             # On a file that is not blocked the server would cancel every
             # proof check and re-queue none (docs/protocol.md#retry-on-a-file-that-is-not-blocked): refuse.
             return answer(False, "Not blocked: nothing to retry. retryCompile only re-attempts a file whose "
                           "dependencies could not be loaded. To re-check everything, use restart.")
         answered = await session.retry_compile(ctx.settings.lookup_wait_s)
-        if session.phase == "blocked":
+        if session.phase == Phase.BLOCKED:
             return answer(True, f"Still blocked: {blocked_message(session)}")
         if not answered:
             return answer(True, "Asked HOL to compile again; it has not said how it went yet: call diagnostics.")

@@ -12,13 +12,15 @@ from holsrv.answers.goals import goals
 from holsrv.disk import ancestors, files
 from holsrv.disk.files import Script, content_hash
 from holsrv.lsp import hol
+from holsrv.lsp.proofstates import ProofStatus
 from holsrv.pool import replacement
-from holsrv.pool.pool import Lease
+from holsrv.pool.pool import Lease, Start
 from holsrv.rpc import messages as m
 from holsrv.server import runaway
 from holsrv.server.session import Session
 from holsrv.text import stepping
 from holsrv.verdict import looping, outstanding, verdict
+from holsrv.verdict.filestate import Phase
 
 # At most one progress frame this often: an agent host shows them, it does not need each notification.
 PROGRESS_EVERY_S = 1.0
@@ -69,7 +71,7 @@ async def ahead(ctx: Context, session: Session, script: Script) -> bool:
             return False  # a newer text, or another server: its own answer is for its call
         stale = ctx.pool.rebuilt_reasons(script.path, session)
         _loaded(ctx, session, script.path)
-        result = await _result(ctx, script, Lease(session, "warm"), stale, 0.0)
+        result = await _result(ctx, script, Lease(session, Start.WARM), stale, 0.0)
         if not result.complete or session.data != script.data:
             return False
         session.last_verdict = result.verdict
@@ -78,7 +80,7 @@ async def ahead(ctx: Context, session: Session, script: Script) -> bool:
 
 
 def _loaded(ctx: Context, session: Session, path: Path) -> None:
-    if session.phase == "completed" and ctx.pool.sessions.get(path) is session:
+    if session.phase == Phase.COMPLETED and ctx.pool.sessions.get(path) is session:
         # A pass got past preload: these are what it has.
         session.ancestors.loaded(ancestors.built_times(session.file.text, path.parent))
 
@@ -157,7 +159,7 @@ def looped(loop: runaway.Loop) -> str:
 async def _inherited(ctx: Context, session: Session, path: Path, text: str, result: m.DiagnosticsResult) -> None:
     """`result` with the proofs resting on cheated theorems of the development's ancestor theories
     (`inheritedcheats`): asked of HOL once per server, after its first compile."""
-    if session.starting or session.data is None or session.phase != "completed":
+    if session.starting or session.data is None or session.phase != Phase.COMPLETED:
         return  # not past its compile: blocked (it loaded nothing), or no verdict to judge yet
     theories = ancestors.development(text, path.parent).built()
     if not theories:
@@ -206,9 +208,9 @@ def _progress(session: Session) -> m.Progress:
     """Where the file's check stands: proofs finished out of those HOL knows of, and what is running."""
     file = session.file
     checking = file.checking()
-    done = sum(1 for e in file.proofs.values() if e.status not in ("checking", "cheated"))
+    done = sum(1 for e in file.proofs.values() if e.status not in (ProofStatus.CHECKING, ProofStatus.CHEATED))
     total = len(file.proofs)
-    if file.phase == "compiling":
+    if file.phase == Phase.COMPILING:
         message = f"compiling {session.path.name}"
     elif checking:
         names = ", ".join(e.name for e in checking[:3]) + (" …" if len(checking) > 3 else "")

@@ -22,9 +22,10 @@ from __future__ import annotations
 from holsrv.answers import cache
 from holsrv.answers.common import Context, answer_settled, freshness, note
 from holsrv.disk import files
-from holsrv.pool.pool import Lease
+from holsrv.pool.pool import Lease, Start
 from holsrv.rpc import messages as m
 from holsrv.server.session import Session
+from holsrv.verdict.filestate import Phase
 
 
 def answer(ctx: Context, request: m.Request, client: str) -> m.Reply | None:
@@ -57,7 +58,7 @@ def _diagnostics(ctx: Context, request: m.Diagnostics, client: str) -> m.Reply |
     if served is None:
         return None
     script, session = served
-    if session.phase == "blocked":  # the ordinary path looks for a retry first
+    if session.phase == Phase.BLOCKED:  # the ordinary path looks for a retry first
         return None
     # Keyed by its staleness reasons, as the ordinary path keys it: `serving` found none.
     key = cache.diagnostics_key(session, script.hash, ())
@@ -79,4 +80,4 @@ def _given(ctx: Context, script: files.Script, session: Session, key: tuple, cli
     # reason (`serving` just asked, and nothing has been awaited since).
     fresh = freshness(ctx, script, cached.content_hash, settled=answer_settled(cached, session),
                       age_s=age_s, expect_hash=expect_hash, stale=[])
-    return cache.given(cached, note(Lease(session, "warm")), fresh)
+    return cache.given(cached, note(Lease(session, Start.WARM)), fresh)

@@ -19,7 +19,9 @@ from holsrv.answers import diagnostics
 from holsrv.answers.common import Context, Report, note, opened
 from holsrv.answers.goals import goals
 from holsrv.answers.goals.goalbatch import Walk
+from holsrv.answers.states import PositionState
 from holsrv.lsp import quirks
+from holsrv.lsp.proofstates import ProofStatus
 from holsrv.rpc import limits
 from holsrv.rpc import messages as m
 from holsrv.rpc.words import plural
@@ -67,7 +69,7 @@ async def holes(ctx: Context, req: m.Holes, client: str, report: Report | None =
                 hole.unwalked = refusal
             elif result.walked >= limits.MAX_POSITIONS:
                 hole.unwalked = f"Past the {limits.MAX_POSITIONS} holes one call walks: ask goalState here."
-            elif hole.kind == "checking":
+            elif hole.kind == ProofStatus.CHECKING:  # a hole's kind is its proof's status, but for cheats
                 hole.unwalked = _CHECKING
             else:
                 result.walked += 1
@@ -75,7 +77,7 @@ async def holes(ctx: Context, req: m.Holes, client: str, report: Report | None =
                     await report(m.Progress(f"goals at {hole.theorem}'s hole, line {hole.line}", result.walked,
                                             min(limits.MAX_POSITIONS, sum(f.walk for f in found))))
                 entry = await walk.entry(hole.line, hole.column)
-                if entry.state == "looping":  # found to loop meanwhile (`walk_refusal`)
+                if entry.state == PositionState.LOOPING:  # found to loop meanwhile (`walk_refusal`)
                     hole.unwalked = entry.message
                 else:
                     hole.goals = entry
@@ -92,7 +94,7 @@ def find(verdict: m.DiagnosticsResult, info: textinfo.TextInfo | None) -> list[F
         cheats.setdefault(cheat.theorem, []).append(cheat)
     found: list[Found] = []
     for proof in verdict.proofs:
-        if proof.status == "proved":
+        if proof.status == ProofStatus.PROVED:
             continue
         block = blocks.get(proof.name)
         qed = info.index.line(block.body_end) if info is not None and block is not None else proof.line
@@ -101,14 +103,14 @@ def find(verdict: m.DiagnosticsResult, info: textinfo.TextInfo | None) -> list[F
             return m.Hole(theorem=p.name, line=line, column=column, kind=kind, theorem_line=p.line, detail=p.detail,
                           unwalked=why)
 
-        if proof.status == "cheated":
+        if proof.status == ProofStatus.CHEATED:
             at = cheats.get(proof.name) or []
             found += [Found(hole("cheat", c.line, c.col)) for c in at] or [Found(hole("cheat"))]
-        elif proof.status == "failed":
+        elif proof.status == ProofStatus.FAILED:
             line, column = _failing_step(verdict, info, proof.name) or (qed, None)
-            found.append(Found(hole("failed", line, column)))
-        elif proof.status == "unreported":
-            found.append(Found(hole("unreported", why=_UNREPORTED), walk=False))
+            found.append(Found(hole(ProofStatus.FAILED, line, column)))
+        elif proof.status == ProofStatus.UNREPORTED:
+            found.append(Found(hole(ProofStatus.UNREPORTED, why=_UNREPORTED), walk=False))
         else:
             found.append(Found(hole(proof.status)))
         if block is None:

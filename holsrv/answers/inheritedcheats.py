@@ -143,7 +143,7 @@ class _Asked:
 class AncestorCheats:
     """Each server's answer to `query_code`, asked once (per list of theories) and kept with it."""
 
-    def __init__(self, timeout_s: float = 30.0) -> None:
+    def __init__(self, timeout_s: float) -> None:
         self.timeout_s = timeout_s  # the eval's deadline
         self._asked: weakref.WeakKeyDictionary[Session, _Asked] = weakref.WeakKeyDictionary()
         # What the last diagnostics answer about each server's file found, for status.

@@ -15,13 +15,16 @@ from collections.abc import Awaitable, Callable
 
 import msgspec
 
+from holsrv.answers.states import PositionState
 from holsrv.errors import HolsrvError, LspError
 from holsrv.lsp import replies, services, theorydb
+from holsrv.lsp.proofstates import ProofStatus
 from holsrv.lsp.quirks import is_pending, is_unknown_method
 from holsrv.lsp.services import Finding, Service, Support
 from holsrv.rpc import messages as m
 from holsrv.server.session import Session
 from holsrv.text import masking, textinfo
+from holsrv.verdict.filestate import Phase
 
 # How long HOL is given to list the theorem database through eval.
 EVAL_SEARCH_S = 30.0
@@ -102,7 +105,8 @@ def probe_places(session: Session, text: str) -> tuple[tuple[int, int, str] | No
     info = textinfo.of(text)
     for name, block in info.named:
         entry = session.file.proofs.get(name)
-        if entry is None or entry.status not in ("proved", "failed") or session.phase != "completed":
+        if (entry is None or entry.status not in (ProofStatus.PROVED, ProofStatus.FAILED)
+                or session.phase != Phase.COMPLETED):
             continue
         # Comments and strings blanked (same length): a word there is nothing HOL could hover on.
         body = masking.blank_comments_and_strings(text[block.body_start:block.body_end])
@@ -205,7 +209,7 @@ async def without_goals(session: Session, text: str, result: m.GoalStateResult, 
     if lacks is None:
         return result
     return msgspec.structs.replace(
-        result, state="unsupported",
+        result, state=PositionState.UNSUPPORTED,
         message=f"This HOL cannot show goal states: {lacks.why}. Line {result.line} is inside a proof. "
                 f"{GOALS_INSTEAD}")
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from holsrv.answers.states import CheckStatus
 from holsrv.lsp import theorydb
 from holsrv.lsp.quirks import sml_string
 from holsrv.rpc import messages as m
@@ -68,8 +69,8 @@ def judge(record: Record, theory: str, allowed_oracles: tuple[str, ...],
           allowed_axioms: tuple[str, ...]) -> m.VerifyCheck:
     """The check's verdict on `record`, HOL's answer about `theory`."""
     if not record.tags:
-        return m.VerifyCheck("oracles", "unchecked", f"HOL listed no theorems of {theory}Theory, so what they "
-                             "rest on could not be read.")
+        return m.VerifyCheck("oracles", CheckStatus.UNCHECKED, f"HOL listed no theorems of {theory}Theory, so "
+                             "what they rest on could not be read.")
     evidence: list[str] = []
     cheated, other, placeholder = [], [], []
     for name, (oracles, axioms) in record.tags.items():
@@ -95,13 +96,14 @@ def judge(record: Record, theory: str, allowed_oracles: tuple[str, ...],
     if axioms:
         problems.append(f"axioms not allowed: {_names(axioms)} (new_axiom; setting verify_axioms)")
     if problems:
-        return m.VerifyCheck("oracles", "failed", "HOL's record: " + "; ".join(problems) + ".", evidence)
+        return m.VerifyCheck("oracles", CheckStatus.FAILED, "HOL's record: " + "; ".join(problems) + ".", evidence)
     if placeholder:
-        return m.VerifyCheck("oracles", "unchecked", f"HOL gave only placeholder tags for {_names(placeholder)} "
-                             "(its session's copies, not the built theory's), so their oracles could not be read.",
+        return m.VerifyCheck("oracles", CheckStatus.UNCHECKED, "HOL gave only placeholder tags for "
+                             f"{_names(placeholder)} (its session's copies, not the built theory's), so their "
+                             "oracles could not be read.",
                              evidence)
-    return m.VerifyCheck("oracles", "passed", f"HOL's record of {len(record.tags)} theorems of {theory}Theory: "
-                         "no cheat, no oracle or axiom beyond those allowed.", evidence)
+    return m.VerifyCheck("oracles", CheckStatus.PASSED, f"HOL's record of {len(record.tags)} theorems of "
+                         f"{theory}Theory: no cheat, no oracle or axiom beyond those allowed.", evidence)
 
 
 def _names(names: list[str]) -> str:

@@ -21,6 +21,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
+from holsrv.answers.states import CheckStatus
 from holsrv.disk import files, gitrefs
 from holsrv.errors import BadRequest, HolsrvError
 from holsrv.rpc import messages as m
@@ -63,7 +64,7 @@ async def _of(text: str) -> dict[str, statements.Statement]:
 async def check(text: str, ref: Reference) -> tuple[m.VerifyCheck, list[m.StatementChange]]:
     """The statements check of `text` against `ref`."""
     if ref.found is None:
-        return m.VerifyCheck("statements", "unchecked", f"Statements were not compared: {ref.why}. Pass "
+        return m.VerifyCheck("statements", CheckStatus.UNCHECKED, f"Statements were not compared: {ref.why}. Pass "
                              "--against REV or --pinned FILE to name a reference."), []
     info = await textinfo.prepare(text)
     changes = statements.compare(ref.found, await _of(text), info.index)
@@ -71,9 +72,10 @@ async def check(text: str, ref: Reference) -> tuple[m.VerifyCheck, list[m.Statem
     evidence = [said(c) for c in changes]
     if bad:
         names = ", ".join(f"{c.name} ({c.change})" for c in bad[:8]) + (" …" if len(bad) > 8 else "")
-        return m.VerifyCheck("statements", "failed", f"Statements differ from {ref.said}: {names}.", evidence), changes
+        return m.VerifyCheck("statements", CheckStatus.FAILED, f"Statements differ from {ref.said}: {names}.",
+                             evidence), changes
     added = f"; {len(changes)} new, allowed" if changes else ""
-    return m.VerifyCheck("statements", "passed", f"Every statement of {ref.said} is unchanged{added}.",
+    return m.VerifyCheck("statements", CheckStatus.PASSED, f"Every statement of {ref.said} is unchanged{added}.",
                          evidence), changes
 
 

@@ -21,13 +21,14 @@ import re
 
 from holsrv.answers import diagnostics, holmake, oracles, statementcheck
 from holsrv.answers.common import Context, Report, opened, read
+from holsrv.answers.states import CheckStatus
 from holsrv.disk import ancestors
 from holsrv.errors import HolsrvError
 from holsrv.lsp import theorydb
+from holsrv.lsp.proofstates import ProofStatus
 from holsrv.rpc import messages as m
 
 _THEORY = re.compile(r"^Theory\s+([A-Za-z_][A-Za-z0-9_']*)", re.MULTILINE)
-_PASSED = ("OK",)
 
 
 def theory_of(text: str, stem: str) -> str:
@@ -50,8 +51,8 @@ async def verify(ctx: Context, req: m.Verify, client: str, report: Report | None
     build = _build(built, theory)
     tags = await _oracles(ctx, req, client, theory, script.text, script.path.parent, build)
     checks = [statements, proofs, tags, build]
-    verified = all(c.status == "passed" for c in checks)
-    unchecked = [f"{c.name}: {c.summary}" for c in checks if c.status == "unchecked"]
+    verified = all(c.status == CheckStatus.PASSED for c in checks)
+    unchecked = [f"{c.name}: {c.summary}" for c in checks if c.status == CheckStatus.UNCHECKED]
     moved = await _moved(ctx, req.file, script.hash, diag)
     headline = _headline(verified and not moved, checks, script.path.name)
     if moved:  # each check must be about one text: the one whose hash the answer names
@@ -82,8 +83,8 @@ async def _moved(ctx: Context, file: str, content: str, diag: m.DiagnosticsResul
 def _headline(verified: bool, checks: list[m.VerifyCheck], name: str) -> str:
     if verified:
         return f"VERIFIED: {name}: statements, proofs, oracles and axioms, and the build all check."
-    failed = [c.name for c in checks if c.status == "failed"]
-    unchecked = [c.name for c in checks if c.status == "unchecked"]
+    failed = [c.name for c in checks if c.status == CheckStatus.FAILED]
+    unchecked = [c.name for c in checks if c.status == CheckStatus.UNCHECKED]
     parts = ([f"failed: {', '.join(failed)}"] if failed else []) + (
         [f"not checked: {', '.join(unchecked)}"] if unchecked else [])
     return f"NOT VERIFIED: {name}" + (f": {'; '.join(parts)}." if parts else ".")
@@ -96,7 +97,7 @@ def _proofs(diag: m.DiagnosticsResult, wanted: list[str]) -> tuple[m.VerifyCheck
         by_name[each.name.split("#", 1)[0]] = each  # a rebound name: its last proof stands
     names = list(dict.fromkeys(wanted)) if wanted else list(by_name)
     if not diag.complete and diag.verdict not in ("ERRORS", "BLOCKED"):
-        return m.VerifyCheck("proofs", "unchecked", f"HOL's check did not settle: {diag.headline}", []), names
+        return m.VerifyCheck("proofs", CheckStatus.UNCHECKED, f"HOL's check did not settle: {diag.headline}", []), names
     cheats = {c.theorem.split("#", 1)[0] for c in diag.cheats}
     inherited = {c.theorem: c for c in diag.inherited_cheats}
     evidence, bad = [], []
@@ -105,13 +106,13 @@ def _proofs(diag: m.DiagnosticsResult, wanted: list[str]) -> tuple[m.VerifyCheck
         if proof is None:
             bad.append(name)
             evidence.append(f"{name}: no such theorem in the file")
-        elif name in cheats or proof.status == "cheated":
+        elif name in cheats or proof.status == ProofStatus.CHEATED:
             bad.append(name)
             evidence.append(f"{name} (line {proof.line}): cheat")
         elif name in inherited:
             bad.append(name)
             evidence.append(f"{name} (line {proof.line}): rests on cheated {', '.join(inherited[name].rests_on)}")
-        elif proof.status != "proved":
+        elif proof.status != ProofStatus.PROVED:
             bad.append(name)
             detail = f": {proof.detail.strip().splitlines()[0]}" if proof.detail.strip() else ""
             evidence.append(f"{name} (line {proof.line}): {proof.status}{detail}")
@@ -121,30 +122,32 @@ def _proofs(diag: m.DiagnosticsResult, wanted: list[str]) -> tuple[m.VerifyCheck
         bad.append(diag.verdict)
         evidence.insert(0, diag.headline)
     if not names:
-        return m.VerifyCheck("proofs", "failed", "The file has no theorems to verify.", evidence), names
+        return m.VerifyCheck("proofs", CheckStatus.FAILED, "The file has no theorems to verify.", evidence), names
     if bad:
         listed = ", ".join(b for b in bad[:10]) + (" …" if len(bad) > 10 else "")
-        return m.VerifyCheck("proofs", "failed", f"Not proved by HOL without cheat: {listed}.", evidence), names
-    return m.VerifyCheck("proofs", "passed", f"All {len(names)} theorems proved by HOL, no cheat.", evidence), names
+        return m.VerifyCheck("proofs", CheckStatus.FAILED, f"Not proved by HOL without cheat: {listed}.",
+                             evidence), names
+    return m.VerifyCheck("proofs", CheckStatus.PASSED, f"All {len(names)} theorems proved by HOL, no cheat.",
+                         evidence), names
 
 
 def _build(built: m.HolmakeResult, theory: str) -> m.VerifyCheck:
     tail = [line for line in built.log_tail.splitlines()[-12:] if line.strip()]
     if built.ok and theory in built.cheated:
-        return m.VerifyCheck("build", "failed", f"Holmake built {theory}Theory but reported it CHEATED.",
+        return m.VerifyCheck("build", CheckStatus.FAILED, f"Holmake built {theory}Theory but reported it CHEATED.",
                              [f"{theory}Theory: CHEATED (Holmake's word for a theory built with a cheated proof)"])
     if built.ok:
-        return m.VerifyCheck("build", "passed", f"Holmake built {theory}Theory ({built.elapsed_s:.1f}s).",
+        return m.VerifyCheck("build", CheckStatus.PASSED, f"Holmake built {theory}Theory ({built.elapsed_s:.1f}s).",
                              [" ".join(built.command)])
     if built.exit_code is None and not built.timed_out:
-        return m.VerifyCheck("build", "unchecked", f"Holmake could not run: {built.message}", tail)
-    return m.VerifyCheck("build", "failed", built.message, tail)
+        return m.VerifyCheck("build", CheckStatus.UNCHECKED, f"Holmake could not run: {built.message}", tail)
+    return m.VerifyCheck("build", CheckStatus.FAILED, built.message, tail)
 
 
 async def _oracles(ctx: Context, req: m.Verify, client: str, theory: str, text: str, directory,
                    build: m.VerifyCheck) -> m.VerifyCheck:
-    if build.status == "unchecked" or (build.status == "failed" and "CHEATED" not in build.summary):
-        return m.VerifyCheck("oracles", "unchecked", "Not read: HOL's record of a theory needs its build, "
+    if build.status == CheckStatus.UNCHECKED or (build.status == CheckStatus.FAILED and "CHEATED" not in build.summary):
+        return m.VerifyCheck("oracles", CheckStatus.UNCHECKED, "Not read: HOL's record of a theory needs its build, "
                              "which did not succeed.")
     development = ancestors.development(text, directory).built()
     code = oracles.query_code(theory, development)
@@ -157,12 +160,12 @@ async def _oracles(ctx: Context, req: m.Verify, client: str, theory: str, text: 
                 # recording shows the next compile unharmed, so a fresh server takes over in the background.
                 ctx.pool.replacer.refresh(lease.session, "verify loaded the built theory into it")
     except theorydb.DbError as err:
-        return m.VerifyCheck("oracles", "unchecked", f"HOL could not load {theory}Theory to read its record: "
+        return m.VerifyCheck("oracles", CheckStatus.UNCHECKED, f"HOL could not load {theory}Theory to read its record: "
                              f"{str(err)[:300]}")
     except HolsrvError as err:
-        return m.VerifyCheck("oracles", "unchecked", f"HOL did not answer the question of what the theorems rest "
-                             f"on ({err.code}: {str(err)[:300]}).")
+        return m.VerifyCheck("oracles", CheckStatus.UNCHECKED, "HOL did not answer the question of what the "
+                             f"theorems rest on ({err.code}: {str(err)[:300]}).")
     check = oracles.judge(oracles.parse(printed), theory, ctx.settings.verify_oracles, ctx.settings.verify_axioms)
-    if req.theorems and check.status == "passed":
+    if req.theorems and check.status == CheckStatus.PASSED:
         check.summary += f" (all of {theory}Theory's theorems, not only those named)"
     return check

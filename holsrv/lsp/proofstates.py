@@ -1,9 +1,33 @@
 """`$/proofStates`, the one bulk notification, decoded a transition at a time
-(docs/protocol.md#proof-states-and-the-census). Pure."""
+(docs/protocol.md#proof-states-and-the-census), and the names of a proof's status. Pure."""
 
 from __future__ import annotations
 
+import enum
+
 import msgspec
+
+
+class ProofStatus(enum.StrEnum):
+    """A proof's status: HOL's pool's word (the first six, docs/protocol.md#proof-statuses), and
+    the daemon's own as diagnostics lists a proof (the last three).  Defined here, where HOL's
+    word is decoded, the lowest layer that compares it (`quirks`).
+
+    A `StrEnum`: a member is its wire string (msgspec encodes it as that string), so answers and
+    the wire carry it unchanged; `ProofState.status` stays `str`, since HOL may send a status
+    this enum does not know (the census then distrusts the pool's word, see `census`)."""
+
+    CHECKING = "checking"  # queued or running
+    PROVED = "proved"
+    FAILED = "failed"
+    SUSPENDED = "suspended"  # subgoals left without a proved `Resume`
+    DIVERGED = "diverged"
+    # In the pool's word: not being checked (dropped by an edit, or never taken); as listed: the
+    # proof uses cheat (the pool's `cheated` is listed `unchecked`, see `tally.answer_status`).
+    CHEATED = "cheated"
+    UNCHECKED = "unchecked"  # the pool dropped its check and has not run it since
+    PARSE_ERROR = "parse_error"  # HOL checked it only after recovering from a parse error in it
+    UNREPORTED = "unreported"  # nothing of the current text was checked (blocked, starting)
 
 
 class StatePosition(msgspec.Struct, gc=False):

@@ -14,6 +14,7 @@ from typing import Any
 from holsrv.errors import LspError
 from holsrv.lsp.evalreports import ErrorReport
 from holsrv.lsp.goalstates import GoalState, Pending
+from holsrv.lsp.proofstates import ProofStatus
 from holsrv.lsp.shapes import Diagnostic
 
 UNKNOWN_METHOD = -32600  # HOL's code for a method it lacks; not -32601 (docs/protocol.md#json-rpc, #methods-hol-lacks)
@@ -106,7 +107,7 @@ def did_not_compile(status: str | None, error_in_proof: bool, compiled: bool) ->
     has no entry for it on a fresh open; `status` None means no entry
     (transcripts candidate-unbound-name, error-classes).
     """
-    return compiled and error_in_proof and status in (None, "cheated")
+    return compiled and error_in_proof and status in (None, ProofStatus.CHEATED)
 
 
 def is_compile_error(diagnostic: Mapping[str, Any]) -> bool:

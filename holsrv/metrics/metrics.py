@@ -59,12 +59,11 @@ def request_kind(request: m.Request) -> str:
 class Metrics:
     """One daemon's registry: the event metrics, and the collector of its state.
 
-    `clients` gives the names of the connected clients' hellos; the daemon sets it
-    once its connections exist (they are made after the dispatch that owns this)."""
+    `clients` gives the names of the connected clients' hellos (the daemon's connections).
+    Holmake's times come from the pool's builds, which the daemon has tell `holmake_seconds`."""
 
-    def __init__(self, answers: Context) -> None:
+    def __init__(self, answers: Context, clients: Callable[[], list[str]]) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self.clients: Callable[[], list[str]] = list
         self.answers = PromCounter("holsrv_answers", "Requests answered, by request kind (errors included).",
                                    ["kind"], registry=self.registry)
         self.answer_seconds = Histogram("holsrv_answer_duration_seconds", "Time to answer a request, by kind.",
@@ -76,8 +75,7 @@ class Metrics:
                                    "memory budget (memory_budget).", ["reason"], registry=self.registry)
         self.holmake_seconds = Histogram("holsrv_holmake_duration_seconds", "Holmake runs and their time.",
                                          buckets=HOLMAKE_BUCKETS, registry=self.registry)
-        answers.pool.builds.observe = self.holmake_seconds.observe
-        self.registry.register(State(answers, lambda: self.clients()))
+        self.registry.register(State(answers, clients))
         # Each request kind's counter and histogram, found once: `labels` takes a lock and
         # checks its arguments, a fifth of a cached answer's time in the daemon if done per call.
         self._by_kind: dict[type, tuple[Any, Any]] = {}

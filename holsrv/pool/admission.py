@@ -32,6 +32,7 @@ from holsrv.config.settings import Settings
 from holsrv.errors import MemoryBudget, ServerBusy
 from holsrv.server.session import Session
 from holsrv.verdict import looping
+from holsrv.verdict.filestate import Phase
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +220,7 @@ class Admission:
         if mb is None:
             return
         session.peak = max(session.peak or 0.0, mb)
-        session.measured_warm = session.measured_warm or session.file.phase == "completed"
+        session.measured_warm = session.measured_warm or session.file.phase == Phase.COMPLETED
         if not session.measured_warm:
             return  # a heap still loading says nothing of what the next server will use
         key = (session.hol_cmd, session.max_heap_mb)
@@ -275,7 +276,7 @@ def why_busy(session: Session) -> str:
         return "starting"
     if session.waiting:
         return f"{session.waiting} call(s) waiting on it"
-    if session.phase == "compiling":
+    if session.phase == Phase.COMPILING:
         return "compiling"
     checking = session.file.checking()
     return "checking " + ", ".join(e.name for e in checking) if checking else "open in an editor"
@@ -283,4 +284,4 @@ def why_busy(session: Session) -> str:
 
 def quiet(session: Session) -> bool:
     """Nothing of its file's to do: compiled, and no proof checking."""
-    return session.phase != "compiling" and not session.file.checking()
+    return session.phase != Phase.COMPILING and not session.file.checking()

@@ -2,7 +2,7 @@
 the daemon's diagnostics answer about the new text, once the file settles.
 
 One task per script at a time (a newer text cancels the one about the older);
-what is computed is the daemon's (`compute`, set by it: the pool knows no
+what is computed is the daemon's (`compute`, given by it: the pool knows no
 answers), and a failure only means the next call computes its own.
 """
 
@@ -17,15 +17,17 @@ from holsrv.disk import files
 from holsrv.errors import HolsrvError
 from holsrv.server.session import Session
 
+# The answer about a script just synced to a session; True if it left one in the cache.
+Compute = Callable[[Session, files.Script], Awaitable[bool]]
+
 log = logging.getLogger(__name__)
 
 
 class Ahead:
     """The background answers about scripts' newest synced texts."""
 
-    def __init__(self) -> None:
-        # True if it left an answer in the cache; None: nothing is computed ahead.
-        self.compute: Callable[[Session, files.Script], Awaitable[bool]] | None = None
+    def __init__(self, compute: Compute | None = None) -> None:
+        self.compute = compute  # None: nothing is computed ahead
         self._tasks: dict[Path, asyncio.Task] = {}
         self.answered = 0  # answers left in the cache (for tests and the benchmark)
 

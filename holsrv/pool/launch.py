@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
+from holsrv.config.projects import Project
 from holsrv.config.settings import Settings
 from holsrv.errors import HolsrvError
 from holsrv.pool.stopping import Stops
@@ -40,9 +41,12 @@ class Launcher:
         self._started = started  # a start ended, well or not (the pool rewrites its record)
         self._texts = texts  # the text a server opens: an editor's buffer, else the disk's
 
-    def session(self, path: Path, heap_mb: int, hol: str, settings: Settings | None = None) -> Session:
-        """A new session for `path`, not yet started, with `settings` (its project's; default the daemon's)."""
-        return Session(path, settings or self.settings, hol, heap_mb, on_exit=self._on_exit, clock=self.clock)
+    def session(self, path: Path, heap_mb: int, hol: str, settings: Settings | None = None,
+                project: Project | None = None) -> Session:
+        """A new session for `path`, not yet started, with `settings` (its project's; default the daemon's)
+        and the `project` file they came from (None: the user-wide settings)."""
+        return Session(path, settings or self.settings, hol, heap_mb, on_exit=self._on_exit, clock=self.clock,
+                       project=project)
 
     def begin(self, session: Session) -> None:
         """Start `session` in a task of its own (`session.start_task`)."""

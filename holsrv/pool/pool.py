@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 import time
 from collections import OrderedDict
@@ -33,8 +34,8 @@ from holsrv.disk import files
 from holsrv.errors import DaemonStopping, HolsrvError
 from holsrv.pool import leftovers
 from holsrv.pool.admission import Admission
-from holsrv.pool.admission import quiet as quiet  # where answers have always found it
 from holsrv.pool.buildwatch import BuildWatch
+from holsrv.pool.diagnosticsahead import Compute
 from holsrv.pool.duties import Duties
 from holsrv.pool.history import History, restart_note
 from holsrv.pool.holds import Holds, Moved
@@ -43,7 +44,6 @@ from holsrv.pool.replacement import Replacer
 from holsrv.pool.scriptwatch import ScriptWatch
 from holsrv.pool.staleness import Staleness
 from holsrv.pool.stopping import Stops
-from holsrv.pool.stopping import wait_all as wait_all  # where the daemon has always found it
 from holsrv.pool.unblocking import Unblocker
 from holsrv.process import builds, process
 from holsrv.rpc import messages as m
@@ -52,15 +52,25 @@ from holsrv.server import runaway
 from holsrv.server.buffers import Buffers
 from holsrv.server.session import Session
 from holsrv.verdict import looping
+from holsrv.verdict.filestate import Phase
 
 log = logging.getLogger(__name__)
+
+class Start(enum.StrEnum):
+    """How the server that answers a call came to be running (`ServerNote.start`)."""
+
+    WARM = "warm"  # already running
+    STARTED = "started"  # this call started it
+    RESTARTED = "restarted"  # its last server died or was stopped, and this call started a new one
+    NONE = "none"  # the answer needed no server, so none was started
+
 
 @dataclass
 class Lease:
     """A session handed to one call, with how it came to be running."""
 
     session: Session
-    start: str  # "warm" | "started" | "restarted"
+    start: Start
     note: str = ""
     stderr_tail: str = ""  # of the previous server, when it died
 
@@ -68,7 +78,10 @@ class Lease:
 class Pool:
     """The files' servers by path, least recently used first, and the leases calls hold on them."""
 
-    def __init__(self, settings: Settings, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, settings: Settings, *, clock: Callable[[], float] = time.monotonic,
+                 ahead: Compute | None = None, holmake_timed: Callable[[float], None] | None = None) -> None:
+        """`ahead`: the answer computed about a script once a write to it is synced (`diagnosticsahead`);
+        `holmake_timed`: told each Holmake run's seconds (the metrics).  Both are the daemon's, above the pool."""
         self.settings = settings
         self.clock = clock
         self.sessions: OrderedDict[Path, Session] = OrderedDict()
@@ -86,15 +99,14 @@ class Pool:
                                  texts=self.texts)
         self._record = leftovers.ServerRecord(paths.servers_record(settings.socket))
         self.closing = False  # the daemon is shutting down: no new servers
-        self.builds = builds.Builds(settings.holmake_timeout_s, settings.holmake_tail_lines, clock)
+        self.builds = builds.Builds(settings.holmake_timeout_s, settings.holmake_tail_lines, clock, holmake_timed)
         # The pool owns these and gives them itself as `servers.Servers`: they never import it.
         self.watch = BuildWatch(self.serving, self._look_again)  # builds noticed with no call
         self.replacer = Replacer(self, self.watch)  # servers whose ancestors were rebuilt, replaced in the background
         self.unblocker = Unblocker(self, self.watch)  # blocked servers whose missing ancestors were built, retried
         # Scripts synced when written, with no call (while their server lives).
         self.scriptwatch = ScriptWatch(self.sessions.get, self.synced, settings.sync_debounce_s,
-                                       settings.trial_wait_s)
-        self.scriptwatch.editor_holds = self.texts.holds
+                                       settings.trial_wait_s, editor_holds=self.texts.holds, ahead=ahead)
         self.admission = Admission(settings, busy=self.busy, current=self.sessions.get, shedder=self.replacer)
         self.staleness = Staleness(self.replacer, self.unblocker, self.builds, clock, self.sessions.get)
         self.loops = runaway.Loops()  # proofs known to loop, per file, across its servers
@@ -128,17 +140,17 @@ class Pool:
     async def _running(self, path: Path, content: str = "") -> Lease:
         session = self.sessions.get(path)
         if session is not None and session.alive:
-            return Lease(session, "warm", self._told(session))
+            return Lease(session, Start.WARM, self._told(session))
         promoted = self.replacer.promote(path)
         if promoted is not None:
-            return Lease(promoted[0], "warm", promoted[1])
+            return Lease(promoted[0], Start.WARM, promoted[1])
         # Before forgetting the old session, so the call after the backoff
         # still says what happened to it.
         self.history.check(path, content)
-        start, note, tail = "started", "", ""
+        start, note, tail = Start.STARTED, "", ""
         if session is not None:  # it died, or the daemon stopped it
             self.sessions.pop(path, None)
-            start = "restarted"
+            start = Start.RESTARTED
             note = restart_note(session)
             tail = session.tail(10) if session.dead else ""
         if self.closing:
@@ -152,12 +164,11 @@ class Pool:
         heap = self.history.heap_mb(path, settings.max_heap_mb)
         async with self._room_lock:
             self._make_room(path, heap, hol)
-            session = self.launcher.session(path, heap, hol, settings)
-            session.project = project
+            session = self.launcher.session(path, heap, hol, settings, project)
             self.sessions[path] = session
         self.launcher.begin(session)
         self.scriptwatch.watch(path)
-        self.history.started(path, start == "restarted")
+        self.history.started(path, start == Start.RESTARTED)
         return Lease(session, start, note, tail)
 
     def _told(self, session: Session) -> str:
@@ -186,7 +197,7 @@ class Pool:
         now = self.clock()
         file = session.file
         # A compile that has gone silent for this long is not coming back.
-        if file.phase == "compiling" and now - file.last_event < self.settings.compile_silence_s:
+        if file.phase == Phase.COMPILING and now - file.last_event < self.settings.compile_silence_s:
             return True
         return any(
             not looping.probably_looping(session.file, entry, now, self.settings)
@@ -231,9 +242,8 @@ class Pool:
         """A server for `path` beside the map, starting in the background (a successor: see `replacement`),
         with the settings and project file of `like` (the server it replaces): a replacement changes
         the server, not its settings, which only a restart takes up again."""
-        session = self.launcher.session(path, heap_mb, hol, like.settings if like is not None else None)
-        if like is not None:
-            session.project = like.project
+        session = self.launcher.session(path, heap_mb, hol, like.settings if like is not None else None,
+                                        like.project if like is not None else None)
         self.launcher.begin(session)
         return session
 

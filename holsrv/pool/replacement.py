@@ -43,6 +43,7 @@ from holsrv.pool.servers import Servers
 from holsrv.pool.successor import CannotTakeOver, Replacement, catch_up, forward
 from holsrv.rpc import messages as m
 from holsrv.server.session import Session
+from holsrv.verdict.filestate import Phase
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +142,7 @@ class Replacer:
         development = ancestors.development(session.file.text, path.parent)
         built = development.times
         self.watch.watch(path.parent)
-        if session.phase == "completed":
+        if session.phase == Phase.COMPLETED:
             session.ancestors.loaded(built)  # a pass got past preload: these are what it has
         rebuilt = session.ancestors.rebuilt(built)
         refused = self._refused.get(path)

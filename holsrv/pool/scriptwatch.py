@@ -30,7 +30,7 @@ from pathlib import Path
 from holsrv.disk import files
 from holsrv.disk.inotify import Watcher
 from holsrv.errors import HolsrvError
-from holsrv.pool.diagnosticsahead import Ahead
+from holsrv.pool.diagnosticsahead import Ahead, Compute
 from holsrv.server.session import Session
 from holsrv.text import stepping
 
@@ -46,7 +46,12 @@ class ScriptWatch:
         synced: Callable[[Session, files.Script], Awaitable[None]],
         debounce_s: float,
         trial_wait_s: float = 30.0,
+        *,
+        editor_holds: Callable[[Path], bool],
+        ahead: Compute | None = None,
     ) -> None:
+        """`editor_holds`: whether an editor (`holctl lsp`) holds a file (its buffer, not the disk, is then
+        the server's text); `ahead`: the answer computed once a write is synced (`diagnosticsahead`)."""
         self._current = current  # the file's server, if any
         self._synced = synced  # what a call does after its sync (the pool's `synced`)
         self._debounce_s = debounce_s
@@ -62,9 +67,8 @@ class ScriptWatch:
         self._written: dict[Path, asyncio.Event] = {}  # set once a file's next write was dealt with
         self._reads: dict[str, files.Vouched] = {}  # the last read of each script, while not written since
         self._writes: dict[Path, int] = {}  # writes seen per script, to tell a write during a read
-        self.ahead = Ahead()  # once a write is synced: its answer, computed in the background
-        # Whether an editor (`holctl lsp`) holds the file: its buffer, not the disk, is the server's text.
-        self.editor_holds: Callable[[Path], bool] = lambda path: False
+        self.ahead = Ahead(ahead)  # once a write is synced: its answer, computed in the background
+        self.editor_holds = editor_holds
         self.syncs = 0  # syncs made on a write (for tests and the benchmark)
 
     def watch(self, path: Path) -> None:

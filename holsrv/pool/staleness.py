@@ -27,6 +27,7 @@ from holsrv.pool.replacement import Replacer
 from holsrv.pool.unblocking import Unblocker
 from holsrv.process.builds import Builds
 from holsrv.server.session import Session
+from holsrv.verdict.filestate import Phase
 
 
 @dataclass(eq=False)
@@ -81,7 +82,7 @@ class Staleness:
         """Whether what `session` has (text, loaded ancestors, their builds) is all its reasons
         depend on: no Holmake running, no replacement or retry under way, not blocked."""
         return (not self._builds.running and path not in self._replacer.running
-                and session not in self._replacer.retiring and session.phase != "blocked"
+                and session not in self._replacer.retiring and session.phase != Phase.BLOCKED
                 and not self._unblocker.pending(session))
 
     @staticmethod

@@ -14,10 +14,12 @@ import msgspec
 
 from holsrv.disk import files
 from holsrv.errors import HolsrvError
+from holsrv.lsp.proofstates import ProofStatus
 from holsrv.rpc import messages as m
 from holsrv.server.buffers import Buffers
 from holsrv.server.session import Session
 from holsrv.text import textinfo
+from holsrv.verdict.filestate import Phase
 
 log = logging.getLogger(__name__)
 
@@ -90,13 +92,14 @@ class Replacement:
 
 def caught_up(old: Session, new: Session) -> bool:
     """`new` has compiled its text (or is blocked) and checked every proof of it that `old` had finished checking."""
-    if new.data is None or new.phase == "compiling":
+    if new.data is None or new.phase == Phase.COMPILING:
         return False
-    if new.phase == "blocked":  # it checks nothing until its ancestors load: see `catch_up`
+    if new.phase == Phase.BLOCKED:  # it checks nothing until its ancestors load: see `catch_up`
         return True
-    finished = {name for name, entry in old.file.proofs.items() if entry.status != "checking"}
+    checking = ProofStatus.CHECKING  # a local, per proof (see `filestate._CHECKING`)
+    finished = {name for name, entry in old.file.proofs.items() if entry.status != checking}
     wanted = finished.intersection(textinfo.of(new.file.text).names)
-    return all(name in new.file.proofs and new.file.proofs[name].status != "checking" for name in wanted)
+    return all(name in new.file.proofs and new.file.proofs[name].status != checking for name in wanted)
 
 
 async def catch_up(rep: Replacement, timeout: float, texts: Buffers) -> None:
@@ -109,7 +112,7 @@ async def catch_up(rep: Replacement, timeout: float, texts: Buffers) -> None:
         await new.sync(script.data, script.text, script.hash)
         if not await new.wait_until(lambda: caught_up(rep.old, new), timeout):
             raise TimeoutError
-        if new.phase == "blocked" and rep.old.phase != "blocked":
+        if new.phase == Phase.BLOCKED and rep.old.phase != Phase.BLOCKED:
             # Loading a half-written build fails: never trade a working server for that.
             blocked = new.file.blocked or {}
             raise CannotTakeOver(

@@ -32,6 +32,7 @@ from holsrv.disk import ancestors
 from holsrv.pool.buildwatch import BUILD_QUIET_S, BuildWatch
 from holsrv.pool.servers import Servers
 from holsrv.server.session import Session
+from holsrv.verdict.filestate import Phase
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,7 @@ class Unblocker:
                 retries[session] = self._retries[session]
         if retries:
             await asyncio.wait([asyncio.shield(t) for t in retries.values()], timeout=max(0.0, wait))
-        return [s for s in retries if s.alive and s.phase != "blocked"]
+        return [s for s in retries if s.alive and s.phase != Phase.BLOCKED]
 
     def reasons(self, session: Session) -> list[str]:
         """Why an answer from `session` may be stale because of a build it has not seen yet."""
@@ -106,7 +107,7 @@ class Unblocker:
     def _ready(self, session: Session) -> dict[str, float] | None:
         """The build times of every module `session`'s block names, when all are built and no
         retry was sent for these builds; else None."""
-        if session.phase != "blocked" or not session.alive or session.starting or session in self._retries:
+        if session.phase != Phase.BLOCKED or not session.alive or session.starting or session in self._retries:
             return None
         modules = list((session.file.blocked or {}).get("modules", ()))
         if not modules:

@@ -90,14 +90,14 @@ class Build:
 class Builds:
     """The Holmake runs in progress, by directory."""
 
-    def __init__(self, timeout_s: float, tail_lines: int, clock: Callable[[], float]) -> None:
+    def __init__(self, timeout_s: float, tail_lines: int, clock: Callable[[], float],
+                 observe: Callable[[float], None] | None = None) -> None:
         self.timeout_s = timeout_s
         self.tail_lines = tail_lines
         self.clock = clock
         self.running: dict[Path, Build] = {}
         self.closing = False
-        # Told each run's seconds when it ends (the metrics' histogram), if set.
-        self.observe: Callable[[float], None] | None = None
+        self.observe = observe  # told each run's seconds when it ends (the metrics' histogram), if given
 
     def running_in(self, directories: list[Path]) -> list[Build]:
         """The runs in progress in any of `directories`."""

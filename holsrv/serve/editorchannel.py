@@ -38,6 +38,7 @@ from holsrv.serve.editorversions import EditorVersions
 from holsrv.server.fanout import PROGRESS, Outbox
 from holsrv.server.session import Session
 from holsrv.text import stepping
+from holsrv.verdict.filestate import Phase
 
 log = logging.getLogger(__name__)
 
@@ -346,7 +347,7 @@ class _Document:
                 await asyncio.gather(*waits, return_exceptions=True)
             if session is not None and not self._moved:
                 session.check_alive()
-                if session.phase == "completed" and self._noticed != session.data and self.buffer is not None:
+                if session.phase == Phase.COMPLETED and self._noticed != session.data and self.buffer is not None:
                     # Once per text, as a call's answer does: what the server loaded, so a rebuilt
                     # ancestor is noticed (and the server replaced) with no agent asking.
                     self._noticed = session.data

@@ -36,6 +36,7 @@ from typing import Protocol
 
 from holsrv.config.settings import Settings
 from holsrv.lsp.client import LspClient, Owed
+from holsrv.lsp.proofstates import ProofStatus
 from holsrv.rpc.words import duration
 from holsrv.text import textinfo
 from holsrv.text.scanner import ProofBlock
@@ -259,7 +260,7 @@ def walk_refusal(
             "proof, or compare candidates with try, which bounds each one's time."
         )
     entry = file.proofs.get(name)
-    if (entry is not None and entry.status == "checking" and file.text == text
+    if (entry is not None and entry.status == ProofStatus.CHECKING and file.text == text
             and looping.suspicious(file, entry, now, settings)):
         return (
             f"Proof {name} (line {first}) has been checking for {duration(file.checking_for(entry, now))}, "

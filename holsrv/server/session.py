@@ -32,7 +32,7 @@ from holsrv.server.notifications import Notifications
 from holsrv.server.runaway import Runaway
 from holsrv.server.textsync import TextSync
 from holsrv.server.trialgate import TrialGate
-from holsrv.verdict.filestate import FileState
+from holsrv.verdict.filestate import FileState, Phase
 
 _ids = itertools.count(1)
 
@@ -49,6 +49,7 @@ class Session:
         *,
         on_exit: Callable[[Session], None] = lambda s: None,
         clock: Callable[[], float] = time.monotonic,
+        project: Project | None = None,
     ) -> None:
         self.id = next(_ids)  # answers cached from this server carry it
         # Bumped when the server's view changes without the text changing (retryCompile).
@@ -58,7 +59,7 @@ class Session:
         self.settings = settings
         self.hol_cmd = hol_cmd
         # The project file its settings came from, as read when it started (None: the user-wide settings).
-        self.project: Project | None = None
+        self.project = project
         self.max_heap_mb = max_heap_mb
         self.clock = clock
         self._on_exit = on_exit
@@ -155,12 +156,12 @@ class Session:
         return str(self.lsp.server_info.get("holdir", "")) if self.lsp else ""
 
     @property
-    def phase(self) -> str:
-        """The file's compile phase: "compiling", "completed" or "blocked"."""
+    def phase(self) -> Phase:
+        """The file's compile phase."""
         return self.file.phase
 
     @property
-    def state_name(self) -> str:
+    def state_name(self) -> sessionstatus.ServerState:
         """What status shows: the process's life, or, once running, what the file is doing."""
         return sessionstatus.state_name(self.server, self.file, self.data is not None)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +14,23 @@ from holsrv.rpc import messages as m
 from holsrv.server.holserver import HolServer
 from holsrv.text import stepping
 from holsrv.verdict import tally
-from holsrv.verdict.filestate import FileState
+from holsrv.verdict.filestate import FileState, Phase
+
+
+class ServerState(enum.StrEnum):
+    """A server's state as `status` names it (`SessionStatus.state`, docs/holctl.md#server-states)."""
+
+    NEW = "new"  # not yet spawned
+    STARTING = "starting"  # spawned, loading its heap: no handshake yet
+    HUNG = "hung"  # a request timed out and it has said nothing since
+    READY = "ready"  # running, its file's text not yet sent
+    COMPILING = "compiling"
+    CHECKING = "checking"  # compiled, proofs still checking
+    SETTLED = "settled"  # compiled, no proof checking
+    # The process's own, once it is going (`process.ProcessState`).
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    DEAD = "dead"
 
 
 @dataclass
@@ -47,7 +64,7 @@ class Described(Protocol):
     @property
     def pid(self) -> int | None: ...
     @property
-    def state_name(self) -> str: ...
+    def state_name(self) -> ServerState: ...
     @property
     def lsp(self) -> LspClient | None: ...
 
@@ -79,22 +96,22 @@ def row(s: Described, pool_tally: m.Tally, now: float, restarts: int, soft_footp
     )
 
 
-def state_name(server: HolServer, file: FileState, opened: bool) -> str:
+def state_name(server: HolServer, file: FileState, opened: bool) -> ServerState:
     """The process's life, or, once running, what the file is doing (`opened`: its text was sent)."""
     proc = server.proc
     if proc.ending:
-        return proc.state.value
+        return ServerState(proc.state.value)
     if proc.pid is None:
-        return "new"
+        return ServerState.NEW
     if not server.handshaken:
-        return "starting"
+        return ServerState.STARTING
     if server.hung:
-        return "hung"
+        return ServerState.HUNG
     if not opened:
-        return "ready"
-    if file.phase == "compiling":
-        return "compiling"
-    return "checking" if file.checking() else "settled"
+        return ServerState.READY
+    if file.phase == Phase.COMPILING:
+        return ServerState.COMPILING
+    return ServerState.CHECKING if file.checking() else ServerState.SETTLED
 
 
 class PoolTally:

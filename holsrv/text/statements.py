@@ -54,13 +54,9 @@ class Statement:
     normal: str
 
 
-def of(text: str) -> dict[str, Statement]:
-    """The statements of `text` by name (a rebound name: its last statement)."""
-    return stepping.run(steps(text))
-
-
 def steps(text: str) -> stepping.Steps[dict[str, Statement]]:
-    """`of`, in steps (a 4 MB script's masking and marks take tens of milliseconds)."""
+    """The statements of `text` by name (a rebound name: its last statement), in steps (a 4 MB
+    script's masking and marks take tens of milliseconds)."""
     code = yield from textinfo.code_steps(text)
     marks, padded, at = scanner.Marks(), scanner.padded(code), 0
     while at < len(padded):

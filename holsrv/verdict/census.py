@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import enum
 
+from holsrv.lsp.proofstates import ProofStatus
 from holsrv.text import textinfo
 from holsrv.text.textinfo import Blocks
 from holsrv.verdict.compileerrors import compile_errors
 from holsrv.verdict.diagnosticlist import diagnostics
-from holsrv.verdict.filestate import SETTLED, WRONG, FileState
+from holsrv.verdict.filestate import SETTLED, WRONG, FileState, Phase
 
 
 class Census(enum.Enum):
@@ -42,13 +43,14 @@ def judge(file: FileState) -> Census:
 
 
 def _judge(file: FileState) -> Census:
-    if file.phase != "completed" or file.completed_version != file.version or not file.census_given:
+    if file.phase != Phase.COMPLETED or file.completed_version != file.version or not file.census_given:
         return Census.UNTRUSTED
     pooled = textinfo.of(file.text).pooled  # once per text
     if any(name not in pooled for name in file.proofs):
         return Census.UNTRUSTED  # a state HOL sent that the census does not know
     unsaid = [name for name, entry in file.proofs.items() if entry.status not in SETTLED and entry.status not in WRONG]
-    if any(file.proofs[name].status == "checking" for name in unsaid):
+    checking = ProofStatus.CHECKING  # a local, per proof (see `filestate._CHECKING`)
+    if any(file.proofs[name].status == checking for name in unsaid):
         return Census.PENDING
     missing = [name for name in pooled if name not in file.proofs] if len(file.proofs) < len(pooled) else []
     if not unsaid and not missing:

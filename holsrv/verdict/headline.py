@@ -13,6 +13,7 @@ import re
 from collections.abc import Collection, Iterable
 
 from holsrv.lsp import quirks
+from holsrv.lsp.proofstates import ProofStatus
 from holsrv.rpc import messages as m
 from holsrv.rpc.words import duration, plural
 from holsrv.text import stepping
@@ -80,7 +81,7 @@ def verdict(
         )
     if not r.complete:
         return "INCOMPLETE", _incomplete(r, statuses, waited_s, only_slow, file, loops)
-    wrong = statuses.names("failed", "diverged")
+    wrong = statuses.names(ProofStatus.FAILED, ProofStatus.DIVERGED)
     if wrong:
         others = [e for e in errors if not quirks.is_proof_diagnostic(e.message)]
         also = f", and {_error_count(others)}" if others else ""
@@ -96,7 +97,7 @@ def verdict(
             f"SUSPENDED: {_named(open_suspensions)} left subgoals suspended with no proved "
             "Resume block for them"
         )
-    unchecked = statuses.names("unchecked", "unreported")
+    unchecked = statuses.names(ProofStatus.UNCHECKED, ProofStatus.UNREPORTED)
     if unchecked:
         return "UNCHECKED", (
             f"UNCHECKED: {plural(len(unchecked), 'proof')} not checked by HOL ({_named(unchecked)}); "
@@ -115,9 +116,10 @@ def _incomplete(
     loops: Collection[str] = (),
 ) -> str:
     t = r.tally
-    failed = statuses.names("failed", "diverged")
+    failed = statuses.names(ProofStatus.FAILED, ProofStatus.DIVERGED)
     failures = f" Already failed: {_named(failed)}." if failed else ""
-    looping = [p for p in r.proofs if p.status == "checking" and p.name in loops]
+    checking = ProofStatus.CHECKING  # a local, per proof (see `filestate._CHECKING`)
+    looping = [p for p in r.proofs if p.status == checking and p.name in loops]
     if only_slow and looping:
         names = _named([f"{p.name} (line {p.line})" for p in looping])
         return (
@@ -126,7 +128,7 @@ def _incomplete(
             f"replace it with cheat for now.{failures}"
         )
     if only_slow:
-        slow = [p for p in r.proofs if p.status == "checking"]
+        slow = [p for p in r.proofs if p.status == checking]
         names = _named([f"{p.name} (line {p.line}, {duration(p.checking_s or 0.0)})" for p in slow])
         than = f" (the slowest of the others took {duration(file.slowest_s)})" if file.finished else ""
         return (

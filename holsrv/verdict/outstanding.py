@@ -8,15 +8,19 @@ from typing import assert_never
 
 from holsrv.config.settings import Settings
 from holsrv.lsp import quirks
+from holsrv.lsp.proofstates import ProofStatus
 from holsrv.rpc.words import duration, plural, size
 from holsrv.text import stepping, textinfo
 from holsrv.verdict import census, looping
 from holsrv.verdict.census import Census
-from holsrv.verdict.filestate import FileState, ProofEntry
+from holsrv.verdict.filestate import FileState, Phase, ProofEntry
 
 # Proofs still checking that `outstanding` names one by one (the proofs list
 # has them all): a file being checked may have thousands.
 MAX_OUTSTANDING_PROOFS = 20
+# The verdicts HOL follows up (`awaiting_hol`): a failure with its diagnostic, a suspended or
+# diverged proof with one more pass.
+_NEWS = frozenset({ProofStatus.FAILED, ProofStatus.DIVERGED, ProofStatus.SUSPENDED})
 
 
 def large(footprint_mb: float | None, settings: Settings) -> list[str]:
@@ -43,7 +47,7 @@ def quiet_for(file: FileState, settings: Settings) -> float:
     edit (HOL will not move it again), holds nothing up.  Where the census
     cannot be trusted, a short quiet period (`quiet_clean_s`) stands in.
     """
-    if file.phase == "completed":
+    if file.phase == Phase.COMPLETED:
         match census.judge(file):
             case Census.OVER:
                 return settings.quiet_s if awaiting_hol(file) else 0.0
@@ -61,8 +65,8 @@ def awaiting_hol(file: FileState) -> bool:
     diagnostic is not yet published since, or is still on its theorem's name,
     or a new suspended or diverged proof (an extra pass comes)."""
     news = [e for e in file.proofs.values()
-            if e.status in ("failed", "diverged", "suspended") and e.changed_at >= file.last_edit]
-    if any(e.status != "failed" for e in news):
+            if e.status in _NEWS and e.changed_at >= file.last_edit]
+    if any(e.status != ProofStatus.FAILED for e in news):
         return True
     if not news:
         return False
@@ -99,7 +103,7 @@ def complete_but_slow(file: FileState, now: float, settings: Settings, loops: Co
     keeps waiting)."""
     checking = file.checking()
     return (
-        file.phase == "completed"
+        file.phase == Phase.COMPLETED
         and bool(checking)
         and now - file.last_event >= quiet_for(file, settings)
         and all(e.name in loops or looping.suspicious(file, e, now, settings) for e in checking)
@@ -116,10 +120,11 @@ def slow_warnings(
     looping_after, slow_after = looping.looping_threshold(file, settings), looping.slow_threshold(file, settings)
     warnings: list[str] = []
     more = 0
+    checking = ProofStatus.CHECKING  # a local, per proof (see `filestate._CHECKING`)
     for chunk in stepping.chunks(proofs):
         yield
         for e in chunk:
-            if e.status != "checking":
+            if e.status != checking:
                 continue
             took_s = file.checking_for(e, now)
             if took_s <= min(looping_after, slow_after):
@@ -152,16 +157,17 @@ def _slow_warning(file: FileState, e: ProofEntry, took_s: float, probably_loopin
 def outstanding(file: FileState, proofs: list[ProofEntry], now: float, settings: Settings) -> list[str]:
     items = []
     silent = now - file.last_event
-    if file.phase == "compiling" and silent > settings.compile_silence_s:
+    if file.phase == Phase.COMPILING and silent > settings.compile_silence_s:
         # Some attempts end without a word (docs/protocol.md#compile-lifecycle): waiting longer will not help.
         items.append(
             f"HOL has said nothing about this file for {duration(silent)} while compiling it; it may "
             "have abandoned the compile. If the next call says the same, call restart."
         )
-    elif file.phase == "compiling":
+    elif file.phase == Phase.COMPILING:
         items.append(f"the compile of the current text (version {file.version}) has not finished")
     slowest = f"; the slowest finished proof took {duration(file.slowest_s)}" if file.slowest_s else ""
-    checking = [entry for entry in proofs if entry.status == "checking"]
+    status = ProofStatus.CHECKING  # a local, per proof (see `filestate._CHECKING`)
+    checking = [entry for entry in proofs if entry.status == status]
     for entry in checking[:MAX_OUTSTANDING_PROOFS]:
         items.append(
             f"proof {entry.name} (line {entry.line0 + 1}) checking for "

@@ -12,6 +12,7 @@ attribution of a compile error to its theorems `compileerrors`'s.
 from __future__ import annotations
 
 from holsrv.lsp import quirks
+from holsrv.lsp.proofstates import ProofStatus
 from holsrv.rpc import messages as m
 from holsrv.rpc.words import clip
 from holsrv.text import stepping
@@ -20,11 +21,11 @@ from holsrv.verdict import hints, tally
 from holsrv.verdict.compileerrors import compile_errors, does_not_compile, proved_after, stops_before
 from holsrv.verdict.compileerrors import first_error as compile_errors_first
 from holsrv.verdict.diagnosticlist import MAX_MESSAGE_CHARS, diagnostics, parse_errors
-from holsrv.verdict.filestate import FileState, ProofEntry
+from holsrv.verdict.filestate import FileState, Phase, ProofEntry
 
 # What other modules read here besides the statuses (answers.trials).
 __all__ = ["COMPILED", "COMPILED_NOTE", "MAX_MESSAGE_CHARS", "Blocks", "diagnostics", "parse_errors", "proof",
-           "status_of", "theorem_status", "unreported", "unreported_steps"]
+           "status_of", "theorem_status", "unreported_steps"]
 
 # A proved theorem's detail when the compile, not the pool, checked it.
 COMPILED = "checked by HOL while compiling"
@@ -33,7 +34,10 @@ COMPILED_NOTE = (
     "theorems whose declaration does not compile, never get a pool entry): proved when the "
     "declaration compiled without error"
 )
-_RAN = ("proved", "suspended")  # pool verdicts that a cheat or a parse error overrides
+_RAN = frozenset({ProofStatus.PROVED, ProofStatus.SUSPENDED})  # pool verdicts that a cheat or a parse error overrides
+_WRONG = frozenset({ProofStatus.FAILED, ProofStatus.DIVERGED, ProofStatus.PARSE_ERROR})  # statuses with a hint
+# Global names of members compared per proof (see `filestate._CHECKING`).
+_UNCHECKED, _CHECKING = ProofStatus.UNCHECKED, ProofStatus.CHECKING
 _HOVER_WORDS = {
     "failed": "its proof FAILED (see diagnostics); HOL binds the name anyway, but the statement is not proved",
     "compile_failed": "its declaration does not compile (see diagnostics): the statement is not proved",
@@ -54,12 +58,12 @@ def proof(
     `compile_errors`, after a completed compile) fail a dropped proof that does not compile."""
     detail = clip(quirks.readable(entry.detail.strip()), MAX_MESSAGE_CHARS) if entry.detail else ""
     status = tally.answer_status(entry.status)
-    error = errors.get(entry.name) if errors and status == "unchecked" else None
+    error = errors.get(entry.name) if errors and status == _UNCHECKED else None
     if error is not None:
         # After an edit a body that does not compile leaves its entry `cheated`
         # and never checked (transcript candidate-unbound-name).
-        status, detail = "failed", does_not_compile(error)
-    elif status == "unchecked":
+        status, detail = ProofStatus.FAILED, does_not_compile(error)
+    elif status == _UNCHECKED:
         detail = (
             "HOL's pool dropped this check and has not run it since; if diagnostics settles like this, "
             "edit the proof or restart to check it"
@@ -72,7 +76,7 @@ def proof(
     spans = blocks.lines.get(entry.name)
     listed = m.Proof(name=entry.name, line=entry.line0 + 1, status=status, detail=detail,
                      hint=hint_for(status, said, spans[2] if spans else entry.line0 + 1))
-    if entry.status == "checking":
+    if entry.status == _CHECKING:
         listed.checking_s = round(file.checking_for(entry, now), 1)
     return listed
 
@@ -83,13 +87,13 @@ def _overridden(
     """A proof HOL calls proved that Holmake would not accept: parse-recovered or cheated."""
     parse = parse_errors.get(name)
     if parse is not None:
-        return "parse_error", (
+        return ProofStatus.PARSE_ERROR, (
             f"HOL recovered from a parse error at line {parse.range.line} ({parse.message}) and checked the "
             "recovered text; Holmake fails on this proof as written"
         )
     cheat = blocks.cheat_line(name)
     if cheat is not None:
-        return "cheated", f"uses cheat at line {cheat}: HOL's pool counts it {status}, but it is not proved"
+        return ProofStatus.CHEATED, f"uses cheat at line {cheat}: HOL's pool counts it {status}, but it is not proved"
     return status, detail
 
 
@@ -102,31 +106,27 @@ def after_first_error_steps(
     first = compile_errors_first(diagnostics_)
     if first is None:
         return
+    proved = ProofStatus.PROVED  # a local, per proof (see `filestate._CHECKING`)
     for chunk in stepping.chunks(listed):
         for p in chunk:
-            if p.status == "proved" and stops_before(blocks, first, p.name):
+            if p.status == proved and stops_before(blocks, first, p.name):
                 p.detail = "; ".join(filter(None, [proved_after(first), p.detail]))
         yield
-
-
-def unreported(known: dict, blocks: Blocks, errors: dict[str, m.Diagnostic], why: str = "") -> list[m.Proof]:
-    """Every proof in the text that is not in `known`.
-
-    With `why` (nothing of the current text was checked) each is unreported
-    for that reason.  Otherwise the compile completed, and HOL checked each
-    one while compiling: inside `local … in … end` the compile proves it, and
-    a declaration that does not compile never reaches the pool.  So each is
-    failed with its compile error (`errors`, from `compile_errors` over every
-    diagnostic), or proved (detail `COMPILED`).
-    """
-    return stepping.run(unreported_steps(known, blocks, errors, why))
 
 
 def unreported_steps(
     known: dict, blocks: Blocks, errors: dict[str, m.Diagnostic], why: str = ""
 ) -> stepping.Steps[list[m.Proof]]:
-    """`unreported` in steps (`errors` from `compile_errors`): before the server has
-    the file, every proof is unreported."""
+    """Every proof in the text that is not in `known`, in steps.
+
+    With `why` (nothing of the current text was checked) each is unreported
+    for that reason: before the server has the file, every proof is.
+    Otherwise the compile completed, and HOL checked each one while
+    compiling: inside `local … in … end` the compile proves it, and a
+    declaration that does not compile never reaches the pool.  So each is
+    failed with its compile error (`errors`, from `compile_errors` over every
+    diagnostic), or proved (detail `COMPILED`).
+    """
     missing = []
     for chunk in stepping.chunks(blocks.names):
         for name in chunk:
@@ -139,17 +139,18 @@ def unreported_steps(
 
 def _without_entry(name: str, first: int, error: m.Diagnostic | None, why: str) -> m.Proof:
     if why:
-        return m.Proof(name, first, "unreported", why)
+        return m.Proof(name, first, ProofStatus.UNREPORTED, why)
     if error is not None:
-        return m.Proof(name, first, "failed", does_not_compile(error), hint=hint_for("failed", error.message, first))
-    return m.Proof(name, first, "proved", COMPILED)
+        return m.Proof(name, first, ProofStatus.FAILED, does_not_compile(error),
+                       hint=hint_for(ProofStatus.FAILED, error.message, first))
+    return m.Proof(name, first, ProofStatus.PROVED, COMPILED)
 
 
 def hint_for(status: str, said: str, line: int) -> str:
     """A wrong proof's hint from HOL's words (`said`); a diverged one's from its status."""
-    if status not in ("failed", "diverged", "parse_error"):
+    if status not in _WRONG:
         return ""
-    return hints.hint(said if status == "failed" else f"diverged: {said}", hints.Context(line=line))
+    return hints.hint(said if status == ProofStatus.FAILED else f"diverged: {said}", hints.Context(line=line))
 
 
 def status_of(
@@ -157,9 +158,9 @@ def status_of(
 ) -> m.Proof | None:
     """Proof `name` as the diagnostics answer lists it for the same text, or None
     while nothing of the text was checked (blocked, starting, compiling, or not a proof)."""
-    if name not in blocks.lines or file.phase == "blocked" or file.version == 0:
+    if name not in blocks.lines or file.phase == Phase.BLOCKED or file.version == 0:
         return None
-    completed = file.phase == "completed"
+    completed = file.phase == Phase.COMPLETED
     errors = compile_errors(blocks, diagnostics_) if completed else {}
     entry = file.proofs.get(name)
     if entry is not None:
@@ -176,9 +177,9 @@ def theorem_status(file: FileState, text: str, encoding: str, name: str, now: fl
     if name not in blocks.lines and entry is None:
         return ""
     diags = diagnostics(file, encoding, set())
-    errors = compile_errors(blocks, diags) if file.phase == "completed" else {}
+    errors = compile_errors(blocks, diags) if file.phase == Phase.COMPLETED else {}
     if entry is None:
-        if file.phase != "completed":
+        if file.phase != Phase.COMPLETED:
             return f"{name}: {_HOVER_WORDS['unchecked']}"
         return f"{name}: {_HOVER_WORDS['compile_failed']}" if name in errors else ""
     listed = proof(file, entry, now, blocks, parse_errors(blocks, diags), errors)

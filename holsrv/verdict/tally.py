@@ -12,11 +12,16 @@ from collections import Counter
 from collections.abc import Iterable
 
 from holsrv.lsp import quirks
+from holsrv.lsp.proofstates import ProofStatus
 from holsrv.rpc import messages as m
 from holsrv.text import stepping, textinfo
 from holsrv.text.textinfo import Blocks
 from holsrv.verdict import diagnosticlist
 from holsrv.verdict.filestate import FileState, ProofEntry
+
+# Global names of members compared per proof (see `filestate._CHECKING`).
+_CHEATED = ProofStatus.CHEATED
+_RAN = frozenset({ProofStatus.PROVED, ProofStatus.SUSPENDED})  # pool verdicts a cheat or a parse error overrides
 
 
 def visible_steps(file: FileState, text: str, ordered: bool = True) -> stepping.Steps[list[ProofEntry]]:
@@ -45,14 +50,14 @@ def visible_steps(file: FileState, text: str, ordered: bool = True) -> stepping.
 
 def answer_status(pool_status: str) -> str:
     """The pool's status as answers name it: its `cheated` means dropped unchecked."""
-    return "unchecked" if pool_status == "cheated" else pool_status
+    return ProofStatus.UNCHECKED if pool_status == _CHEATED else pool_status
 
 
 def tally_of(statuses: Iterable[str]) -> m.Tally:
     """Counts of answer statuses; `unreported` counts as unchecked."""
     tally = m.Tally()
     for status, count in Counter(statuses).items():  # one pass in C, then a handful of buckets
-        bucket = "unchecked" if status == "unreported" else status
+        bucket = ProofStatus.UNCHECKED if status == ProofStatus.UNREPORTED else status
         if bucket in m.Tally.__struct_fields__:
             setattr(tally, bucket, getattr(tally, bucket) + count)
     return tally
@@ -78,9 +83,9 @@ def pool_steps(file: FileState) -> stepping.Steps[m.Tally]:
 
 def _corrected(status: str, cheat_line: int | None, parse_error: bool) -> str:
     """The pool's `status` as diagnostics would list it (`proofs._overridden`: a parse error first)."""
-    if status not in ("proved", "suspended"):
+    if status not in _RAN:
         return status
-    return "parse_error" if parse_error else "cheated" if cheat_line is not None else status
+    return ProofStatus.PARSE_ERROR if parse_error else ProofStatus.CHEATED if cheat_line is not None else status
 
 
 def _parse_recovered(file: FileState) -> set[str]:
@@ -102,11 +107,12 @@ def _parse_recovered(file: FileState) -> set[str]:
 def open_suspensions(file: FileState, proofs: list[ProofEntry]) -> list[str]:
     """Suspended proofs with a subgoal that no proved `Resume thm[label]` finishes."""
     open_ = []
+    suspended, proved = ProofStatus.SUSPENDED, ProofStatus.PROVED  # locals, per proof (see `filestate._CHECKING`)
     for entry in proofs:
-        if entry.status != "suspended":
+        if entry.status != suspended:
             continue
         labels = [label.strip() for label in entry.detail.split(",") if label.strip()]
         resumed = [file.proofs.get(f"{entry.name}[{label}]") for label in labels]
-        if not labels or any(r is None or r.status != "proved" for r in resumed):
+        if not labels or any(r is None or r.status != proved for r in resumed):
             open_.append(entry.name)
     return open_

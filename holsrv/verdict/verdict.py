@@ -15,7 +15,7 @@ from holsrv.rpc import messages as m
 from holsrv.text import stepping
 from holsrv.text.textinfo import Blocks
 from holsrv.verdict import compileerrors, diagnosticlist, headline, outstanding, proofs, tally
-from holsrv.verdict.filestate import FileState, ProofEntry
+from holsrv.verdict.filestate import FileState, Phase, ProofEntry
 
 
 def build_steps(
@@ -44,7 +44,7 @@ def build_steps(
     complete = file.settled(now, outstanding.quiet_for(file, settings))
     # While blocked (or before the server has the file) nothing of the current
     # text was checked: verdicts about an earlier text would mislead.
-    unknown = file.phase == "blocked" or file.version == 0
+    unknown = file.phase == Phase.BLOCKED or file.version == 0
     entries = [] if unknown else (yield from tally.visible_steps(file, text))
     blocks = Blocks(text)
     diagnostics, omitted, errors = yield from _diagnosed(file, blocks, encoding, set(walk_errors), complete)
@@ -66,7 +66,7 @@ def build_steps(
         diagnostics=diagnostics,
         cheats=cheats,
         server=server,
-        blocked=m.Blocked(**file.blocked) if file.phase == "blocked" and file.blocked else None,
+        blocked=m.Blocked(**file.blocked) if file.phase == Phase.BLOCKED and file.blocked else None,
         diagnostics_omitted=omitted,
         warnings=warnings,
         note=headline.compiled_note(statuses),
@@ -88,7 +88,8 @@ def _diagnosed(
     diagnostics = yield from diagnosticlist.diagnostics_steps(file, encoding, walk_errors)
     # Only a completed compile has said all it will about each declaration; every
     # error counts, listed or not.
-    errors = (yield from compileerrors.compile_errors_steps(blocks, diagnostics)) if file.phase == "completed" else {}
+    completed = file.phase == Phase.COMPLETED
+    errors = (yield from compileerrors.compile_errors_steps(blocks, diagnostics)) if completed else {}
     omitted = max(0, len(diagnostics) - diagnosticlist.MAX_DIAGNOSTICS)
     diagnostics = diagnostics[:diagnosticlist.MAX_DIAGNOSTICS]
     diagnosticlist.note_failures(blocks, diagnostics, complete)
@@ -125,11 +126,11 @@ def _line(proof: m.Proof) -> int:
 def _unreported(
     file: FileState, blocks: Blocks, errors: dict[str, m.Diagnostic]
 ) -> stepping.Steps[list[m.Proof]]:
-    if file.phase == "blocked":
+    if file.phase == Phase.BLOCKED:
         why = "not checked: the file is blocked"
     elif file.version == 0:
         why = "not checked yet: the HOL server is starting"
-    elif file.phase == "completed":
+    elif file.phase == Phase.COMPLETED:
         return (yield from proofs.unreported_steps(file.proofs, blocks, errors))
     else:
         return []

@@ -106,6 +106,13 @@ def test_a_refused_admission_and_an_eviction_are_counted(daemon_factory, write_s
     assert found[("holsrv_servers_fit", ())] == daemon.call(m.Status()).servers_fit
 
 
+def test_a_holmake_run_is_timed_in_the_metrics(daemon, write_script):
+    path = write_script(GOOD_SCRIPT)
+    assert daemon.call(m.Holmake(str(path))).ok
+    wait_until(lambda: samples(daemon.call(m.Metrics()).text).get(("holsrv_holmake_duration_seconds_count", ())) == 1,
+               30, "the Holmake run counted in its histogram")
+
+
 def test_holctl_metrics_prints_the_exposition_text(daemon):
     result = CliRunner().invoke(cli, ["--socket", str(daemon.socket), "metrics"])
     assert result.exit_code == 0, result.output

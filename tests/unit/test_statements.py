@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from holsrv.disk import gitrefs
-from holsrv.text import statements
+from holsrv.text import statements, stepping
 
 SCRIPT = """\
 Theory t
@@ -35,12 +35,17 @@ Theorem derived = REWRITE_RULE [] add0
 """
 
 
+def of(text: str) -> dict[str, statements.Statement]:
+    """The statements of `text`, as the daemon reads them (in steps)."""
+    return stepping.run(statements.steps(text))
+
+
 def changes(before: str, after: str) -> list[tuple[str, str]]:
-    return [(c.name, c.change) for c in statements.compare(statements.of(before), statements.of(after))]
+    return [(c.name, c.change) for c in statements.compare(of(before), of(after))]
 
 
 def test_theorems_definitions_datatypes_and_derived_theorems_are_read_and_comments_declare_nothing():
-    found = statements.of(SCRIPT)
+    found = of(SCRIPT)
     assert list(found) == ["add0", "derived", "dbl_def", "Datatype tree"]
     assert found["add0"].text == "!n. n + 0 = n  (* trailing comment *)"  # as written, attributes aside
     assert (found["dbl_def"].kind, found["Datatype tree"].kind) == ("definition", "definition")
@@ -74,11 +79,11 @@ def test_words_joined_are_another_word_and_strings_keep_their_spaces():
 def test_removed_renamed_added_and_a_changed_definition():
     renamed = SCRIPT.replace("Theorem add0[simp]:", "Theorem add_zero[simp]:")
     assert changes(SCRIPT, renamed) == [("add0", "renamed")]
-    [change] = statements.compare(statements.of(SCRIPT), statements.of(renamed))
+    [change] = statements.compare(of(SCRIPT), of(renamed))
     assert (change.renamed_to, change.allowed) == ("add_zero", False)
     assert changes(SCRIPT, SCRIPT.replace("Theorem derived = REWRITE_RULE [] add0\n", "")) == [("derived", "removed")]
     more = SCRIPT + "\nTheorem more:\n  T\nProof\n  simp[]\nQED\n"
-    added = statements.compare(statements.of(SCRIPT), statements.of(more))
+    added = statements.compare(of(SCRIPT), of(more))
     assert [(c.name, c.change, c.allowed) for c in added] == [("more", "added", True)]
     assert changes(SCRIPT, SCRIPT.replace("dbl n = 2 * n", "dbl n = n * 2")) == [("dbl_def", "changed")]
     assert changes(SCRIPT, SCRIPT.replace("Leaf | Node", "Leaf | Twig | Node")) == [("Datatype tree", "changed")]

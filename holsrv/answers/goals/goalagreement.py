@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from holsrv.answers.common import replace
 from holsrv.answers.goals.goalcolumns import Where
+from holsrv.answers.states import PositionState
 from holsrv.lsp import quirks
+from holsrv.lsp.proofstates import ProofStatus
 from holsrv.rpc import messages as m
 from holsrv.server.session import Session
 from holsrv.text.textinfo import Blocks
@@ -37,7 +39,7 @@ def agreeing(result: m.GoalStateResult, session: Session, text: str, where: Wher
     listed = proofs.status_of(session.file, blocks, diagnostics, name, session.clock())
     status = listed.status if listed is not None else ""
     first = compileerrors.first_error(diagnostics)
-    if status == "proved" and compileerrors.stops_before(blocks, first, name):
+    if status == ProofStatus.PROVED and compileerrors.stops_before(blocks, first, name):
         assert first is not None
         return _proved_after(_as_listed(result, blocks, name, status, where), first, name)
     error = _compile_error(blocks, diagnostics, name, result.line)
@@ -50,19 +52,19 @@ def _as_listed(result: m.GoalStateResult, blocks: Blocks, name: str, status: str
     """`result` agreeing with diagnostics' `status` for proof `name`: a cheat named as a
     cheat, the QED line of a proved proof said to be proved."""
     cheat = blocks.cheat_line(name)
-    if where.kind == "qed" and result.state != "failed":  # a failed walk already says where it failed
-        if status == "cheated" and cheat is not None:
+    if where.kind == "qed" and result.state != PositionState.FAILED:  # a failed walk already says where it failed
+        if status == ProofStatus.CHEATED and cheat is not None:
             return _cheated_qed(result, name, cheat)
         if status in _QED_SAYS:
             said = _QED_SAYS[status].format(name=name)
         else:
             return result
-        if status == "proved":
+        if status == ProofStatus.PROVED:
             # HOL's walk at QED can show the goal the proof started from.
-            return replace(result, state="proved_here", goals=[], before=None, message=said)
+            return replace(result, state=PositionState.PROVED_HERE, goals=[], before=None, message=said)
         return replace(result, message=" ".join([said, *_without(result.message, QED_NOTE)]))
-    if result.state == "proved_here" and cheat is not None and cheat <= result.line:
-        return replace(result, state="cheated", message=(
+    if result.state == PositionState.PROVED_HERE and cheat is not None and cheat <= result.line:
+        return replace(result, state=PositionState.CHEATED, message=(
             f"No goals are left here only because of cheat (line {cheat}): the goal is not proved, and "
             f"diagnostics counts {name} as a cheat."
         ))
@@ -73,9 +75,9 @@ def _cheated_qed(result: m.GoalStateResult, name: str, cheat: int) -> m.GoalStat
     """The QED line of a proof that uses cheat: never `proved_here`, and no sentence
     saying the tactics prove the goal (the walk's words are about cheat's "proof")."""
     said = f"This is the QED line: {name} is not proved: it uses cheat at line {cheat}."
-    if result.state != "proved_here":
+    if result.state != PositionState.PROVED_HERE:
         return replace(result, message=" ".join([said, *_without(result.message, QED_NOTE)]))
-    return replace(result, state="cheated", goals=[], before=None, message=(
+    return replace(result, state=PositionState.CHEATED, goals=[], before=None, message=(
         f"{said} No goals are left at the end of the proof only because of cheat: diagnostics counts "
         f"{name} as a cheat."
     ))
@@ -119,4 +121,4 @@ def _with_compile_error(
     )
     if result.error:
         return replace(result, message=" ".join([said, result.message]))
-    return replace(result, state="failed", error=error.message, failed_range=error.range, message=said)
+    return replace(result, state=PositionState.FAILED, error=error.message, failed_range=error.range, message=said)

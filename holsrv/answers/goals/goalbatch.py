@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from holsrv.answers.common import Context, note, opened, replace
 from holsrv.answers.goals import goals
+from holsrv.answers.states import FILE_STATES, PositionState
 from holsrv.disk.files import Script
 from holsrv.errors import HolsrvError, ServerDied, ServerTimeout
 from holsrv.pool.pool import Lease
@@ -21,7 +22,6 @@ from holsrv.rpc import messages as m
 from holsrv.text import textinfo
 
 # States of the file, not of the position: HOL would say them at every later position too.
-_FILE_STATES = frozenset({"starting", "compiling", "blocked"})
 _ENTRY_FIELDS = [name for name in m.GoalStateEntry.__struct_fields__ if name != "code"]
 
 
@@ -65,10 +65,10 @@ class Walk:
         if result.cached and result.freshness is not None:
             self.oldest = max(self.oldest, result.freshness.age_s)
         entry = m.GoalStateEntry(**{name: getattr(result, name) for name in _ENTRY_FIELDS})
-        if result.state in _FILE_STATES:
+        if result.state in FILE_STATES:
             self.said = entry
         return entry
 
 
 def _refused(line: int, column: int | None, err: HolsrvError) -> m.GoalStateEntry:
-    return m.GoalStateEntry(line=line, column=column, state="error", message=str(err), code=err.code)
+    return m.GoalStateEntry(line=line, column=column, state=PositionState.ERROR, message=str(err), code=err.code)

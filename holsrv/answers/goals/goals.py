@@ -26,6 +26,7 @@ from holsrv.answers.common import (
 )
 from holsrv.answers.goals.goalagreement import QED_NOTE, agreeing
 from holsrv.answers.goals.goalcolumns import Where, where_to_ask
+from holsrv.answers.states import PositionState
 from holsrv.disk.files import Script, content_hash
 from holsrv.lsp import hol, quirks, replies
 from holsrv.pool.pool import Lease
@@ -34,6 +35,7 @@ from holsrv.server import runaway
 from holsrv.server.session import Session
 from holsrv.text import textinfo
 from holsrv.text.positions import Text
+from holsrv.verdict.filestate import Phase
 
 Reply = replies.GoalState | replies.Pending | None
 Gate = Callable[[], Awaitable[None]]
@@ -70,7 +72,7 @@ async def at_position(
     text.to_lsp(line, column or 1, "utf-8")  # and again for the text synced, if it changed
     base = base_of(src, line, column, note(lease))
     if session.starting:
-        return replace(base, state="starting", message=starting_message(session, ctx.clock()))
+        return replace(base, state=PositionState.STARTING, message=starting_message(session, ctx.clock()))
     key = cache.goal_key(session, src.hash, line, column)
     cached = ctx.cache.hit(key, note(lease))
     if cached is not None:
@@ -98,7 +100,7 @@ async def answered(
     text.to_lsp(base.line, base.column or 1, "utf-8")  # and again for the text synced, if it changed
     refusal = not_walked(ctx, session, src, base.line)
     if refusal:
-        return replace(base, state="looping", message=refusal)
+        return replace(base, state=PositionState.LOOPING, message=refusal)
     where = where_to_ask(src.text, text.lines, base.line, base.column)
     if ahead:
         asked = await _walks(ctx, session, text, base.line, where, deadline,
@@ -107,7 +109,7 @@ async def answered(
         async with ctx.prefetches.real(session):
             asked = await _walks(ctx, session, text, base.line, where, deadline)
     result = _result(base, asked[0], asked[-1], text, session, where)
-    if result.state == "not_in_proof" and not ahead:
+    if result.state == PositionState.NOT_IN_PROOF and not ahead:
         # HOL said null inside a proof: a server without a goal-state walker, found out once (`lacking`).
         result = await lacking.without_goals(session, src.text, result, within(ctx, deadline))
     if session.data != src.data:
@@ -118,7 +120,7 @@ async def answered(
             "text at this position; ask again.",
         )
     # A walk that ran out of time may succeed on a less busy machine.
-    if ctx.cache.keep(key, result, settled=all(hol.is_settled(r) for r in asked) and session.phase == "completed"):
+    if ctx.cache.keep(key, result, settled=all(hol.is_settled(r) for r in asked) and session.phase == Phase.COMPLETED):
         if ahead:
             ctx.prefetches.kept(key)
     return result
@@ -198,17 +200,19 @@ def _result(
 ) -> m.GoalStateResult:
     """The answer from the walk before the line (`first`) and the one after it (`last`);
     with a column, or a line with one position, they are the same walk."""
-    if session.phase == "blocked" and not isinstance(last, replies.GoalState):
-        return replace(base, state="blocked", message=blocked_message(session))
+    if session.phase == Phase.BLOCKED and not isinstance(last, replies.GoalState):
+        return replace(base, state=PositionState.BLOCKED, message=blocked_message(session))
     if hol.is_pending(first) or hol.is_pending(last):
-        return replace(base, state="compiling", message=_COMPILING)
+        return replace(base, state=PositionState.COMPILING, message=_COMPILING)
     shown = last if isinstance(last, replies.GoalState) else first
     if not isinstance(shown, replies.GoalState):
-        return replace(base, state="not_in_proof", message=_outside_message(text.text, base.line, base.column))
+        return replace(base, state=PositionState.NOT_IN_PROOF,
+                       message=_outside_message(text.text, base.line, base.column))
     failed = shown.failed_range
     result = replace(
         base,
-        state="failed" if shown.error else "goals" if shown.goals else "proved_here",
+        state=(PositionState.FAILED if shown.error else PositionState.GOALS if shown.goals
+               else PositionState.PROVED_HERE),
         theorem=shown.theorem,
         step=shown.step,
         goals=goals_of(shown),
@@ -230,17 +234,17 @@ def goals_of(reply: replies.GoalState) -> list[m.Goal]:
 def _message(result: m.GoalStateResult, reply: replies.GoalState, where: Where) -> str:
     said = {"qed": QED_NOTE, "blank": f"Line {result.line} has no tactic: goals are those at this point."}
     # Past a failure the goals are not those of this line, whatever it is.
-    line_note = "" if result.state == "failed" else said.get(where.kind, "")
+    line_note = "" if result.state == PositionState.FAILED else said.get(where.kind, "")
     return " ".join(filter(None, [line_note, _state_message(result, reply)]))
 
 
 def _state_message(result: m.GoalStateResult, reply: replies.GoalState) -> str:
     if hol.walk_timed_out(reply):
         return _TIMED_OUT
-    if result.state == "proved_here":
+    if result.state == PositionState.PROVED_HERE:
         proved = "this branch's goal" if result.context else "the goal"
         return f"No goals are left here: the tactics up to this point prove {proved}."
-    if result.state != "failed":
+    if result.state != PositionState.FAILED:
         return ""
     where = result.failed_range
     if where is None:

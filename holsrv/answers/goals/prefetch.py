@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 
 from holsrv.errors import HolsrvError
 from holsrv.server.session import Session
+from holsrv.verdict.filestate import Phase
 
 log = logging.getLogger(__name__)
 
@@ -139,4 +140,4 @@ class Prefetches:
 def _current(session: Session, content: str) -> bool:
     """`session` can answer about `content` as the verdict saw it: running, that text, no trial."""
     return (session.alive and not session.starting and session.content_hash == content
-            and not session.trials.trial and session.phase == "completed")
+            and not session.trials.trial and session.phase == Phase.COMPLETED)

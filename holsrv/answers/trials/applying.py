@@ -15,17 +15,19 @@ import logging
 
 from holsrv.answers import diagnostics
 from holsrv.answers.common import Context, Report
+from holsrv.answers.states import AppliedState, CandidateState
 from holsrv.answers.trials import judging, placement
 from holsrv.disk import filewrite
 from holsrv.disk.files import Script
 from holsrv.errors import FileChanged, HolsrvError
+from holsrv.lsp.proofstates import ProofStatus
 from holsrv.rpc import messages as m
 from holsrv.text import textinfo
 
 log = logging.getLogger(__name__)
 
 # The states a theorem's check can still be in: no verdict yet, rather than a wrong one.
-_UNDECIDED = ("checking", "unreported")
+_UNDECIDED = frozenset({ProofStatus.CHECKING, ProofStatus.UNREPORTED})
 
 
 async def apply(
@@ -33,14 +35,14 @@ async def apply(
     report: Report | None = None,
 ) -> m.TryResult:
     """`result` with `applied` and its message, the file written (or not) as they say."""
-    chosen = next((c for c in result.candidates if c.state == "proved"), None)
+    chosen = next((c for c in result.candidates if c.state == CandidateState.PROVED), None)
     if chosen is None:
         result.message += " Nothing was written (--apply): no candidate proved the theorem."
         return result
     span = placement.for_candidate(src.text, span, chosen.tactic)  # a whole Theorem: its declaration's
     index = textinfo.of(src.text).index
     rng = m.Range(*index.line_col(span.start), *index.line_col(span.end))
-    applied = m.Applied(state="refused", reason="", range=rng, text=chosen.tactic, content_hash="")
+    applied = m.Applied(state=AppliedState.REFUSED, reason="", range=rng, text=chosen.tactic, content_hash="")
     result.applied = applied
     if report is not None:
         await report(m.Progress(f"applying {chosen.tactic[:60]!r}, then checking {src.path.name}"))
@@ -87,15 +89,15 @@ async def _checked(
         await _rolled_back(applied, src, where, f"its check could not be made ({err.code}: {err})", "no_verdict")
         return
     if check.content_hash != applied.content_hash:
-        applied.state, applied.reason = "rollback_skipped", "file_changed"
+        applied.state, applied.reason = AppliedState.ROLLBACK_SKIPPED, "file_changed"
         applied.message = (f"Wrote {applied.text!r} in place of {src.text[span.start:span.end]!r} ({where}), "
                            "but the file changed again before its check, so it was neither checked nor restored: "
                            "call diagnostics.")
         return
     proof = next((p for p in check.proofs if p.name == span.name), None)
     applied.status = proof.status if proof is not None else "missing"
-    if applied.status == "proved":
-        applied.state = "kept"
+    if applied.status == ProofStatus.PROVED:
+        applied.state = AppliedState.KEPT
         applied.message = (f"Applied: wrote {applied.text!r} in place of {src.text[span.start:span.end]!r} "
                            f"({where}); the file's check proves {span.name} (verdict {check.verdict}).")
         if placement.statement_change(src.text, span, applied.text) is not None:
@@ -113,14 +115,14 @@ async def _rolled_back(applied: m.Applied, src: Script, where: str, why: str, re
     try:
         await asyncio.to_thread(filewrite.replace, src.path, applied.content_hash, src.data)
     except FileChanged:
-        applied.state = "rollback_skipped"
+        applied.state = AppliedState.ROLLBACK_SKIPPED
         applied.message = (f"Wrote {applied.text!r} ({where}), but {why}; the file changed again since, so the "
                            "old text was not put back: check the file.")
         return
     except HolsrvError as err:
-        applied.state = "rollback_skipped"
+        applied.state = AppliedState.ROLLBACK_SKIPPED
         applied.message = f"Wrote {applied.text!r} ({where}), but {why}, and putting the old text back failed: {err}"
         return
-    applied.state = "rolled_back"
+    applied.state = AppliedState.ROLLED_BACK
     applied.message = (f"Rolled back: wrote {applied.text!r} ({where}), but {why}, so the file's previous bytes "
                        f"are back (content {src.hash[:12]}).")

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from holsrv.answers.common import Context, blocked_message, read, replace
 from holsrv.answers.goals import goals
+from holsrv.answers.states import CandidateState
 from holsrv.answers.trials import judging, placement
 from holsrv.disk.files import Script
 from holsrv.errors import RanAway, ServerTimeout
 from holsrv.lsp import hol
-from holsrv.pool import pool
+from holsrv.lsp.proofstates import ProofStatus
+from holsrv.pool import admission
 from holsrv.rpc import limits
 from holsrv.rpc import messages as m
 from holsrv.server import runaway
@@ -21,6 +23,7 @@ from holsrv.server.session import Session
 from holsrv.text import textinfo
 from holsrv.text.positions import Text
 from holsrv.verdict import hints
+from holsrv.verdict.filestate import Phase
 
 # How long a trial that bloated its server waits for it to go quiet, to replace it.
 SHED_WAIT_S = 5.0
@@ -29,8 +32,8 @@ SHED_WAIT_S = 5.0
 async def compiled(ctx: Context, session: Session, deadline: float) -> None:
     """Wait for the disk text's compile: the goals before the candidates need it.
     A blocked file is the caller's to answer (`blocked`), as goalState answers it."""
-    await session.wait_until(lambda: session.phase != "compiling", deadline - ctx.clock())
-    if session.phase == "compiling":
+    await session.wait_until(lambda: session.phase != Phase.COMPILING, deadline - ctx.clock())
+    if session.phase == Phase.COMPILING:
         raise ServerTimeout(
             f"{session.path.name} is still compiling, so no candidate was tried; call try again in a few "
             "seconds (or call diagnostics, which waits for the compile)."
@@ -66,7 +69,7 @@ async def run(
     # A runaway while HOL had not taken the text: the candidate before would
     # not let go; this one was not tried, and is tried on the fresh server.
     out = await _sent(session, trial, span.name, tactic, timeout)
-    if out.state == "not_tried":
+    if out.state == CandidateState.NOT_TRIED:
         return out
     try:
         return hinted(await _checked(ctx, session, trial, span, out, before, timeout), hint_lines(trial, span))
@@ -97,9 +100,9 @@ def hinted(out: m.TryCandidate, lines: tuple[int, int] | None = None) -> m.TryCa
     first line; else the candidate's own line.  HOL puts a proof's failure (`unsolved
     goals`) on the theorem's name, the `Theorem` line, which goalState refuses."""
     match out.state:
-        case "failed":
+        case CandidateState.FAILED:
             said = "\n".join(filter(None, [out.error, out.proof.detail if out.proof else ""]))
-        case "timed_out":
+        case CandidateState.TIMED_OUT:
             said = "timed out"
         case _:
             return out
@@ -116,14 +119,14 @@ async def _sent(session: Session, trial: str, name: str, tactic: str, timeout: f
     await textinfo.prepare(trial)
     sent = session.clock()
     await session.sync(trial.encode(), trial)
-    out = m.TryCandidate(tactic=tactic, state="timed_out")
+    out = m.TryCandidate(tactic=tactic, state=CandidateState.TIMED_OUT)
     # A text HOL does not take within letgo_s makes the server a runaway, replaced
     # meanwhile (`runaway`): the wait outlasts that, and ends in `RanAway` then.
     release = max(limits.try_release_s(timeout), runaway.noticed_within(session.settings))
     taken = await session.wait_until(lambda: has_taken(session, name, sent), release)
     out.taken_s = round(session.clock() - sent, 3)
     if not taken:
-        return replace(out, state="not_tried", message=(
+        return replace(out, state=CandidateState.NOT_TRIED, message=(
             f"Not tried: HOL had not taken this candidate's text {release:g}s after it was sent, because it was "
             "still stopping the check of the candidate before; the file's own text was sent back to it at the end."
         ))
@@ -139,7 +142,7 @@ async def _checked(
     deadline = started + timeout
     reply: goals.Reply = None
     try:
-        if await session.wait_until(lambda: session.phase != "compiling", deadline - ctx.clock()):
+        if await session.wait_until(lambda: session.phase != Phase.COMPILING, deadline - ctx.clock()):
             failure = judging.compile_failure(session, trial, span, out.tactic)
             if failure is not None:
                 failure.time_s, failure.taken_s = round(ctx.clock() - started, 3), out.taken_s
@@ -159,8 +162,8 @@ async def _checked(
 def has_taken(session: Session, name: str, sent: float) -> bool:
     """HOL has taken the text sent at `sent`: its compile ended, or the proof is checking again since."""
     entry = session.file.proofs.get(name)
-    fresh = entry is not None and entry.status == "checking" and (entry.checking_since or 0.0) >= sent
-    return session.phase != "compiling" or fresh
+    fresh = entry is not None and entry.status == ProofStatus.CHECKING and (entry.checking_since or 0.0) >= sent
+    return session.phase != Phase.COMPILING or fresh
 
 
 def stated(text: str, span: placement.Span, out: m.TryCandidate) -> m.TryCandidate:
@@ -180,13 +183,14 @@ def blocked(session: Session, result: m.TryResult, tactics: list[str]) -> m.TryR
     why = blocked_message(session)
     said = session.file.blocked or {}
     result.blocked = m.Blocked(modules=list(said.get("modules", [])), message=str(said.get("message", "")))
-    result.candidates = [m.TryCandidate(tactic=t, state="not_tried", message=f"Not tried: {why}") for t in tactics]
+    result.candidates = [m.TryCandidate(tactic=t, state=CandidateState.NOT_TRIED, message=f"Not tried: {why}")
+                         for t in tactics]
     result.message = f"No candidate was tried: {why}"
     return result
 
 
 def not_tried(tactic: str) -> m.TryCandidate:
-    return m.TryCandidate(tactic=tactic, state="not_tried", message=(
+    return m.TryCandidate(tactic=tactic, state=CandidateState.NOT_TRIED, message=(
         "Not tried: HOL had not taken an earlier candidate's text either (it was still stopping a looping "
         "check); call try again with this candidate."
     ))
@@ -194,14 +198,14 @@ def not_tried(tactic: str) -> m.TryCandidate:
 
 def ran_away(tactic: str, ran: RanAway) -> m.TryCandidate:
     """The candidate the server was on when it was replaced as a runaway: it loops."""
-    return hinted(m.TryCandidate(tactic=tactic, state="timed_out", message=(
+    return hinted(m.TryCandidate(tactic=tactic, state=CandidateState.TIMED_OUT, message=(
         f"This candidate loops: {ran} The next candidates are tried there; do not run this one again as it is."
     )))
 
 
 def verdict_in(session: Session, name: str) -> bool:
     entry = session.file.proofs.get(name)
-    return session.phase != "compiling" and (entry is None or entry.status != "checking")
+    return session.phase != Phase.COMPILING and (entry is None or entry.status != ProofStatus.CHECKING)
 
 
 async def restore(ctx: Context, session: Session, file: str) -> Script:
@@ -216,7 +220,7 @@ async def restore(ctx: Context, session: Session, file: str) -> Script:
     session.trials.doing("restoring the file's text")
     try:
         await session.sync(now.data, now.text, now.hash)
-        await session.wait_until(lambda: session.phase != "compiling", ctx.settings.lookup_wait_s)
+        await session.wait_until(lambda: session.phase != Phase.COMPILING, ctx.settings.lookup_wait_s)
     except RanAway:
         pass  # it would not let go of the last candidate: its fresh server opened the file's text
     return now
@@ -230,5 +234,5 @@ async def shed(ctx: Context, session: Session, before: float | None) -> tuple[bo
         return False, ""  # large before the trial: its own proofs did it, and a fresh server would grow the same
     footprint = session.footprint_mb()
     if footprint is not None and footprint > ctx.settings.soft_footprint_mb:
-        await session.wait_until(lambda: pool.quiet(session), SHED_WAIT_S)
+        await session.wait_until(lambda: admission.quiet(session), SHED_WAIT_S)
     return ctx.pool.shed_bloat(session, by_trial=True)

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from holsrv.answers.common import blocked_message, replace
 from holsrv.answers.goals import goals
+from holsrv.answers.states import CandidateState
 from holsrv.answers.trials import goaldiff, placement
 from holsrv.lsp import hol, replies
+from holsrv.lsp.proofstates import ProofStatus
 from holsrv.rpc import messages as m
 from holsrv.server.session import Session
 from holsrv.text import textinfo
 from holsrv.text.positions import Text
 from holsrv.verdict import proofs
+from holsrv.verdict.filestate import Phase
 
 # HOL takes a candidate about 0.3 s after it is sent (its debounce); longer
 # means it was still stopping the check before, and the answer says so.
@@ -39,7 +42,7 @@ def compile_failure(session: Session, trial: str, span: placement.Span, tactic: 
             inside.append(diag)
     entry = session.file.proofs.get(span.name)
     errors = [d for d in inside if hol.is_compile_error(d)]
-    compiled = session.phase == "completed"
+    compiled = session.phase == Phase.COMPLETED
     if hol.did_not_compile(entry.status if entry else None, bool(errors), compiled):
         why = "does not compile, so HOL does not check its proof"
         diag = errors[0]
@@ -54,7 +57,7 @@ def compile_failure(session: Session, trial: str, span: placement.Span, tactic: 
     failed = lines.lsp_range(diag.get("range", {}), session.encoding)
     own = placement.in_candidate(index, failed, span.start, tactic)
     return m.TryCandidate(
-        tactic=tactic, state="failed", error=error, failed_range=failed, candidate_range=own,
+        tactic=tactic, state=CandidateState.FAILED, error=error, failed_range=failed, candidate_range=own,
         message=f"This candidate {why}: {error.splitlines()[0] if error else 'see error'} "
                 f"(at {own.line}:{own.col} of the candidate).",
     )
@@ -66,15 +69,15 @@ def judged(
 ) -> m.TryCandidate:
     """What the candidate did: from the server's word on its proof and the goal-state walk at its end."""
     entry = session.file.proofs.get(span.name)
-    if entry is not None and session.phase != "compiling":
+    if entry is not None and session.phase != Phase.COMPILING:
         blocks = proofs.Blocks(trial)
         diags = proofs.diagnostics(session.file, session.encoding, set(session.walk_errors))
         out.proof = proofs.proof(session.file, entry, session.clock(), blocks, proofs.parse_errors(blocks, diags))
-    if session.phase == "blocked":
-        return replace(out, state="failed", message=blocked_message(session))
-    status = out.proof.status if out.proof is not None else "checking"
+    if session.phase == Phase.BLOCKED:
+        return replace(out, state=CandidateState.FAILED, message=blocked_message(session))
+    status = out.proof.status if out.proof is not None else ProofStatus.CHECKING
     walked = isinstance(reply, replies.GoalState) and not hol.walk_timed_out(reply)
-    if not walked and (status == "checking" or out.time_s >= timeout):
+    if not walked and (status == ProofStatus.CHECKING or out.time_s >= timeout):
         return replace(out, message=(
             f"Cut off after {timeout:g}s: this tactic loops or is far too slow. HOL may still be stopping its "
             "check: it lets go when the next text reaches it (the next candidate, or the file's own text at the "
@@ -82,7 +85,7 @@ def judged(
         ))
     if not isinstance(reply, replies.GoalState) or not walked:
         # HOL's walk gave up (its own budget) but the proof's check finished.
-        state = "proved" if status == "proved" else "failed"
+        state = CandidateState.PROVED if status == ProofStatus.PROVED else CandidateState.FAILED
         return replace(out, state=state, message=f"HOL's goal-state walk timed out; the proof's status is {status}.")
     out.goals = goals.goals_of(reply)
     if reply.error:
@@ -104,22 +107,22 @@ def _walk_failed(
         index = textinfo.of(trial).index
         out.candidate_range = placement.in_candidate(index, out.failed_range, span.start, out.tactic)
     message = "This candidate fails (see error): goals are the state it was given."
-    return replace(out, state="failed", message=message)
+    return replace(out, state=CandidateState.FAILED, message=message)
 
 
 def _walked(out: m.TryCandidate, status: str) -> m.TryCandidate:
     """The candidate ran to its end: it proves the theorem, leaves goals, or closes them here only."""
-    if status == "proved":
+    if status == ProofStatus.PROVED:
         # The pool's verdict is the truth: goals the walk shows here are closed by what follows.
         message = "This candidate proves the theorem." if not out.goals else (
             f"This candidate proves the theorem: the tactics after it close the {len(out.goals)} goal(s) it leaves."
         )
-        return replace(out, state="proved", message=message)
+        return replace(out, state=CandidateState.PROVED, message=message)
     if out.goals:
         assert out.diff is not None
-        return replace(out, state="goals", message=out.diff.summary)
+        return replace(out, state=CandidateState.GOALS, message=out.diff.summary)
     detail = f": {out.proof.detail}" if out.proof is not None and out.proof.detail else ""
-    return replace(out, state="proved_here", message=(
+    return replace(out, state=CandidateState.PROVED_HERE, message=(
         f"No goals are left at this point, but the proof's status with it is {status}{detail}."
     ))
 
@@ -140,7 +143,7 @@ def message(result: m.TryResult, before: goals.Reply, timeout: float, taken_back
         which = (f"Candidate {changed[0]} changes" if len(changed) == 1
                  else f"Candidates {', '.join(map(str, changed))} change")
         words.append(f"{which} the theorem's statement (see each); verify will name it as changed.")
-    proved = [c for c in result.candidates if c.state == "proved"]
+    proved = [c for c in result.candidates if c.state == CandidateState.PROVED]
     if proved:
         words.append(f"Proves the theorem: {proved[0].tactic!r}" + (
             f", a CHANGED STATEMENT: `{proved[0].statement}`." if proved[0].statement else "."))
@@ -150,8 +153,8 @@ def message(result: m.TryResult, before: goals.Reply, timeout: float, taken_back
     if slow:
         words.append("HOL took " + ", ".join(f"{c.taken_s:.1f}s before candidate {n}" for n, c in slow)
                      + " to let go of the check before it; each candidate's time counts from when HOL took it.")
-    tried = [(n, c) for n, c in enumerate(result.candidates, 1) if c.state != "not_tried"]
-    if tried and tried[-1][1].state == "timed_out" and not taken_back:
+    tried = [(n, c) for n, c in enumerate(result.candidates, 1) if c.state != CandidateState.NOT_TRIED]
+    if tried and tried[-1][1].state == CandidateState.TIMED_OUT and not taken_back:
         # No later text was taken: only what the daemon does next may be promised.
         words.append(f"Candidate {tried[-1][0]} timed out, and HOL had not yet taken the file's own text back "
                      "when this answer was given: it lets go of the candidate's check when it does; if it "

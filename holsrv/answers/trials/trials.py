@@ -19,15 +19,17 @@ from collections.abc import AsyncIterator
 
 from holsrv.answers.common import Context, Report, note, read, replace, starting_message
 from holsrv.answers.goals import goals
+from holsrv.answers.states import CandidateState, PositionState
 from holsrv.answers.trials import applying, candidates, goaldiff, judging, placement
 from holsrv.disk import filewrite
 from holsrv.disk.files import Script
 from holsrv.errors import BadRequest, RanAway, Starting, TooManyCandidates
 from holsrv.lsp import replies
-from holsrv.pool.pool import Lease
+from holsrv.pool.pool import Lease, Start
 from holsrv.rpc import limits
 from holsrv.rpc import messages as m
 from holsrv.text.positions import Text
+from holsrv.verdict.filestate import Phase
 
 MAX_TACTIC_CHARS = 20_000  # one candidate; a frame holds the whole call anyway
 
@@ -91,7 +93,7 @@ async def _round(
         span = placement.span(src.text, req.line, req.column)
         spans = [placement.for_candidate(src.text, span, t) for t in req.tactics]  # bad ones refused first
         await candidates.compiled(ctx, session, begun + max(0.0, req.wait))
-        if session.phase == "blocked":
+        if session.phase == Phase.BLOCKED:
             result = m.TryResult(
                 file=str(src.path), content_hash=src.hash, line=req.line, column=req.column, theorem=span.name,
                 replaced=src.text[span.start:span.end], before=[], candidates=[], server=note(lease),
@@ -105,7 +107,8 @@ async def _round(
         before = goals.goals_of(before_reply) if isinstance(before_reply, replies.GoalState) else []
         server = note(lease)
         if told:
-            server = replace(server, start="restarted", note="; ".join([*told, server.note] if server.note else told))
+            server = replace(server, start=Start.RESTARTED,
+                             note="; ".join([*told, server.note] if server.note else told))
         result = m.TryResult(
             file=str(src.path), content_hash=src.hash, line=req.line, column=req.column, theorem=span.name,
             replaced=src.text[span.start:span.end], before=before, candidates=tried, server=server,
@@ -117,7 +120,7 @@ async def _round(
                 if report is not None:
                     await report(m.Progress(f"trying {i + 1} of {count}: {tactic[:60]}", i, count))
                 session.trials.doing(f"candidate {i + 1} of {count}, up to {timeout:.0f}s each")
-                if result.candidates and result.candidates[-1].state == "not_tried":
+                if result.candidates and result.candidates[-1].state == CandidateState.NOT_TRIED:
                     result.candidates.append(candidates.not_tried(tactic))
                     continue
                 try:
@@ -135,7 +138,7 @@ async def _round(
         else:
             result.replacing_server, shed = await candidates.shed(ctx, session, footprint)
         result.time_s = round(ctx.clock() - started, 3)
-        taken_back = session.server.runaway is not None or session.phase != "compiling"
+        taken_back = session.server.runaway is not None or session.phase != Phase.COMPILING
         result.message = " ".join(w for w in (judging.message(result, before_reply, timeout, taken_back,
                                                               ctx.settings.letgo_s), shed) if w)
         return result, src, span
@@ -184,7 +187,7 @@ async def goal_diff(ctx: Context, req: m.GoalDiff, client: str) -> m.GoalDiffRes
     first = await goals.goal_state(ctx, m.GoalState(req.file, req.line1, req.column1, wait=req.wait), client)
     second = await goals.goal_state(ctx, m.GoalState(req.file, req.line2, req.column2, wait=req.wait), client)
     for r in (first, second):
-        if r.state not in ("goals", "proved_here", "cheated", "failed"):
+        if r.state not in (PositionState.GOALS, PositionState.PROVED_HERE, PositionState.CHEATED, PositionState.FAILED):
             raise BadRequest(f"no goals at line {r.line}: {r.message}")
     if first.theorem != second.theorem:
         raise BadRequest(
@@ -194,7 +197,7 @@ async def goal_diff(ctx: Context, req: m.GoalDiff, client: str) -> m.GoalDiffRes
     before = first.before if req.column1 is None and first.before is not None else first.goals
     after = second.goals
     diff = goaldiff.diff(before, after)
-    warnings = [r.message for r in (first, second) if r.state == "failed"]
+    warnings = [r.message for r in (first, second) if r.state == PositionState.FAILED]
     changed = first.content_hash != second.content_hash
     return m.GoalDiffResult(
         file=first.file, content_hash=second.content_hash, theorem=first.theorem, before=before, after=after,
