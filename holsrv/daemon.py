@@ -269,6 +269,7 @@ class Daemon:
         duties = [d for d in (self._watch, self._idle) if d is not None and d is not asyncio.current_task()]
         await asyncio.gather(*self.connections.tasks, *duties, self.dispatch.close(budget / 4), return_exceptions=True)
         await self.answers.prefetches.close()
+        await self.answers.head_notes.close()
         await self.pool.close(max(0.0, deadline - loop.time()), self._force)
         with contextlib.suppress(OSError):
             info = os.lstat(self.settings.socket)

@@ -125,6 +125,13 @@ class HeadNotes:
             self._kept.popitem(last=False)
         return lines
 
+    async def close(self) -> None:
+        """Cancel the git reads in progress and wait for them (the daemon is stopping)."""
+        pending = list(self._pending.values())
+        for future in pending:
+            future.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
     async def _compute(self, path: Path, text: str) -> list[str]:
         self.computed += 1
         with contextlib.suppress(HolsrvError):

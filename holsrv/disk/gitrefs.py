@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MAX_OUTPUT_BYTES = 32 * 1024 * 1024  # a committed script, as `files.MAX_SCRIPT_BYTES`
+KILL_WAIT_S = 2.0  # for a killed git to be reaped
 _HASH = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 _REV = re.compile(r"[A-Za-z0-9_./@^~{}+-][A-Za-z0-9_./@^~{}+:-]*")
 
@@ -79,15 +80,14 @@ async def _git(args: list[str], cwd: Path, timeout_s: float) -> tuple[int | None
             out, said = await _read(proc)
             code = await proc.wait()
     except (TimeoutError, _TooLong) as stopped:
-        _kill(proc)
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(2.0):
-                await proc.wait()
+        await _killed(proc)
         if isinstance(stopped, _TooLong):
             return None, b"", f"git printed more than {MAX_OUTPUT_BYTES} bytes for {' '.join(args[:2])}; stopped"
         return None, b"", f"git did not answer within {timeout_s:g}s (git {' '.join(args[:2])}); it was stopped"
     except asyncio.CancelledError:
-        _kill(proc)
+        # Reaped even so (the daemon stopping cancels it): a child left unawaited keeps its pipes
+        # open past the event loop's end.
+        await _killed(proc)
         raise
     return code, out, said.decode("utf-8", "replace")
 
@@ -111,9 +111,13 @@ async def _read(proc: asyncio.subprocess.Process) -> tuple[bytes, bytes]:
         err_task.cancel()
 
 
-def _kill(proc: asyncio.subprocess.Process) -> None:
+async def _killed(proc: asyncio.subprocess.Process) -> None:
+    """Kill git's group and wait (at most KILL_WAIT_S) for it to be reaped."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(KILL_WAIT_S):
+            await proc.wait()
 
 
 def head_key(directory: Path) -> str | None:

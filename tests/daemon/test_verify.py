@@ -291,3 +291,35 @@ def _opened_for_writing(fifo: Path) -> bool:
         return False
     os.close(fd)
     return True
+
+
+def test_a_git_read_in_flight_when_the_daemon_stops_is_cancelled_and_reaped(tmp_path, monkeypatch):
+    # A diagnostics note reads HEAD's text with git in the background; the daemon stopping cancels
+    # it, and the child is reaped before the event loop ends (a child left behind keeps its pipes).
+    import asyncio
+
+    import psutil
+
+    from holsrv.answers.statementcheck import HeadNotes
+
+    path = committed(tmp_path, DEF_SCRIPT)
+    slow = tmp_path / "bin"
+    slow.mkdir()
+    started = tmp_path / "git.pid"
+    (slow / "git").write_text(f'#!/bin/sh\necho $$ > "{started}.tmp" && mv "{started}.tmp" "{started}"\nexec sleep 60\n')
+    (slow / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{slow}{os.pathsep}{os.environ['PATH']}")
+
+    async def stopped_midway() -> int:
+        notes = HeadNotes(timeout_s=60.0)
+        asking = asyncio.ensure_future(notes.notes(path, "edited", DEF_SCRIPT + LEMMA))
+        async with asyncio.timeout(30):
+            while not started.exists():
+                await asyncio.sleep(0.02)
+        await notes.close()
+        asking.cancel()
+        await asyncio.gather(asking, return_exceptions=True)
+        return int(started.read_text())
+
+    pid = asyncio.run(stopped_midway())
+    assert not psutil.pid_exists(pid), "the git child outlived the close"
