@@ -5,7 +5,7 @@ here first, and takes its fallback when the answer is no:
 
 | concern           | Linux                     | fallback (macOS, BSD, `HOLSRV_PORTABLE=1`)                 |
 |-------------------|---------------------------|------------------------------------------------------------|
-| file watching     | inotify                   | none: a script is synced when a call comes (as on overflow) |
+| file watching     | inotify                   | a stat poll every `STAT_POLL_S` (`disk/statpoll.py`)         |
 | process footprint | /proc status and children | psutil (resident memory, descendants by scan)               |
 | exit watch        | pidfd_open                | polling the child's return code                             |
 | parent death      | PR_SET_PDEATHSIG          | the watchdog polls its parent (`os.getppid()` changes)      |
@@ -34,6 +34,9 @@ import sys
 PORTABLE_ENV = "HOLSRV_PORTABLE"
 PORTABLE = os.environ.get(PORTABLE_ENV, "").strip() not in ("", "0")
 LINUX = sys.platform.startswith("linux")
+# The stat poll's interval, where there is no inotify: how late a write with
+# no call (sync on write, a rebuilt ancestor) is noticed.  A call looks at once.
+STAT_POLL_S = 0.5
 
 
 def linux() -> bool:
@@ -103,7 +106,7 @@ def machine_bytes() -> int:
 def described() -> dict[str, str]:
     """Each concern and the facility used for it on this machine, now."""
     return {
-        "file watching": "inotify" if inotify() else "none (scripts synced when a call comes)",
+        "file watching": "inotify" if inotify() else f"stat poll (every {STAT_POLL_S:g}s)",
         "process footprint": "/proc" if proc_counters() else "psutil",
         "exit watch": "pidfd" if pidfd() else "polling",
         "parent death": "PR_SET_PDEATHSIG and polling" if death_signal() else "polling",

@@ -13,9 +13,11 @@ That is a listing of each directory and a stat of each build file of an
 ancestor, too much for every call (a project may have hundreds of
 directories): `BuildTimes` keeps each script directory's times, and a
 directory watch (inotify) drops them the moment a build file, a
-Holmakefile, a holproject.toml or a `.hol/objs` changes.  Nothing polls:
-times are read when a call asks, and where no watch can be set they are
-re-read at most once per second.
+Holmakefile, a holproject.toml or a `.hol/objs` changes.  Without inotify
+the same watch is a stat poll taken when a call asks (`disk/statpoll.py`:
+a listing of each place and a stat of its build files, so a build finished
+before the call shows in it); where no watch can be set, times are re-read
+at most once per second.
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from holsrv.disk import holproject
-from holsrv.disk.inotify import BUILD_SUFFIXES, Watcher
+from holsrv.disk import holproject, watching
+from holsrv.disk.inotify import BUILD_SUFFIXES
 from holsrv.text import ancestry, textinfo
 from holsrv.text.ancestry import ancestors  # noqa: F401  # re-exported: callers use ancestors.ancestors
 
@@ -205,7 +207,7 @@ class BuildTimes:
         # By the directory's name: callers pass a new `path.parent` each time, whose hash is not yet computed.
         self._known: OrderedDict[str, _Known] = OrderedDict()
         self._watch = watch
-        self._watcher: Watcher | None = None  # set up on first use, not at import
+        self._watcher: watching.DirWatch | None = None  # set up on first use, not at import
         self._lock = threading.Lock()  # shared by the daemons of one process (tests run several)
         self.computed = 0  # times read from the file system, for tests
         # `development`'s answers, by script directory and names, with the serial they hold for.
@@ -327,7 +329,8 @@ class BuildTimes:
 
     def _times(self, names: Iterable[str], script_dir: Path) -> dict[str, float]:
         if self._watch:
-            self._watch, self._watcher = False, Watcher.create(RECHECK_S)
+            # No poller: the stat poll's look is taken when asked, so a call sees a build done before it.
+            self._watch, self._watcher = False, watching.create(watching.build_file, None, RECHECK_S)
         self._forget_changed()
         now = self._clock()
         known = self._known.get(str(script_dir))

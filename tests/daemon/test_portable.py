@@ -30,7 +30,7 @@ from holsrv.process import footprint
 from holsrv.process.process import ChildProcess, ProcessState
 from holsrv.rpc import messages as m
 
-from conftest import GOOD_SCRIPT
+from conftest import GOOD_SCRIPT, client_messages, wait_until
 
 NO_CHECK = "no check possible: the private socket directory is the guard"
 
@@ -48,7 +48,7 @@ def _refuse(what: str):
 
 def test_every_concern_names_its_fallback_in_portable_mode(portable):
     assert facilities.described() == {
-        "file watching": "none (scripts synced when a call comes)",
+        "file watching": f"stat poll (every {facilities.STAT_POLL_S:g}s)",
         "process footprint": "psutil",
         "exit watch": "polling",
         "parent death": "polling",
@@ -58,15 +58,26 @@ def test_every_concern_names_its_fallback_in_portable_mode(portable):
     }
 
 
-def test_without_inotify_a_written_script_is_answered_on_the_next_call(portable, daemon_factory, write_script):
-    assert inotify.Watcher.create() is None
+def test_without_inotify_a_written_script_reaches_hol_with_no_call_through_the_stat_poll(
+    portable, daemon_factory, write_script, monkeypatch, tmp_path
+):
+    monkeypatch.setattr(inotify.Watcher, "__init__", _refuse("inotify"))
+    log = tmp_path / "wire.jsonl"
+    monkeypatch.setenv("FAKE_HOL_LOG", str(log))
     daemon = daemon_factory()
     path = write_script(GOOD_SCRIPT)
     assert daemon.call(m.Diagnostics(str(path), wait=20)).verdict == "OK"
-    path.write_text(GOOD_SCRIPT.replace("gen_tac >> simp[]", 'FAIL_TAC "no"'), encoding="utf-8")
+    broken = GOOD_SCRIPT.replace("gen_tac >> simp[]", 'FAIL_TAC "no"')
+    path.write_text(broken, encoding="utf-8")
+    wait_until(lambda: broken in _changes(log), 30, "the written text in a didChange, with no call")
+    assert daemon.daemon.pool.scriptwatch.syncs == 1
     after = daemon.call(m.Diagnostics(str(path), wait=20))
     assert after.content_hash == files.content_hash(path.read_bytes()) and after.verdict != "OK"
-    assert daemon.daemon.pool.scriptwatch.syncs == 0  # nothing watched: the call synced it
+    assert _changes(log) == [broken]  # the call found it synced: nothing sent twice
+
+
+def _changes(log) -> list[str]:
+    return [msg["params"]["contentChanges"][0]["text"] for msg in client_messages(log, "textDocument/didChange")]
 
 
 @pytest.mark.asyncio
