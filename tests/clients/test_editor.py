@@ -21,6 +21,7 @@ from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from holctl.render import render
+from holsrv import facilities
 from holsrv.disk.files import content_hash
 from holsrv.errors import HolsrvError
 from holsrv.rpc import messages as m
@@ -314,6 +315,8 @@ async def test_after_the_daemon_restarts_the_editor_is_told_and_its_documents_ar
 
 
 @pytest.mark.asyncio
+@pytest.mark.skipif(facilities.peer_check() != "SO_PEERCRED",
+                    reason="no SO_PEERCRED here (portable mode): no peer's user to refuse; test_portable covers it")
 async def test_an_editor_of_another_user_is_refused_and_told_why(daemon, write_script):
     daemon.daemon.connections.owner_uid = os.getuid() + 1  # as if the peer were another user
     client = await editor(daemon)
