@@ -11,6 +11,8 @@ here first, and takes its fallback when the answer is no:
 | parent death      | PR_SET_PDEATHSIG          | the watchdog polls its parent (`os.getppid()` changes)      |
 | peer credentials  | SO_PEERCRED               | LOCAL_PEERCRED; else none: the private socket directory guards |
 | memory budget     | cgroup v2 limits          | the machine's memory (psutil)                               |
+| socket path       | 107 bytes (`sun_path`)    | 103 bytes, macOS's (`socket_path_max`)                      |
+| service manager   | systemd                   | launchd on macOS; else none: started on demand              |
 
 `HOLSRV_PORTABLE=1` (read once, when this module is first imported) turns
 every Linux-only facility off, so the fallbacks run, and are tested, on
@@ -64,6 +66,17 @@ def death_signal() -> bool:
 
 def cgroups() -> bool:
     return linux()
+
+
+# The size of a Unix socket address's path (`sun_path`): 108 bytes on Linux,
+# 104 on macOS and the BSDs.  A path must leave room for its closing NUL.
+SUN_PATH_LINUX, SUN_PATH_PORTABLE = 108, 104
+
+
+def socket_path_max() -> int:
+    """The longest Unix socket path, in bytes, a daemon may listen on here (macOS's in portable
+    mode, so a path that would not fit on a Mac is caught on Linux too)."""
+    return (SUN_PATH_LINUX if linux() else SUN_PATH_PORTABLE) - 1
 
 
 def peer_credentials(sock: socket.socket) -> tuple[int | None, int] | None:

@@ -195,6 +195,7 @@ class AsyncClient:
 
     async def _handshake(self) -> _Connection:
         """A new connection, welcomed; FileNotFoundError or ConnectionRefusedError when nobody listens."""
+        paths.checked_socket(self.socket)  # SocketPathTooLong: no daemon can listen there
         try:
             async with asyncio.timeout(autostart.CONNECT_TIMEOUT_S):
                 reader, writer = await asyncio.open_unix_connection(str(self.socket), limit=framing.MAX_FRAME)
