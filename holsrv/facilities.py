@@ -35,6 +35,7 @@ import sys
 
 PORTABLE_ENV = "HOLSRV_PORTABLE"
 PORTABLE = os.environ.get(PORTABLE_ENV, "").strip() not in ("", "0")
+PLATFORM = sys.platform  # what `service_manager` goes by (tests set "darwin")
 LINUX = sys.platform.startswith("linux")
 # The stat poll's interval, where there is no inotify: how late a write with
 # no call (sync on write, a rebuilt ancestor) is noticed.  A call looks at once.
@@ -109,6 +110,15 @@ def peer_check() -> str:
     return "no check possible: the private socket directory is the guard"
 
 
+def service_manager() -> str:
+    """What `holctl install-service` installs holsrv with: "systemd" on Linux, "launchd" on
+    macOS, "none" elsewhere (the daemon starts on demand).  By platform, not by portable mode:
+    it is a choice of what to write, not a facility the daemon uses."""
+    if PLATFORM == "darwin":
+        return "launchd"
+    return "systemd" if PLATFORM.startswith("linux") else "none"
+
+
 def machine_bytes() -> int:
     """The machine's memory, however the system tells it."""
     import psutil  # not at import: the watchdog-side and stdlib-only readers never need it
@@ -125,5 +135,7 @@ def described() -> dict[str, str]:
         "parent death": "PR_SET_PDEATHSIG and polling" if death_signal() else "polling",
         "peer credentials": peer_check(),
         "memory budget": "cgroup v2 limits and machine memory" if cgroups() else "machine memory",
+        "socket path": f"at most {socket_path_max()} bytes",
+        "service manager": service_manager(),
         "portable mode": "on" if PORTABLE else "off",
     }

@@ -54,6 +54,8 @@ def test_every_concern_names_its_fallback_in_portable_mode(portable):
         "parent death": "polling",
         "peer credentials": "LOCAL_PEERCRED" if hasattr(socket, "LOCAL_PEERCRED") else NO_CHECK,
         "memory budget": "machine memory",
+        "socket path": "at most 103 bytes",
+        "service manager": "systemd",
         "portable mode": "on",
     }
 
