@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from holsrv.disk import holproject, watching
+from holsrv.disk import holproject, statpoll, watching
 from holsrv.disk.inotify import BUILD_SUFFIXES
 from holsrv.text import ancestry, textinfo
 from holsrv.text.ancestry import ancestors  # noqa: F401  # re-exported: callers use ancestors.ancestors
@@ -222,6 +222,7 @@ class BuildTimes:
     def times(self, names: Iterable[str], script_dir: Path) -> dict[str, float]:
         """For each of `names`, the newest time one of its built files was written (0: none found)."""
         with self._lock:
+            self._look(script_dir)
             return self._times(names, script_dir)
 
     def development(self, names: Iterable[str], script_dir: Path) -> Development:
@@ -259,7 +260,7 @@ class BuildTimes:
             top = self._known.get(str(script_dir))
             if top is not None:  # every script of the directory: its serial covers them all
                 top.deeper = tuple(dict.fromkeys([*top.deeper, *deeper]))
-            serial = self._serial(script_dir)
+            serial = self._serial(script_dir, look=False)  # looked at on the way in
             if serial is not None:
                 self._developments[key] = (serial, dev)
                 while len(self._developments) > self._max_dirs:
@@ -285,15 +286,24 @@ class BuildTimes:
         """Where a rebuild of `script_dir`'s ancestors, however deep, would show, as last
         learnt (empty if never asked)."""
         with self._lock:
-            known = self._known.get(str(script_dir))
-            if known is None:
-                return frozenset()
-            places = set(known.places)
-            for other in known.deeper:
-                deeper = self._known.get(other)
-                if deeper is not None:
-                    places |= deeper.places
-            return frozenset(places)
+            return self._places(script_dir)
+
+    def _places(self, script_dir: Path) -> frozenset[Path]:
+        known = self._known.get(str(script_dir))
+        if known is None:
+            return frozenset()
+        places = set(known.places)
+        for other in known.deeper:
+            deeper = self._known.get(other)
+            if deeper is not None:
+                places |= deeper.places
+        return frozenset(places)
+
+    def _look(self, script_dir: Path) -> None:
+        """Without inotify: stat where a rebuild of `script_dir`'s ancestors would show, now, so
+        a build finished before this call shows in it (the other directories wait for their own)."""
+        if isinstance(self._watcher, statpoll.PollWatcher):
+            self._watcher.sweep(self._places(script_dir))
 
     def serial(self, script_dir: Path) -> int | None:
         """A number that stays the same exactly as long as `times` for `script_dir` gives the
@@ -303,7 +313,9 @@ class BuildTimes:
         with self._lock:
             return self._serial(script_dir)
 
-    def _serial(self, script_dir: Path) -> int | None:
+    def _serial(self, script_dir: Path, look: bool = True) -> int | None:
+        if look:
+            self._look(script_dir)
         self._forget_changed()
         known = self._known.get(str(script_dir))
         if known is None or not self._current(known):
@@ -329,7 +341,7 @@ class BuildTimes:
 
     def _times(self, names: Iterable[str], script_dir: Path) -> dict[str, float]:
         if self._watch:
-            # No poller: the stat poll's look is taken when asked, so a call sees a build done before it.
+            # No poller: the stat poll looks when a call asks (`_look`), so the call sees a build done before it.
             self._watch, self._watcher = False, watching.create(watching.build_file, None, RECHECK_S)
         self._forget_changed()
         now = self._clock()

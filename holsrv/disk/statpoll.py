@@ -4,7 +4,7 @@ The portable fallback of `inotify.Watcher`, with its interface (`fd`,
 `watch`, `unwatch`, `written`, `changed`, `close`), so sync on write and the
 build watch keep working on macOS, the BSDs and in portable mode.  Each
 watched directory is listed (one `os.scandir`) and each of its entries a
-watcher cares about (`relevant`) is stat'ed; an entry's (device, inode, size,
+watcher cares about (`relevant(directory, name)`) is stat'ed; an entry's (device, inode, size,
 mtime_ns, ctime_ns) that differs from the last look, an entry that appears
 or goes, or the directory itself gone or replaced, is an event, delivered as
 inotify's are.
@@ -15,9 +15,10 @@ Who looks:
   `interval_s` (`facilities.STAT_POLL_S`); events make its `fd` readable, so
   an event loop's reader wakes as it does on inotify's descriptor (the
   script watch, the build watch);
-- a watcher with no poller looks when asked (`changed`, `written`): the
-  build-times cache asks on every call, and a build finished before a call
-  must show in it, as inotify's queued event does (no interval to wait out).
+- a watcher with no poller looks when its owner says (`sweep`, of the
+  directories it names): the build-times cache looks at a script's places
+  when a call asks about it, since a build finished before a call must show
+  in it, as inotify's queued event does (no interval to wait out).
 
 What a stat cannot see, it does not: a rewrite within the file system's
 timestamp granularity that keeps the size (`sees_every_write` is False, so
@@ -36,7 +37,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,18 +68,18 @@ def _identity(path: str) -> _Identity | None:
     return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
 
 
-def _look(directory: Path, relevant: Callable[[Path], bool]) -> _Look:
+def _look(directory: Path, relevant: Callable[[Path, str], bool]) -> _Look:
     try:
         info = os.stat(directory)
         with os.scandir(directory) as listing:
-            names = [entry.name for entry in listing if relevant(directory / entry.name)]
+            found = [entry.path for entry in listing if relevant(directory, entry.name)]
     except OSError:
         return _Look(None, {})
     entries = {}
-    for name in names[:MAX_ENTRIES]:
-        identity = _identity(os.path.join(directory, name))  # followed: a linked script's target
+    for path in found[:MAX_ENTRIES]:
+        identity = _identity(path)  # followed: a linked script's target
         if identity is not None:
-            entries[name] = identity
+            entries[os.path.basename(path)] = identity
     return _Look((info.st_dev, info.st_ino), entries)
 
 
@@ -138,9 +139,9 @@ class PollWatcher:
 
     sees_every_write = False  # a rewrite that keeps the stat is missed: vouch for no read
 
-    def __init__(self, relevant: Callable[[Path], bool], poller: Poller | None = None,
+    def __init__(self, relevant: Callable[[Path, str], bool], poller: Poller | None = None,
                  max_dirs: int = MAX_DIRS) -> None:
-        self._relevant = relevant  # which entries count (called from the poll thread too)
+        self._relevant = relevant  # which entries (directory, name) count; called from the poll thread too
         self._poller = poller
         self._max_dirs = max_dirs
         self._lock = threading.Lock()  # the looks and events, between the poll thread and the owner
@@ -201,8 +202,6 @@ class PollWatcher:
         return {directory for directory, _name, _exists in events}
 
     def _take(self) -> list[tuple[Path, str | None, bool]] | None:
-        if self._poller is None:
-            self.sweep()  # asked, not polled: look now
         with contextlib.suppress(BlockingIOError, OSError):
             while os.read(self._read, 4096):
                 pass
@@ -211,11 +210,11 @@ class PollWatcher:
             overflow, self._overflow = self._overflow, False
         return None if overflow else events
 
-    def sweep(self) -> None:
-        """Look at every watched directory once, and record what differs."""
+    def sweep(self, only: Iterable[Path] | None = None) -> None:
+        """Look at every watched directory (or those of `only` watched) once, and record what differs."""
         with self._sweeping:
             with self._lock:
-                before = dict(self._looks)
+                before = dict(self._looks) if only is None else {d: self._looks[d] for d in only if d in self._looks}
             found: list[tuple[Path, str | None, bool]] = []
             now = {directory: _look(directory, self._relevant) for directory in before}
             with self._lock:

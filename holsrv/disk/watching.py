@@ -18,10 +18,10 @@ from holsrv.disk import inotify, statpoll
 DirWatch = inotify.Watcher | statpoll.PollWatcher
 
 
-def create(relevant: Callable[[Path], bool], poller: statpoll.Poller | None = statpoll.shared,
+def create(relevant: Callable[[Path, str], bool], poller: statpoll.Poller | None = statpoll.shared,
            recheck_s: float = 1.0) -> DirWatch | None:
     """inotify's watches, else a stat poll of the entries `relevant` accepts, looked at by
-    `poller` (None: when asked); None only where neither can be had."""
+    `poller` (None: when the owner calls its `sweep`); None only where neither can be had."""
     found = inotify.Watcher.create(recheck_s)
     if found is not None:
         return found
@@ -31,6 +31,7 @@ def create(relevant: Callable[[Path], bool], poller: statpoll.Poller | None = st
         return None
 
 
-def build_file(path: Path) -> bool:
-    """Whether a change to `path` may be a change to a theory's build (`inotify.Watcher.changed`'s names)."""
-    return inotify.relevant_name(path.name)
+def build_file(directory: Path, name: str) -> bool:
+    """Whether a change to `name` in `directory` may be a change to a theory's build
+    (`inotify.Watcher.changed`'s names)."""
+    return inotify.relevant_name(name)

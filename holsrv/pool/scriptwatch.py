@@ -85,9 +85,9 @@ class ScriptWatch:
             names = self._scripts[path.parent] = set()
         names.add(path.name)
 
-    def _watched_script(self, path: Path) -> bool:
-        """Whether `path` is a script watched (what a stat poll looks at; any thread)."""
-        return path.name in self._scripts.get(path.parent, ())
+    def _watched_script(self, directory: Path, name: str) -> bool:
+        """Whether `name` in `directory` is a script watched (what a stat poll looks at; any thread)."""
+        return name in self._scripts.get(directory, ())
 
     def watches(self, path: Path) -> bool:
         """Whether a write to the script `path` is noticed now."""

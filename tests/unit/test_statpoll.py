@@ -11,23 +11,31 @@ import pytest
 from holsrv.disk import statpoll, watching
 
 
-def _scripts(path: Path) -> bool:
-    return path.name.endswith("Script.sml")
+def _scripts(directory: Path, name: str) -> bool:
+    return name.endswith("Script.sml")
 
 
-def test_a_watcher_asked_directly_sees_a_build_done_just_before_it_is_asked(tmp_path):
+def test_a_watcher_with_no_poller_sees_a_build_done_just_before_its_owner_looks(tmp_path):
     built = tmp_path / "mylibTheory.uo"
     built.write_text("old")
+    other = tmp_path / "other"
+    other.mkdir()
     watcher = statpoll.PollWatcher(watching.build_file, poller=None)
     try:
-        assert watcher.watch(tmp_path)
+        assert watcher.watch(tmp_path) and watcher.watch(other)
+        watcher.sweep()
         assert watcher.changed() == set()
         (tmp_path / "notes.txt").write_text("not a build file")
+        watcher.sweep()
         assert watcher.changed() == set()
-        os.utime(built, (2000, 2000))  # no interval to wait out: the ask looks
+        os.utime(built, (2000, 2000))  # no interval to wait out: the look is now
+        (other / "baseTheory.dat").write_text("new")
+        watcher.sweep([tmp_path])  # the directories the call cares about
         assert watcher.changed() == {tmp_path}
-        assert watcher.changed() == set()
+        watcher.sweep()  # the other one's change is kept for its own look
+        assert watcher.changed() == {other}
         built.unlink()
+        watcher.sweep()
         assert watcher.changed() == {tmp_path}
     finally:
         watcher.close()
@@ -56,6 +64,7 @@ def test_a_directory_removed_is_reported_once_and_no_longer_watched(tmp_path):
     try:
         assert watcher.watch(place)
         place.rmdir()
+        watcher.sweep()
         assert watcher.changed() == {place}
         assert watcher.watched() == 0 and watcher.changed() == set()
         assert not watcher.watch(place)  # nothing there to look at
@@ -86,6 +95,7 @@ def test_more_events_than_kept_is_an_overflow(tmp_path, monkeypatch):
         assert watcher.watch(tmp_path)
         for i in range(5):
             (tmp_path / f"n{i}Script.sml").write_text("new")
+        watcher.sweep()
         assert watcher.written() is None  # anything may have been written
         assert watcher.written() == set()
     finally:
@@ -106,6 +116,7 @@ def test_a_rewrite_in_place_or_by_rename_is_a_write(tmp_path, rename):
         else:
             script.write_text("two")  # the same size: mtime and ctime tell
             os.utime(script, ns=(0, 1))
+        watcher.sweep()
         assert watcher.written() == {script}
     finally:
         watcher.close()
