@@ -30,7 +30,8 @@ test: $(STAMP)
 PORTABLE_TESTS := tests/unit/test_statpoll.py tests/daemon/test_portable.py tests/daemon/test_scriptwatch.py \
 	tests/daemon/test_watchdog.py tests/daemon/test_process.py tests/daemon/test_memory_budget.py \
 	tests/daemon/test_security.py tests/daemon/test_unblocking.py tests/daemon/test_runaways.py \
-	tests/daemon/test_replacement.py::test_a_rebuild_is_noticed_through_the_directory_watch_with_no_call
+	tests/daemon/test_replacement.py::test_a_rebuild_is_noticed_through_the_directory_watch_with_no_call \
+	tests/daemon/test_pool.py::test_a_new_daemon_stops_servers_its_killed_predecessor_left
 test-portable: $(STAMP)
 	HOLSRV_PORTABLE=1 $(BIN)/python -m pytest -q -n auto --dist worksteal $(PORTABLE_TESTS)
 
