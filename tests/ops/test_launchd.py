@@ -79,3 +79,28 @@ def test_the_service_manager_goes_by_platform_not_by_portable_mode(monkeypatch):
     for platform, manager in (("linux", "systemd"), ("darwin", "launchd"), ("openbsd7", "none")):
         monkeypatch.setattr(facilities, "PLATFORM", platform)
         assert facilities.service_manager() == manager
+
+
+def test_on_macos_doctor_names_the_launch_agent_instead_of_systemd(mac, tmp_path, short_tmp, monkeypatch):
+    env = _env(tmp_path, HOLSRV_SOCKET=str(short_tmp / "s.sock"), HOLCTL_SYSTEMCTL=str(tmp_path / "no-systemctl"))
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    before = _checks(CliRunner().invoke(cli, ["doctor"], env=env).output)
+    assert CliRunner().invoke(cli, ["install-service"], env=env).exit_code == 0
+    after = _checks(CliRunner().invoke(cli, ["doctor"], env=env).output)
+    file = tmp_path / "home" / "Library" / "LaunchAgents" / "local.holsrv.plist"
+    assert before["launchd"] == (f"ok no holsrv agent at {file}: the daemon starts on demand. Fix: optional: "
+                                 "`holctl install-service` for a launchd agent that keeps it running from login")
+    assert after["launchd"].startswith(f"ok agent installed at {file}, running ")
+    assert f"`launchctl print gui/{os.getuid()}/local.holsrv`" in after["launchd"]
+    assert not {"systemd", "units"} & (before.keys() | after.keys())
+
+
+def _checks(output: str) -> dict[str, str]:
+    """Each check's status and message, by name, from doctor's text report."""
+    found = {}
+    for line in output.splitlines():
+        words = line.split(None, 2)
+        if len(words) == 3 and words[0] in ("ok", "warn", "FAIL", "skip"):
+            found[words[1]] = f"{words[0]} {words[2]}"
+    return found
