@@ -80,9 +80,11 @@ class ScriptWatch:
             asyncio.get_running_loop().add_reader(self._watch.fd, self._readable)
         names = self._scripts.get(path.parent)
         if names is None:
+            # Named first: a stat poll's first look takes the script in as it is, not as a write.
+            names = self._scripts[path.parent] = {path.name}
             if not self._watch.watch(path.parent):
+                del self._scripts[path.parent]
                 return  # refused (too many watches): calls still sync
-            names = self._scripts[path.parent] = set()
         names.add(path.name)
 
     def _watched_script(self, directory: Path, name: str) -> bool:

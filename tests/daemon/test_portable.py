@@ -25,7 +25,7 @@ import pytest
 from holctl.render import render
 from holsrv import facilities
 from holsrv.config import memorylimit
-from holsrv.disk import files, inotify
+from holsrv.disk import files, inotify, statpoll
 from holsrv.process import footprint
 from holsrv.process.process import ChildProcess, ProcessState
 from holsrv.rpc import messages as m
@@ -76,6 +76,23 @@ def test_without_inotify_a_written_script_reaches_hol_with_no_call_through_the_s
     after = daemon.call(m.Diagnostics(str(path), wait=20))
     assert after.content_hash == files.content_hash(path.read_bytes()) and after.verdict != "OK"
     assert _changes(log) == [broken]  # the call found it synced: nothing sent twice
+
+
+def test_the_stat_poll_takes_a_newly_watched_script_in_as_it_is_not_as_a_write(
+    portable, daemon_factory, write_script
+):
+    daemon = daemon_factory()
+    path = write_script(GOOD_SCRIPT)
+    assert daemon.call(m.Diagnostics(str(path), wait=20)).verdict == "OK"
+    watch = daemon.daemon.pool.scriptwatch
+    assert path.resolve() in daemon.run(_watching(watch))
+    rounds = statpoll.shared.rounds
+    wait_until(lambda: statpoll.shared.rounds >= rounds + 2, 30, "two looks of the stat poll")
+    assert watch._writes == {}  # nothing read again, nothing synced, for a file no one wrote
+
+
+async def _watching(watch) -> set:
+    return watch.watching()
 
 
 def _changes(log) -> list[str]:
