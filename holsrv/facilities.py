@@ -5,14 +5,15 @@ here first, and takes its fallback when the answer is no:
 
 | concern           | Linux                     | fallback (macOS, BSD, `HOLSRV_PORTABLE=1`)                 |
 |-------------------|---------------------------|------------------------------------------------------------|
-| file watching     | inotify                   | a stat poll every `STAT_POLL_S` (`disk/statpoll.py`)         |
+| file watching     | inotify                   | a stat poll every `STAT_POLL_S` (`disk/statpoll.py`)        |
 | process footprint | /proc status and children | psutil (resident memory, descendants by scan)               |
 | exit watch        | pidfd_open                | polling the child's return code                             |
 | parent death      | PR_SET_PDEATHSIG          | the watchdog polls its parent (`os.getppid()` changes)      |
 | peer credentials  | SO_PEERCRED               | LOCAL_PEERCRED; else none: the private socket directory guards |
 | memory budget     | cgroup v2 limits          | the machine's memory (psutil)                               |
 | socket path       | 107 bytes (`sun_path`)    | 103 bytes, macOS's (`socket_path_max`)                      |
-| service manager   | systemd                   | launchd on macOS; else none: started on demand              |
+| service manager   | systemd                   | launchd on macOS; else none: started on demand (by platform, |
+|                   |                           | not by portable mode: `service_manager`)                    |
 
 `HOLSRV_PORTABLE=1` (read once, when this module is first imported) turns
 every Linux-only facility off, so the fallbacks run, and are tested, on
