@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test test-fast stress lint bench run clean install-service pack-plugin dist
+.PHONY: install test test-portable test-fast stress lint bench run clean install-service pack-plugin dist
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,19 @@ install: $(STAMP)
 # each taking a waiting test from another as it runs out.
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n auto --dist worksteal
+
+# The tests of the portable fallbacks (holsrv/facilities.py: file watching,
+# process family, parent death, peer credentials, memory), the daemon-death
+# checks and what rests on file watching, run with every Linux-only facility
+# off (HOLSRV_PORTABLE=1) as on macOS; about a minute.  The whole suite in
+# that mode is `HOLSRV_PORTABLE=1 make test`, too long for CI twice.
+PORTABLE_TESTS := tests/unit/test_statpoll.py tests/daemon/test_portable.py tests/daemon/test_scriptwatch.py \
+	tests/daemon/test_watchdog.py tests/daemon/test_process.py tests/daemon/test_memory_budget.py \
+	tests/daemon/test_security.py tests/daemon/test_unblocking.py tests/daemon/test_runaways.py \
+	tests/daemon/test_replacement.py::test_a_rebuild_is_noticed_through_the_directory_watch_with_no_call \
+	tests/daemon/test_pool.py::test_a_new_daemon_stops_servers_its_killed_predecessor_left
+test-portable: $(STAMP)
+	HOLSRV_PORTABLE=1 $(BIN)/python -m pytest -q -n auto --dist worksteal $(PORTABLE_TESTS)
 
 # The unit tests alone (tests/unit: no daemon, no process), in seconds, on one
 # worker: what to run after each change before `make test`.

@@ -28,7 +28,7 @@ Exit codes:
   4  HOL problem: HOL not found, server died or stopped, server starting, servers busy,
      server timed out, HOL error, memory budget, too many jobs
   5  daemon unreachable, stopping or refusing this user; protocol mismatch, bad frame or
-     connection closed
+     connection closed; socket path too long
 """
 
 
@@ -73,8 +73,7 @@ _FAILURE_BY_CODE = {
     ),
     **dict.fromkeys(
         ["daemon_unreachable", "protocol_mismatch", "bad_frame", "connection_closed", "daemon_stopping",
-         "daemon_restarting",
-         "peer_refused"],
+         "daemon_restarting", "peer_refused", "socket_path_too_long"],
         Unreachable,
     ),
 }

@@ -32,7 +32,7 @@ from holsrv.config import metricslisten
 from holsrv.config.settings import ConfigError, Settings
 from holsrv.disk import files
 from holsrv.dispatch import Dispatch
-from holsrv.errors import AlreadyRunning, DaemonStopping
+from holsrv.errors import AlreadyRunning, DaemonStopping, SocketPathTooLong
 from holsrv.metrics.endpoint import Endpoint
 from holsrv.pool.pool import Pool
 from holsrv.pool.stopping import wait_all
@@ -90,7 +90,9 @@ class Daemon:
         path = self.settings.socket
         try:
             listen = metricslisten.parse(self.settings.metrics_listen)
-        except ValueError as err:
+            if self._listener is None:  # systemd's socket is bound already
+                paths.checked_socket(path)
+        except (ValueError, SocketPathTooLong) as err:
             raise ConfigError(str(err)) from None
         paths.private_dir(path.parent)
         self._lock_fd = _lock(path)

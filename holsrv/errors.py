@@ -129,6 +129,12 @@ class DaemonUnreachable(HolsrvError):
     code = "daemon_unreachable"
 
 
+class SocketPathTooLong(DaemonUnreachable):
+    """The daemon's socket path is longer than a Unix socket address holds (103 bytes on macOS)."""
+
+    code = "socket_path_too_long"
+
+
 class FrameError(HolsrvError):
     code = "bad_frame"
 

@@ -5,12 +5,15 @@ here first, and takes its fallback when the answer is no:
 
 | concern           | Linux                     | fallback (macOS, BSD, `HOLSRV_PORTABLE=1`)                 |
 |-------------------|---------------------------|------------------------------------------------------------|
-| file watching     | inotify                   | none: a script is synced when a call comes (as on overflow) |
+| file watching     | inotify                   | a stat poll every `STAT_POLL_S` (`disk/statpoll.py`)        |
 | process footprint | /proc status and children | psutil (resident memory, descendants by scan)               |
 | exit watch        | pidfd_open                | polling the child's return code                             |
 | parent death      | PR_SET_PDEATHSIG          | the watchdog polls its parent (`os.getppid()` changes)      |
 | peer credentials  | SO_PEERCRED               | LOCAL_PEERCRED; else none: the private socket directory guards |
 | memory budget     | cgroup v2 limits          | the machine's memory (psutil)                               |
+| socket path       | 107 bytes (`sun_path`)    | 103 bytes, macOS's (`socket_path_max`)                      |
+| service manager   | systemd                   | launchd on macOS; else none: started on demand (by platform, |
+|                   |                           | not by portable mode: `service_manager`)                    |
 
 `HOLSRV_PORTABLE=1` (read once, when this module is first imported) turns
 every Linux-only facility off, so the fallbacks run, and are tested, on
@@ -33,7 +36,11 @@ import sys
 
 PORTABLE_ENV = "HOLSRV_PORTABLE"
 PORTABLE = os.environ.get(PORTABLE_ENV, "").strip() not in ("", "0")
+PLATFORM = sys.platform  # what `service_manager` goes by (tests set "darwin")
 LINUX = sys.platform.startswith("linux")
+# The stat poll's interval, where there is no inotify: how late a write with
+# no call (sync on write, a rebuilt ancestor) is noticed.  A call looks at once.
+STAT_POLL_S = 0.5
 
 
 def linux() -> bool:
@@ -61,6 +68,17 @@ def death_signal() -> bool:
 
 def cgroups() -> bool:
     return linux()
+
+
+# The size of a Unix socket address's path (`sun_path`): 108 bytes on Linux,
+# 104 on macOS and the BSDs.  A path must leave room for its closing NUL.
+SUN_PATH_LINUX, SUN_PATH_PORTABLE = 108, 104
+
+
+def socket_path_max() -> int:
+    """The longest Unix socket path, in bytes, a daemon may listen on here (macOS's in portable
+    mode, so a path that would not fit on a Mac is caught on Linux too)."""
+    return (SUN_PATH_LINUX if linux() else SUN_PATH_PORTABLE) - 1
 
 
 def peer_credentials(sock: socket.socket) -> tuple[int | None, int] | None:
@@ -93,6 +111,15 @@ def peer_check() -> str:
     return "no check possible: the private socket directory is the guard"
 
 
+def service_manager() -> str:
+    """What `holctl install-service` installs holsrv with: "systemd" on Linux, "launchd" on
+    macOS, "none" elsewhere (the daemon starts on demand).  By platform, not by portable mode:
+    it is a choice of what to write, not a facility the daemon uses."""
+    if PLATFORM == "darwin":
+        return "launchd"
+    return "systemd" if PLATFORM.startswith("linux") else "none"
+
+
 def machine_bytes() -> int:
     """The machine's memory, however the system tells it."""
     import psutil  # not at import: the watchdog-side and stdlib-only readers never need it
@@ -103,11 +130,13 @@ def machine_bytes() -> int:
 def described() -> dict[str, str]:
     """Each concern and the facility used for it on this machine, now."""
     return {
-        "file watching": "inotify" if inotify() else "none (scripts synced when a call comes)",
+        "file watching": "inotify" if inotify() else f"stat poll (every {STAT_POLL_S:g}s)",
         "process footprint": "/proc" if proc_counters() else "psutil",
         "exit watch": "pidfd" if pidfd() else "polling",
         "parent death": "PR_SET_PDEATHSIG and polling" if death_signal() else "polling",
         "peer credentials": peer_check(),
         "memory budget": "cgroup v2 limits and machine memory" if cgroups() else "machine memory",
+        "socket path": f"at most {socket_path_max()} bytes",
+        "service manager": service_manager(),
         "portable mode": "on" if PORTABLE else "off",
     }

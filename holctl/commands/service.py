@@ -90,29 +90,38 @@ def _setting_line(name: str, value: str, source: str) -> str:
 
 @click.command("install-service")
 def install_service() -> None:
-    """Install holsrv as a systemd user service, started on the first connection to its socket."""
-    from holctl import service
+    """Install holsrv as a systemd user service, started on the first connection to its socket
+    (on macOS: a launchd LaunchAgent, kept running from login)."""
+    from holctl import launchd, service
+    from holsrv import facilities
     from holsrv.config.settings import ConfigError, Settings
 
+    manager = facilities.service_manager()
+    if manager == "none":
+        raise click.ClickException(f"this system has neither systemd nor launchd: nothing was installed. "
+                                   f"{service.ON_DEMAND}")
     try:
         stop_timeout_s = Settings.from_env().stop_timeout_s
     except ConfigError as err:
         raise click.ClickException(f"fix the settings first, or the service would not start: {err}") from None
-    if not service.installed():
+    the = launchd if manager == "launchd" else service
+    if not the.installed():
         _stop_on_demand_daemon()
     try:
-        service.install(os.environ, stop_timeout_s, click.echo)
-    except (service.ServiceError, OSError) as err:
+        the.install(os.environ, stop_timeout_s, click.echo)
+    except (service.ServiceError, HolsrvError, OSError) as err:
         raise click.ClickException(str(err)) from None
 
 
 @click.command("uninstall-service")
 def uninstall_service() -> None:
-    """Stop and remove the systemd user units install-service wrote."""
-    from holctl import service
+    """Stop and remove the systemd user units (on macOS: the LaunchAgent) install-service wrote."""
+    from holctl import launchd, service
+    from holsrv import facilities
 
+    the = launchd if facilities.service_manager() == "launchd" else service
     try:
-        service.uninstall(os.environ, click.echo)
+        the.uninstall(os.environ, click.echo)
     except (service.ServiceError, OSError) as err:
         raise click.ClickException(str(err)) from None
 

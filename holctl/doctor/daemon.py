@@ -18,7 +18,7 @@ from holctl.doctor.report import Check, Status
 from holsrv import __version__
 from holsrv.config import projects
 from holsrv.config.settings import ConfigError, Settings, config_path
-from holsrv.errors import HolsrvError, ProjectError, ProtocolMismatch
+from holsrv.errors import HolsrvError, ProjectError, ProtocolMismatch, SocketPathTooLong
 from holsrv.rpc import client, messages, paths
 
 # What the daemon imports besides the standard library and msgspec (holsrv.main).
@@ -65,6 +65,8 @@ def daemon(sock: Path, via_systemd: str) -> tuple[Check, messages.StatusResult |
             status = conn.call(messages.Status())
     except ProtocolMismatch as err:
         return Check("daemon", Status.FAIL, True, f"a daemon of another protocol runs on {sock}: {err}"), None
+    except SocketPathTooLong as err:
+        return Check("daemon", Status.FAIL, True, str(err), "use a shorter socket path (docs/operations.md)"), None
     except HolsrvError as err:
         if not _nobody_listens(sock):
             return Check("daemon", Status.FAIL, True, f"something on {sock} did not answer a hello: {err}",

@@ -1,8 +1,8 @@
 """The `platform` check of `holctl doctor`: which facility each platform concern uses on this machine.
 
 A report from a Mac (or from a run with `HOLSRV_PORTABLE=1`) then says what
-ran: `file watching: none (...)`, `parent death: polling`.  Advice only: every
-fallback works, some with less (no file watching, no peer check).
+ran: `file watching: stat poll (every 0.5s)`, `parent death: polling`.  Advice
+only: every fallback works, some with less (a stat poll's delay, no peer check).
 """
 
 from __future__ import annotations

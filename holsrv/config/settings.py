@@ -33,7 +33,7 @@ from pathlib import Path
 
 from holsrv.config import executables, memorylimit, metricslisten
 from holsrv.config.settingsources import ConfigError, config_path, env_names, gather, parse, show
-from holsrv.errors import HolNotFound
+from holsrv.errors import HolNotFound, SocketPathTooLong
 from holsrv.rpc import paths
 
 __all__ = ["CONSTANTS", "FIXED", "OPERATOR", "USER", "ConfigError", "Settings", "config_path", "env_names", "show"]
@@ -221,6 +221,11 @@ class Settings:
             metricslisten.parse(values.get("metrics_listen", ""))
         except ValueError as err:
             raise ConfigError(f"{err} (from {sources.get('metrics_listen', 'the settings')})") from None
+        if values.get("socket"):
+            try:
+                paths.checked_socket(Path(values["socket"]))
+            except SocketPathTooLong as err:
+                raise ConfigError(f"{err} (from {sources.get('socket', 'the settings')})") from None
         return cls(**values, sources=sources, warnings=tuple(warnings))
 
     def effective(self) -> list[tuple[str, str, str]]:

@@ -13,9 +13,11 @@ That is a listing of each directory and a stat of each build file of an
 ancestor, too much for every call (a project may have hundreds of
 directories): `BuildTimes` keeps each script directory's times, and a
 directory watch (inotify) drops them the moment a build file, a
-Holmakefile, a holproject.toml or a `.hol/objs` changes.  Nothing polls:
-times are read when a call asks, and where no watch can be set they are
-re-read at most once per second.
+Holmakefile, a holproject.toml or a `.hol/objs` changes.  Without inotify
+the same watch is a stat poll taken when a call asks (`disk/statpoll.py`:
+a listing of each place and a stat of its build files, so a build finished
+before the call shows in it); where no watch can be set, times are re-read
+at most once per second.
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from holsrv.disk import holproject
-from holsrv.disk.inotify import BUILD_SUFFIXES, Watcher
+from holsrv.disk import holproject, statpoll, watching
+from holsrv.disk.inotify import BUILD_SUFFIXES
 from holsrv.text import textinfo
 from holsrv.text.textinfo import ancestors  # noqa: F401  # re-exported: callers use ancestors.ancestors
 
@@ -205,7 +207,7 @@ class BuildTimes:
         # By the directory's name: callers pass a new `path.parent` each time, whose hash is not yet computed.
         self._known: OrderedDict[str, _Known] = OrderedDict()
         self._watch = watch
-        self._watcher: Watcher | None = None  # set up on first use, not at import
+        self._watcher: watching.DirWatch | None = None  # set up on first use, not at import
         self._lock = threading.Lock()  # shared by the daemons of one process (tests run several)
         self.computed = 0  # times read from the file system, for tests
         # `development`'s answers, by script directory and names, with the serial they hold for.
@@ -220,6 +222,7 @@ class BuildTimes:
     def times(self, names: Iterable[str], script_dir: Path) -> dict[str, float]:
         """For each of `names`, the newest time one of its built files was written (0: none found)."""
         with self._lock:
+            self._look(script_dir)
             return self._times(names, script_dir)
 
     def development(self, names: Iterable[str], script_dir: Path) -> Development:
@@ -257,7 +260,7 @@ class BuildTimes:
             top = self._known.get(str(script_dir))
             if top is not None:  # every script of the directory: its serial covers them all
                 top.deeper = tuple(dict.fromkeys([*top.deeper, *deeper]))
-            serial = self._serial(script_dir)
+            serial = self._serial(script_dir, look=False)  # looked at on the way in
             if serial is not None:
                 self._developments[key] = (serial, dev)
                 while len(self._developments) > self._max_dirs:
@@ -283,15 +286,24 @@ class BuildTimes:
         """Where a rebuild of `script_dir`'s ancestors, however deep, would show, as last
         learnt (empty if never asked)."""
         with self._lock:
-            known = self._known.get(str(script_dir))
-            if known is None:
-                return frozenset()
-            places = set(known.places)
-            for other in known.deeper:
-                deeper = self._known.get(other)
-                if deeper is not None:
-                    places |= deeper.places
-            return frozenset(places)
+            return self._places(script_dir)
+
+    def _places(self, script_dir: Path) -> frozenset[Path]:
+        known = self._known.get(str(script_dir))
+        if known is None:
+            return frozenset()
+        places = set(known.places)
+        for other in known.deeper:
+            deeper = self._known.get(other)
+            if deeper is not None:
+                places |= deeper.places
+        return frozenset(places)
+
+    def _look(self, script_dir: Path) -> None:
+        """Without inotify: stat where a rebuild of `script_dir`'s ancestors would show, now, so
+        a build finished before this call shows in it (the other directories wait for their own)."""
+        if isinstance(self._watcher, statpoll.PollWatcher):
+            self._watcher.sweep(self._places(script_dir))
 
     def serial(self, script_dir: Path) -> int | None:
         """A number that stays the same exactly as long as `times` for `script_dir` gives the
@@ -301,7 +313,9 @@ class BuildTimes:
         with self._lock:
             return self._serial(script_dir)
 
-    def _serial(self, script_dir: Path) -> int | None:
+    def _serial(self, script_dir: Path, look: bool = True) -> int | None:
+        if look:
+            self._look(script_dir)
         self._forget_changed()
         known = self._known.get(str(script_dir))
         if known is None or not self._current(known):
@@ -327,7 +341,8 @@ class BuildTimes:
 
     def _times(self, names: Iterable[str], script_dir: Path) -> dict[str, float]:
         if self._watch:
-            self._watch, self._watcher = False, Watcher.create(RECHECK_S)
+            # No poller: the stat poll looks when a call asks (`_look`), so the call sees a build done before it.
+            self._watch, self._watcher = False, watching.create(watching.build_file, None, RECHECK_S)
         self._forget_changed()
         now = self._clock()
         known = self._known.get(str(script_dir))

@@ -42,6 +42,8 @@ _RELEVANT_NAMES = frozenset({"Holmakefile", ".hol", "objs", holproject.PROJECT_F
 class Watcher:
     """inotify watches on directories, read without blocking when asked."""
 
+    sees_every_write = True  # every write to a watched directory's file is an event, whatever its stat
+
     def __init__(
         self, fd: int, add_watch: Callable[[int, bytes, int], int], rm_watch: Callable[[int, int], int] | None = None
     ) -> None:
@@ -127,7 +129,7 @@ class Watcher:
                 changed.add(directory)
                 if mask & _IN_IGNORED:  # the kernel dropped the watch (directory gone)
                     self._forget(directory)
-            elif name in _RELEVANT_NAMES or name.endswith(BUILD_SUFFIXES):
+            elif relevant_name(name):
                 changed.add(directory)
         return changed
 
@@ -155,6 +157,12 @@ class Watcher:
             del self._dirs[wd]
         with contextlib.suppress(KeyError):
             del self._watched[directory]
+
+
+def relevant_name(name: str) -> bool:
+    """Whether an entry of this name, changed, may change a theory's build: a build file,
+    a Holmakefile, a project file, a `.hol/objs`."""
+    return name in _RELEVANT_NAMES or name.endswith(BUILD_SUFFIXES)
 
 
 def _events(chunk: bytes) -> Iterable[tuple[int, int, str]]:

@@ -1,7 +1,7 @@
 """Noticing, with no call, that an ancestor of a running server was built:
-inotify on the ancestors' build directories, read when the loop says it is
-readable, and one timer that looks at every server again once the build
-has gone quiet.
+inotify on the ancestors' build directories (else the stat poll,
+`disk/statpoll.py`), read when the loop says it is readable, and one timer
+that looks at every server again once the build has gone quiet.
 
 What is done about it is its owner's business (the pool's: a replacement
 for a server that loaded the old build, a retried compile for one that
@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from holsrv.disk import ancestors
+from holsrv.disk import ancestors, watching
 from holsrv.server.session import Session
 
 log = logging.getLogger(__name__)
@@ -33,14 +33,14 @@ class BuildWatch:
     def __init__(self, servers: Callable[[], Iterable[Session]], look: Callable[[Session], None]) -> None:
         self._servers = servers  # the files' servers
         self._look = look  # what to do with each one once a build is quiet
-        # None: not set up yet, or no inotify (calls still notice).
-        self._watch: ancestors.Watcher | None = None
+        # None: not set up yet, or no watch at all (calls still notice).
+        self._watch: watching.DirWatch | None = None
         self._settle: asyncio.TimerHandle | None = None
 
     def watch(self, script_dir: Path) -> None:
         """Watch where the ancestors of `script_dir`'s scripts are built."""
         if self._watch is None:
-            self._watch = ancestors.Watcher.create()
+            self._watch = watching.create(watching.build_file)
             if self._watch is None:
                 return
             asyncio.get_running_loop().add_reader(self._watch.fd, self._readable)

@@ -1,16 +1,17 @@
 """Syncing a script to its server when it is written, with no call.
 
 Every script with a live server is watched (inotify, one watch per
-directory).  When it is written, in place or by rename, the daemon reads it
-and sends HOL the new text once the writes have paused for
-`sync_debounce_s` (each write restarts the wait: a file written every few
-milliseconds costs one check per quiet moment), so the next call finds the
-check running or done.  The sync is the one calls make (`Session.sync`,
-read in slices).  Whether the disk's text may go to a server now is one
-predicate, `may_send_disk_text`: not while the server starts or before a
-call first opened the file, and not while a trial holds it (the sync waits
-for the trial to end, bounded).  Without inotify nothing is watched and
-calls sync as they always do: the per-call freshness check stays the truth.
+directory; else the stat poll, `disk/statpoll.py`, of the scripts alone).
+When it is written, in place or by rename, the daemon reads it and sends HOL
+the new text once the writes have paused for `sync_debounce_s` (each write
+restarts the wait: a file written every few milliseconds costs one check per
+quiet moment), so the next call finds the check running or done.  The sync
+is the one calls make (`Session.sync`, read in slices).  Whether the disk's
+text may go to a server now is one predicate, `may_send_disk_text`: not
+while the server starts or before a call first opened the file, and not
+while a trial holds it (the sync waits for the trial to end, bounded).
+Without any watch nothing is watched and calls sync as they always do: the
+per-call freshness check stays the truth.
 
 `next_write` lets a call wait for a script's next write (`diagnostics`
 with `changed_since`, what `holctl watch` loops on) at no cost meanwhile.
@@ -27,8 +28,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from holsrv.disk import files
-from holsrv.disk.inotify import Watcher
+from holsrv.disk import files, watching
 from holsrv.errors import HolsrvError
 from holsrv.pool.diagnosticsahead import Ahead, Compute
 from holsrv.server.session import Session
@@ -56,8 +56,8 @@ class ScriptWatch:
         self._synced = synced  # what a call does after its sync (the pool's `synced`)
         self._debounce_s = debounce_s
         self._trial_wait_s = trial_wait_s  # how long a sync waits for a trial to end
-        # None: not set up yet, or no inotify (calls still sync).
-        self._watch: Watcher | None = None
+        # None: not set up yet, or no watch at all (calls still sync).
+        self._watch: watching.DirWatch | None = None
         self._unavailable = False
         self._scripts: dict[Path, set[str]] = {}  # directory -> names of scripts watched in it
         self._timers: dict[Path, asyncio.TimerHandle] = {}
@@ -76,18 +76,24 @@ class ScriptWatch:
         if self._watch is None:
             if self._unavailable:
                 return
-            self._watch = Watcher.create()
+            self._watch = watching.create(self._watched_script)
             if self._watch is None:
                 self._unavailable = True
-                log.info("no inotify: scripts are synced when a call comes, not when written")
+                log.info("no file watching: scripts are synced when a call comes, not when written")
                 return
             asyncio.get_running_loop().add_reader(self._watch.fd, self._readable)
         names = self._scripts.get(path.parent)
         if names is None:
+            # Named first: a stat poll's first look takes the script in as it is, not as a write.
+            names = self._scripts[path.parent] = {path.name}
             if not self._watch.watch(path.parent):
+                del self._scripts[path.parent]
                 return  # refused (too many watches): calls still sync
-            names = self._scripts[path.parent] = set()
         names.add(path.name)
+
+    def _watched_script(self, directory: Path, name: str) -> bool:
+        """Whether `name` in `directory` is a script watched (what a stat poll looks at; any thread)."""
+        return name in self._scripts.get(directory, ())
 
     def watches(self, path: Path) -> bool:
         """Whether a write to the script `path` is noticed now."""
@@ -119,8 +125,9 @@ class ScriptWatch:
 
     def vouch(self, file: str) -> files.Vouched | None:
         """This watch's last read of the script `file` (its resolved path), if no write to it has been
-        seen since; writes already signalled but not yet taken in are taken in first."""
-        if self._watch is None or file not in self._reads:
+        seen since; writes already signalled but not yet taken in are taken in first.  Only a watch
+        that sees every write vouches (a stat poll misses a rewrite that keeps the stat)."""
+        if self._watch is None or not self._watch.sees_every_write or file not in self._reads:
             return None
         self._readable()  # one poll(2) when nothing is pending
         return self._reads.get(file)

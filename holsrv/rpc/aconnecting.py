@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from holsrv.errors import DaemonRestarting, DaemonUnreachable, FrameError
-from holsrv.rpc import autostart, connecting, framing
+from holsrv.rpc import autostart, connecting, framing, paths
 from holsrv.rpc.messages import Request, Welcome
 
 Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter, Welcome]
@@ -96,6 +96,7 @@ async def _handshake(
     path: Path, name: str, settings: Mapping[str, str] | None, then: Request | None, timeout: float
 ) -> Streams:
     """A new connection, welcomed; FileNotFoundError or ConnectionRefusedError when nobody listens."""
+    paths.checked_socket(path)  # SocketPathTooLong: no daemon can listen there
     try:
         async with asyncio.timeout(autostart.CONNECT_TIMEOUT_S):
             reader, writer = await asyncio.open_unix_connection(str(path), limit=framing.MAX_FRAME)

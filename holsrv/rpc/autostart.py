@@ -29,7 +29,9 @@ SOCKET_POLL_S = 0.05
 
 
 def open_socket(path: Path) -> socket.socket:
-    """A connected socket to `path` (raises what `connect` raises when nothing listens)."""
+    """A connected socket to `path` (raises what `connect` raises when nothing listens, and
+    SocketPathTooLong for a path no socket can have)."""
+    paths.checked_socket(path)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(CONNECT_TIMEOUT_S)
     try:

@@ -11,6 +11,9 @@ import os
 import stat
 from pathlib import Path
 
+from holsrv import facilities
+from holsrv.errors import SocketPathTooLong
+
 SOCKET_ENV = "HOLSRV_SOCKET"
 
 
@@ -22,11 +25,41 @@ def default_socket() -> Path:
 
 
 def _builtin_socket() -> Path:
+    """The first of `$XDG_RUNTIME_DIR/holsrv`, `$TMPDIR/holsrv-UID` (Linux only) and
+    `/tmp/holsrv-UID` where the socket's path fits a Unix socket address.
+
+    macOS has no XDG_RUNTIME_DIR, and its TMPDIR (/var/folders/…/T/) is long
+    enough that a deeper path would not fit its 104 bytes: there the socket
+    goes straight to the short per-user directory under /tmp, made private
+    and checked (`private_dir`) as any socket directory is.  The daemon binds
+    the socket again if /tmp's cleaning removes it.
+    """
     runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and Path(runtime).is_dir():
-        return Path(runtime) / "holsrv" / "holsrv.sock"
-    tmp = Path(os.environ.get("TMPDIR", "/tmp"))
-    return tmp / f"holsrv-{os.getuid()}" / "holsrv.sock"
+    places = [Path(runtime) / "holsrv"] if runtime and Path(runtime).is_dir() else []
+    if facilities.LINUX:
+        places.append(Path(os.environ.get("TMPDIR", "/tmp")) / f"holsrv-{os.getuid()}")
+    for place in places:
+        if fits(place / "holsrv.sock"):
+            return place / "holsrv.sock"
+    return Path("/tmp") / f"holsrv-{os.getuid()}" / "holsrv.sock"
+
+
+def fits(socket: Path) -> bool:
+    """Whether `socket` fits a Unix socket address here (`facilities.socket_path_max`)."""
+    return len(os.fsencode(socket)) <= facilities.socket_path_max()
+
+
+def checked_socket(socket: Path) -> Path:
+    """`socket`, if a daemon can listen on it; else SocketPathTooLong saying the limit and the fix
+    (instead of the `AF_UNIX path too long` a bind or connect would raise)."""
+    if not fits(socket):
+        size, limit = len(os.fsencode(socket)), facilities.socket_path_max()
+        raise SocketPathTooLong(
+            f"the socket path {socket} is {size} bytes, longer than a Unix socket address holds here "
+            f"({limit} bytes; {facilities.SUN_PATH_PORTABLE - 1} on macOS): give --socket or {SOCKET_ENV} "
+            f"a shorter path (e.g. /tmp/holsrv-{os.getuid()}/holsrv.sock), or leave both unset"
+        )
+    return socket
 
 
 def state_dir() -> Path:

@@ -24,6 +24,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 
 from holctl.lsp import bridge, stdio
 from holctl.render import render
+from holsrv import facilities
 from holsrv.disk.files import content_hash
 from holsrv.errors import HolsrvError
 from holsrv.rpc import messages as m
@@ -397,6 +398,8 @@ async def test_a_question_in_flight_when_the_daemon_goes_is_asked_again_of_the_n
 
 
 @pytest.mark.asyncio
+@pytest.mark.skipif(facilities.peer_check() != "SO_PEERCRED",
+                    reason="no SO_PEERCRED here (portable mode): no peer's user to refuse; test_portable covers it")
 async def test_an_editor_of_another_user_is_refused_and_told_why(daemon, write_script):
     daemon.daemon.connections.owner_uid = os.getuid() + 1  # as if the peer were another user
     client = await editor(daemon)

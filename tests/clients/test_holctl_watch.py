@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from holsrv import errors
-from holsrv.disk import inotify
+from holsrv.disk import watching
 from holsrv.disk.files import content_hash
 from holsrv.rpc import messages as m
 
@@ -102,8 +102,9 @@ def test_diagnostics_changed_since_that_is_not_a_hash_is_refused(daemon, write_s
         daemon.call(m.Diagnostics(str(path), wait=5, changed_since="nope"))
 
 
-def test_diagnostics_changed_since_without_inotify_still_sees_the_write(daemon_factory, write_script, monkeypatch):
-    monkeypatch.setattr(inotify.Watcher, "create", classmethod(lambda cls, recheck_s=1.0: None))
+def test_diagnostics_changed_since_without_file_watching_still_sees_the_write(daemon_factory, write_script,
+                                                                             monkeypatch):
+    monkeypatch.setattr(watching, "create", lambda *args, **kwargs: None)  # neither inotify nor a poll
     daemon = daemon_factory()
     path = write_script(GOOD_SCRIPT)
     before = daemon.call(m.Diagnostics(str(path), wait=20))

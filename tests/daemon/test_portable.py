@@ -25,12 +25,12 @@ import pytest
 from holctl.render import render
 from holsrv import facilities
 from holsrv.config import memorylimit
-from holsrv.disk import files, inotify
+from holsrv.disk import files, inotify, statpoll
 from holsrv.process import footprint
 from holsrv.process.process import ChildProcess, ProcessState
 from holsrv.rpc import messages as m
 
-from conftest import GOOD_SCRIPT
+from conftest import GOOD_SCRIPT, client_messages, wait_until
 
 NO_CHECK = "no check possible: the private socket directory is the guard"
 
@@ -48,25 +48,55 @@ def _refuse(what: str):
 
 def test_every_concern_names_its_fallback_in_portable_mode(portable):
     assert facilities.described() == {
-        "file watching": "none (scripts synced when a call comes)",
+        "file watching": f"stat poll (every {facilities.STAT_POLL_S:g}s)",
         "process footprint": "psutil",
         "exit watch": "polling",
         "parent death": "polling",
         "peer credentials": "LOCAL_PEERCRED" if hasattr(socket, "LOCAL_PEERCRED") else NO_CHECK,
         "memory budget": "machine memory",
+        "socket path": "at most 103 bytes",
+        "service manager": "systemd",
         "portable mode": "on",
     }
 
 
-def test_without_inotify_a_written_script_is_answered_on_the_next_call(portable, daemon_factory, write_script):
-    assert inotify.Watcher.create() is None
+def test_without_inotify_a_written_script_reaches_hol_with_no_call_through_the_stat_poll(
+    portable, daemon_factory, write_script, monkeypatch, tmp_path
+):
+    monkeypatch.setattr(inotify.Watcher, "__init__", _refuse("inotify"))
+    log = tmp_path / "wire.jsonl"
+    monkeypatch.setenv("FAKE_HOL_LOG", str(log))
     daemon = daemon_factory()
     path = write_script(GOOD_SCRIPT)
     assert daemon.call(m.Diagnostics(str(path), wait=20)).verdict == "OK"
-    path.write_text(GOOD_SCRIPT.replace("gen_tac >> simp[]", 'FAIL_TAC "no"'), encoding="utf-8")
+    broken = GOOD_SCRIPT.replace("gen_tac >> simp[]", 'FAIL_TAC "no"')
+    path.write_text(broken, encoding="utf-8")
+    wait_until(lambda: broken in _changes(log), 30, "the written text in a didChange, with no call")
+    assert daemon.daemon.pool.scriptwatch.syncs == 1
     after = daemon.call(m.Diagnostics(str(path), wait=20))
     assert after.content_hash == files.content_hash(path.read_bytes()) and after.verdict != "OK"
-    assert daemon.daemon.pool.scriptwatch.syncs == 0  # nothing watched: the call synced it
+    assert _changes(log) == [broken]  # the call found it synced: nothing sent twice
+
+
+def test_the_stat_poll_takes_a_newly_watched_script_in_as_it_is_not_as_a_write(
+    portable, daemon_factory, write_script
+):
+    daemon = daemon_factory()
+    path = write_script(GOOD_SCRIPT)
+    assert daemon.call(m.Diagnostics(str(path), wait=20)).verdict == "OK"
+    watch = daemon.daemon.pool.scriptwatch
+    assert path.resolve() in daemon.run(_watching(watch))
+    rounds = statpoll.shared.rounds
+    wait_until(lambda: statpoll.shared.rounds >= rounds + 2, 30, "two looks of the stat poll")
+    assert watch._writes == {}  # nothing read again, nothing synced, for a file no one wrote
+
+
+async def _watching(watch) -> set:
+    return watch.watching()
+
+
+def _changes(log) -> list[str]:
+    return [msg["params"]["contentChanges"][0]["text"] for msg in client_messages(log, "textDocument/didChange")]
 
 
 @pytest.mark.asyncio

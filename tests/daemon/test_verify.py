@@ -306,7 +306,8 @@ def test_a_git_read_in_flight_when_the_daemon_stops_is_cancelled_and_reaped(tmp_
     slow = tmp_path / "bin"
     slow.mkdir()
     started = tmp_path / "git.pid"
-    (slow / "git").write_text(f'#!/bin/sh\necho $$ > "{started}.tmp" && mv "{started}.tmp" "{started}"\nexec sleep 60\n')
+    (slow / "git").write_text(
+        f'#!/bin/sh\necho $$ > "{started}.tmp" && mv "{started}.tmp" "{started}"\nexec sleep 60\n')
     (slow / "git").chmod(0o755)
     monkeypatch.setenv("PATH", f"{slow}{os.pathsep}{os.environ['PATH']}")
 
