@@ -113,6 +113,22 @@ class DaemonStopping(HolsrvError):
     code = "daemon_stopping"
 
 
+class DaemonRestarting(HolsrvError):
+    """The daemon is restarting to hand its HOL servers to its successor (`holctl restart-daemon`)."""
+
+    code = "daemon_restarting"
+
+    def __init__(self, message: str = "the daemon is restarting to hand its servers over; ask again in a moment",
+                 *, detail: str = "") -> None:
+        super().__init__(message, detail=detail)
+
+
+class RestartFailed(HolsrvError):
+    """`restart-daemon` did not restart the daemon (its new code cannot start); the daemon serves on."""
+
+    code = "restart_failed"
+
+
 class PeerRefused(HolsrvError):
     """The connecting process runs as another user than the daemon."""
 

@@ -1,0 +1,213 @@
+"""`restart-daemon`: the daemon restarts in place (`exec`) and keeps every warm HOL server.
+
+The daemon runs as a process of its own here (an `exec` in the test's process
+would replace pytest); each test kills it by its pid at the end, should it
+survive, and every HOL server it ran with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from holsrv import errors
+from holsrv.pool import handover
+from holsrv.rpc import client as rpc_client
+from holsrv.rpc import messages as m
+
+from conftest import FAKE_HOL, GOOD_SCRIPT, client_messages, pid_alive, wait_until
+
+NAMES = ("aScript.sml", "bScript.sml", "cScript.sml")
+
+
+class Daemon:
+    """A daemon process on `socket`, its log in `log`."""
+
+    def __init__(self, socket: Path, log: Path, proc: subprocess.Popen) -> None:
+        self.socket, self.log, self.proc = socket, log, proc
+
+    def call(self, request: m.Request, timeout: float = 60.0):
+        with rpc_client.connect(self.socket, name="test", autostart=False) as client:
+            return client.call(request, timeout)
+
+    def restart(self) -> m.StatusResult:
+        """`restart-daemon`, then the status of the daemon once it is back (bounded)."""
+        before = self.call(m.Status()).restarts
+        asked = self.call(m.RestartDaemon())
+        assert isinstance(asked, m.RestartDaemonResult) and asked.pid == self.proc.pid
+        back: list[m.StatusResult] = []
+
+        def restarted() -> bool:
+            try:
+                status = self.call(m.Status(), 30)
+            except (errors.HolsrvError, OSError):
+                return False  # the switch
+            if status.restarts > before:
+                back.append(status)
+            return bool(back)
+
+        wait_until(restarted, timeout=60, what="the daemon to answer as restarted")
+        return back[0]
+
+    def logged(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def tree(self) -> list[psutil.Process]:
+        return psutil.Process(self.proc.pid).children(recursive=True)
+
+
+@pytest.fixture
+def start_daemon(short_tmp, monkeypatch):
+    started: list[Daemon] = []
+    monkeypatch.setenv("HOL_BIN", str(FAKE_HOL))
+    monkeypatch.setenv("FAKE_HOL_LOG", str(short_tmp / "wire.jsonl"))
+    monkeypatch.setenv("HOLSRV_MAX_HEAP_MB", "1024")  # room for all three, on any machine
+    monkeypatch.setenv("HOLSRV_MAX_SERVERS", "4")
+
+    def start() -> Daemon:
+        sock, log = short_tmp / "h.sock", short_tmp / "daemon.log"
+        read_fd, write_fd = os.pipe()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "holsrv", "--socket", str(sock), "--ready-fd", str(write_fd),
+             "--log-file", str(log)],
+            pass_fds=(write_fd,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        os.close(write_fd)
+        with os.fdopen(read_fd, "rb") as ready:
+            assert select.select([ready], [], [], 30)[0], "the daemon never said it was ready"
+            assert ready.readline().startswith(b"ready")
+        daemon = Daemon(sock, log, proc)
+        started.append(daemon)
+        return daemon
+
+    yield start
+    for daemon in started:
+        tree = []
+        with contextlib.suppress(psutil.Error):
+            tree = daemon.tree()
+        if daemon.proc.poll() is None:
+            daemon.proc.kill()
+        daemon.proc.wait(30)
+        for proc in tree:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+
+
+def _warm(daemon: Daemon, write_script, names=NAMES) -> dict[str, m.DiagnosticsResult]:
+    replies = {}
+    for name in names:
+        reply = daemon.call(m.Diagnostics(str(write_script(GOOD_SCRIPT, name)), wait=30), 90)
+        assert reply.verdict == "OK", reply.headline
+        replies[name] = reply
+    return replies
+
+
+def _wire(short_tmp: Path, method: str) -> int:
+    return len(client_messages(short_tmp / "wire.jsonl", method))
+
+
+def test_three_warm_servers_are_kept_across_restart_daemon_and_answer_without_a_compile(
+    start_daemon, write_script, short_tmp
+):
+    daemon = start_daemon()
+    before = _warm(daemon, write_script)
+    opened, changed = _wire(short_tmp, "initialize"), _wire(short_tmp, "textDocument/didChange")
+    assert opened == 3
+    status = daemon.restart()
+    assert (status.pid, status.adopted, status.not_adopted) == (daemon.proc.pid, 3, 0)
+    assert {s.pid for s in status.sessions} == {r.server.pid for r in before.values()}
+    for first in before.values():
+        again = daemon.call(m.Diagnostics(first.file, wait=30), 90)
+        assert again.verdict == "OK" and again.server.pid == first.server.pid and again.server.start == "warm"
+        assert again.content_hash == first.content_hash
+    # No handshake, no text sent again, no compile on the servers' wires.
+    assert _wire(short_tmp, "initialize") == opened
+    assert _wire(short_tmp, "textDocument/didOpen") == 3
+    assert _wire(short_tmp, "textDocument/didChange") == changed
+    assert "adopted 3 HOL servers" in daemon.logged()
+
+
+def test_a_server_that_died_during_the_handover_is_started_fresh_and_its_answer_says_so(
+    start_daemon, write_script, short_tmp, monkeypatch
+):
+    monkeypatch.setenv(handover.KILL_ENV, "bScript.sml")
+    daemon = start_daemon()
+    before = _warm(daemon, write_script)
+    status = daemon.restart()
+    assert (status.adopted, status.not_adopted) == (2, 1)
+    dead = before["bScript.sml"].server.pid
+    wait_until(lambda: not pid_alive(dead), timeout=10, what="the killed server to be reaped")
+    reply = daemon.call(m.Diagnostics(before["bScript.sml"].file, wait=30), 90)
+    assert reply.verdict == "OK" and reply.server.pid != dead and reply.server.start == "restarted"
+    assert "the daemon restarted and could not adopt this file's server" in reply.server.note
+    assert "exited during the handover" in reply.server.note
+    kept = daemon.call(m.Diagnostics(before["aScript.sml"].file, wait=30), 90)
+    assert kept.server.pid == before["aScript.sml"].server.pid
+
+
+def test_a_successor_that_does_not_know_the_handover_version_starts_every_server_fresh(
+    start_daemon, write_script, short_tmp, monkeypatch
+):
+    monkeypatch.setenv(handover.VERSION_ENV, str(handover.VERSION + 1))  # a newer daemon's document
+    daemon = start_daemon()
+    before = _warm(daemon, write_script)
+    old = {r.server.pid for r in before.values()}
+    status = daemon.restart()
+    assert (status.adopted, status.not_adopted, status.sessions) == (0, 3, [])
+    lines = [line for line in daemon.logged().splitlines() if "adopts no HOL server" in line]
+    assert len(lines) == 1 and f"version {handover.VERSION + 1}" in lines[0], lines
+    wait_until(lambda: not any(pid_alive(pid) for pid in old), timeout=10, what="the old servers to be gone")
+    reply = daemon.call(m.Diagnostics(before["aScript.sml"].file, wait=30), 90)
+    assert reply.verdict == "OK" and reply.server.pid not in old and reply.server.start == "restarted"
+    assert "could not adopt this file's server (the handover document is version" in reply.server.note
+    assert _wire(short_tmp, "initialize") == 4
+
+
+def test_new_code_that_cannot_start_leaves_the_old_daemon_serving_and_restart_daemon_fails(
+    start_daemon, write_script, monkeypatch
+):
+    monkeypatch.setenv(handover.BROKEN_ENV, "no module named holsrv.fancy")
+    daemon = start_daemon()
+    before = _warm(daemon, write_script, NAMES[:1])
+    with pytest.raises(errors.HolsrvError) as caught:
+        daemon.call(m.RestartDaemon())
+    assert caught.value.code == "restart_failed"
+    assert "did not restart and serves on" in str(caught.value) and "holsrv.fancy" in str(caught.value)
+    status = daemon.call(m.Status())
+    assert status.restarts == 0 and [s.pid for s in status.sessions] == [before["aScript.sml"].server.pid]
+    again = daemon.call(m.Diagnostics(before["aScript.sml"].file, wait=30), 90)
+    assert again.server.pid == before["aScript.sml"].server.pid and again.server.start == "warm"
+
+
+@pytest.mark.parametrize("point", ["before-exec", "before-adoption"])
+def test_sigkill_of_the_daemon_during_the_handover_leaves_no_server_alive_5s_later(
+    start_daemon, write_script, monkeypatch, point
+):
+    monkeypatch.setenv(handover.STOP_ENV, point)  # the daemon stops itself there, for the SIGKILL
+    daemon = start_daemon()
+    _warm(daemon, write_script)
+    tree = daemon.tree()
+    assert len(tree) >= 6, [p.cmdline() for p in tree]  # a watchdog and a server for each file
+    daemon.call(m.RestartDaemon())
+    proc = psutil.Process(daemon.proc.pid)
+    wait_until(lambda: proc.status() == psutil.STATUS_STOPPED, timeout=60, what=f"the daemon to reach {point}")
+    os.kill(daemon.proc.pid, signal.SIGKILL)
+    daemon.proc.wait(30)
+    wait_until(lambda: not _living(tree), timeout=5.0, what=f"every server to go: {_living(tree)}")
+
+
+def _living(procs: list[psutil.Process]) -> list[psutil.Process]:
+    alive = []
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                alive.append(proc)
+    return alive
