@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import shlex
 import signal
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from holsrv.rpc import messages as m
 from conftest import FAKE_HOL, GOOD_SCRIPT, client_messages, pid_alive, wait_until
 
 NAMES = ("aScript.sml", "bScript.sml", "cScript.sml")
+HELPER = "holsrv-handover-test-helper"  # marks the helpers a wrapped `hol` leaves, in their argv
 
 
 class Daemon:
@@ -33,6 +35,7 @@ class Daemon:
 
     def __init__(self, socket: Path, log: Path, proc: subprocess.Popen) -> None:
         self.socket, self.log, self.proc = socket, log, proc
+        self.seen: list[psutil.Process] = []  # processes a test looked at: killed at the end, should they survive
 
     def call(self, request: m.Request, timeout: float = 60.0):
         with rpc_client.connect(self.socket, name="test", autostart=False) as client:
@@ -90,9 +93,9 @@ def start_daemon(short_tmp, monkeypatch):
 
     yield start
     for daemon in started:
-        tree = []
+        tree = list(daemon.seen)
         with contextlib.suppress(psutil.Error):
-            tree = daemon.tree()
+            tree += daemon.tree()
         if daemon.proc.poll() is None:
             daemon.proc.kill()
         daemon.proc.wait(30)
@@ -187,15 +190,36 @@ def test_new_code_that_cannot_start_leaves_the_old_daemon_serving_and_restart_da
     assert again.server.pid == before["aScript.sml"].server.pid and again.server.start == "warm"
 
 
+def _wrapper(path: Path) -> Path:
+    """A `hol` as packaged installs have it: a shell script that ignores SIGTERM and runs the server
+    as its child, beside a helper that ignores SIGTERM and end of input: only the watchdog's
+    SIGKILL of the group ends them (the fake HOL itself exits at end of input)."""
+    helper = shlex.quote(f"import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
+                         f"  # {HELPER}")
+    path.write_text(
+        "#!/bin/sh\n"
+        "trap '' TERM\n"
+        "exec 3<&0\n"  # a background job's stdin would be /dev/null
+        f"{shlex.quote(sys.executable)} -c {helper} </dev/null &\n"
+        f'{shlex.quote(str(FAKE_HOL))} "$@" <&3 3<&- &\n'
+        "exec 3<&-\n"
+        "wait\n"
+    )
+    path.chmod(0o755)
+    return path
+
+
 @pytest.mark.parametrize("point", ["before-exec", "before-adoption"])
 def test_sigkill_of_the_daemon_during_the_handover_leaves_no_server_alive_5s_later(
-    start_daemon, write_script, monkeypatch, point
+    start_daemon, write_script, monkeypatch, short_tmp, point
 ):
     monkeypatch.setenv(handover.STOP_ENV, point)  # the daemon stops itself there, for the SIGKILL
+    monkeypatch.setenv("HOL_BIN", str(_wrapper(short_tmp / "hol")))
     daemon = start_daemon()
     _warm(daemon, write_script)
-    tree = daemon.tree()
-    assert len(tree) >= 6, [p.cmdline() for p in tree]  # a watchdog and a server for each file
+    tree = daemon.seen = daemon.tree()
+    helpers = [p for p in tree if any(HELPER in part for part in p.cmdline())]
+    assert len(helpers) == 3, [p.cmdline() for p in tree]  # one in each server's group
     daemon.call(m.RestartDaemon())
     proc = psutil.Process(daemon.proc.pid)
     wait_until(lambda: proc.status() == psutil.STATUS_STOPPED, timeout=60, what=f"the daemon to reach {point}")
