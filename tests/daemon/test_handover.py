@@ -14,12 +14,14 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import psutil
 import pytest
 
-from holsrv import errors
+from holctl.render import render
+from holsrv import __version__, errors
 from holsrv.pool import handover
 from holsrv.rpc import client as rpc_client
 from holsrv.rpc import messages as m
@@ -235,3 +237,67 @@ def _living(procs: list[psutil.Process]) -> list[psutil.Process]:
             if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
                 alive.append(proc)
     return alive
+
+
+def test_holctl_restart_daemon_says_how_many_servers_it_handed_over_how_long_it_took_and_the_version(
+    start_daemon, write_script
+):
+    daemon = start_daemon()
+    before = _warm(daemon, write_script, NAMES[:2])
+    done = subprocess.run(
+        [sys.executable, "-m", "holctl", "--socket", str(daemon.socket), "restart-daemon"],
+        capture_output=True, text=True, timeout=180,
+    )
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.strip()
+    assert said.startswith(f"restarted holsrv (pid {daemon.proc.pid}) in ") and f"now holsrv {__version__}" in said
+    assert "handed over 2 of 2 HOL servers" in said, said
+    status = daemon.call(m.Status())
+    assert status.restarts == 1 and status.adopted == 2
+    assert {s.pid for s in status.sessions} == {r.server.pid for r in before.values()}
+    assert "restarted in place: 1 time(s)" in render(status)  # `holctl status` says it
+
+
+def test_sighup_restarts_the_daemon_in_place_as_systemctl_reload_does(start_daemon, write_script):
+    daemon = start_daemon()
+    before = _warm(daemon, write_script, NAMES[:1])
+    os.kill(daemon.proc.pid, signal.SIGHUP)
+
+    def restarted() -> bool:
+        try:
+            return daemon.call(m.Status(), 30).restarts == 1
+        except (errors.HolsrvError, OSError):
+            return False
+
+    wait_until(restarted, timeout=60, what="the daemon to restart on SIGHUP")
+    again = daemon.call(m.Diagnostics(before["aScript.sml"].file, wait=30), 90)
+    assert again.server.pid == before["aScript.sml"].server.pid and again.server.start == "warm"
+
+
+def test_a_call_in_flight_finishes_before_the_restart_and_one_past_the_drain_is_told_to_ask_again(
+    start_daemon, write_script
+):
+    daemon = start_daemon()
+    looping = write_script(GOOD_SCRIPT.replace("gen_tac >> simp[]", "LOOP_TAC"), "loopScript.sml")
+    daemon.call(m.Diagnostics(str(looping), wait=0.5), 90)
+    outcomes: dict[float, object] = {}
+
+    def call(wait: float) -> None:
+        try:
+            outcomes[wait] = daemon.call(m.Diagnostics(str(looping), wait=wait), 120)
+        except errors.HolsrvError as err:
+            outcomes[wait] = err
+
+    short, long = 1.0, 60.0  # the drain waits RESTART_DRAIN_S for calls in flight
+    threads = [threading.Thread(target=call, args=(wait,)) for wait in (short, long)]
+    for thread in threads:
+        thread.start()
+    wait_until(lambda: daemon.call(m.Status()).sessions[0].waiting_calls == 2, timeout=30,
+               what="both calls to wait on the server")
+    daemon.restart()
+    for thread in threads:
+        thread.join(120)
+    assert isinstance(outcomes[short], m.DiagnosticsResult), outcomes[short]
+    cut = outcomes[long]
+    assert isinstance(cut, errors.HolsrvError) and cut.code == "daemon_restarting", cut
+    assert "ask again in a moment" in str(cut)
