@@ -73,7 +73,7 @@ _FAILURE_BY_CODE = {
     ),
     **dict.fromkeys(
         ["daemon_unreachable", "protocol_mismatch", "bad_frame", "connection_closed", "daemon_stopping",
-         "peer_refused"],
+         "peer_refused", "daemon_restarting"],
         Unreachable,
     ),
 }
