@@ -403,7 +403,7 @@ class Daemon:
             fd = handover.write(document)
             handover.test_kill(document)
             handover.test_stop("before-exec")
-            argv = handover.successor_argv(fd)
+            argv = handover.successor_argv(fd, self.settings.idle_exit_s)
             log.info("handing over %d HOL servers (%d start fresh): exec %s", len(handed), len(document.fresh),
                      " ".join(argv))
             for handler in logging.getLogger().handlers:

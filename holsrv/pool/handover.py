@@ -325,10 +325,13 @@ BROKEN_ENV = "HOLSRV_TEST_HANDOVER_BROKEN"
 _DROPPED = {"--detach": False, "--ready-fd": True, "--handover-fd": True}
 
 
-def successor_argv(fd: int) -> list[str]:
+def successor_argv(fd: int, idle_exit_s: float) -> list[str]:
     """The command line that started this process (interpreter flags included), less what the
-    successor must not repeat, naming the handover document's fd."""
+    successor must not repeat, naming the handover document's fd.  A daemon started on demand
+    (`--detach`) keeps its `idle_exit_s`, which `--detach` gave it by default."""
     argv, kept, skip = list(sys.orig_argv), [], False
+    if "--detach" in argv and not any(arg.split("=", 1)[0] == "--idle-exit" for arg in argv):
+        argv.append(f"--idle-exit={idle_exit_s:g}")
     for arg in argv[1:]:
         if skip:
             skip = False
