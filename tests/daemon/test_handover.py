@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from holctl.render import render
-from holsrv import __version__, errors
+from holsrv import __version__, errors, facilities
 from holsrv.pool import handover
 from holsrv.rpc import client as rpc_client
 from holsrv.rpc import messages as m
@@ -301,3 +301,23 @@ def test_a_call_in_flight_finishes_before_the_restart_and_one_past_the_drain_is_
     cut = outcomes[long]
     assert isinstance(cut, errors.HolsrvError) and cut.code == "daemon_restarting", cut
     assert "ask again in a moment" in str(cut)
+
+
+@pytest.mark.parametrize("portable", ["0", "1"], ids=["pidfd", "portable"])
+def test_an_adopted_server_that_dies_later_is_seen_to_die_and_its_next_call_starts_a_new_one(
+    start_daemon, write_script, monkeypatch, portable
+):
+    # Portable: no pidfd, so the adopted child's exit is seen by a waitpid poll (the loop's watcher knows it not).
+    monkeypatch.setenv(facilities.PORTABLE_ENV, portable)
+    daemon = start_daemon()
+    before = _warm(daemon, write_script, NAMES[:1])
+    pid = before["aScript.sml"].server.pid
+    assert daemon.restart().adopted == 1
+    os.kill(pid, signal.SIGKILL)  # the watchdog: its group goes with it
+    wait_until(lambda: daemon.call(m.Status()).sessions[0].state == "dead", timeout=30,
+               what="the adopted server's death to be seen")
+    wait_until(lambda: pid not in {c.pid for c in psutil.Process(daemon.proc.pid).children()}, timeout=10,
+               what="the adopted server to be reaped (no zombie left)")
+    again = daemon.call(m.Diagnostics(before["aScript.sml"].file, wait=30), 90)
+    assert again.verdict == "OK" and again.server.pid != pid and again.server.start == "restarted"
+    assert "died" in again.server.note
