@@ -61,6 +61,15 @@ class Daemon:
                  handover_fd: int | None = None) -> None:
         """`listener`: the listening socket systemd passed (socket activation); its path wins over settings'.
         `handover_fd`: the document of the daemon this process was before its `exec` (`restart-daemon`)."""
+        # What this process was before its `exec`, if it was a daemon: read first, since systemd's socket,
+        # if it passed one, is among what it kept (the variables that named it are gone).
+        self._handed: tuple[handover.Document | None, str] | None = None
+        self._inherited = handover.Inherited()
+        if handover_fd is not None:
+            document, why_not, self._inherited = handover.read(handover_fd)
+            self._handed = (document, why_not)
+            if self._inherited.systemd and self._inherited.listener is not None:
+                listener = _inherited_socket(self._inherited.listener)
         self.settings = settings = _activated(settings, listener)
         # Under socket activation the socket file is systemd's: it made it, it
         # removes it, and it keeps listening between daemons.
@@ -86,8 +95,6 @@ class Daemon:
         # Restarting in place: asked (by `restart-daemon` or SIGHUP), and what this process was before.
         self.restarting = asyncio.Event()
         self._restart_began = 0.0
-        self._handover_fd = handover_fd
-        self._inherited = handover.Inherited()
         self.restarts = 0
         self.dispatch.restart = self._restart_asked
         self._hup_task: asyncio.Future | None = None
@@ -100,18 +107,14 @@ class Daemon:
         except ValueError as err:
             raise ConfigError(str(err)) from None
         paths.private_dir(path.parent)
-        document, why_not = None, ""
-        if self._handover_fd is not None:
-            document, why_not, self._inherited = handover.read(self._handover_fd)
-            self._handover_fd = None
         self._lock_fd = self._inherited.lock if self._inherited.lock is not None else _lock(path)
         os.set_inheritable(self._lock_fd, False)
         try:
             if listen is not None:  # first: a port taken stops the start before any client can connect
                 self.metrics_endpoint = Endpoint(listen, self.dispatch.metrics.text)
                 await self.metrics_endpoint.start()
-            if self._inherited.listener is not None:
-                await self._adopt(document, why_not)
+            if self._handed is not None and self._inherited.listener is not None:
+                await self._adopt(*self._handed)
             else:
                 await self._take_socket()
         except BaseException:
@@ -144,9 +147,7 @@ class Daemon:
         """This process was the daemon before its `exec`: adopt the servers it handed over, then serve
         the listening socket it kept (clients that connected meanwhile wait in its backlog)."""
         assert self._inherited.listener is not None
-        sock = socket.socket(fileno=self._inherited.listener)
-        os.set_inheritable(sock.fileno(), False)
-        sock.setblocking(False)
+        sock = self._listener if self._listener is not None else _inherited_socket(self._inherited.listener)
         handover.test_stop("before-adoption")
         adoption = await handover.adopt(self.pool, document, why_not, self._inherited)
         # Before any child of ours starts: every child not adopted is the predecessor's, left over.
@@ -158,8 +159,7 @@ class Daemon:
                                       "adopted": len(adoption.adopted), "not_adopted": len(adoption.notes)}
         log.info("restarted in place in %.2fs (holsrv %s -> %s): adopted %d HOL servers, %d start fresh",
                  took, adoption.from_version or "?", __version__, len(adoption.adopted), len(adoption.notes))
-        if self._inherited.systemd:
-            self._listener = sock
+        if self._listener is not None:  # systemd's: serve it as before the restart
             await self._bind()
             return
         self._server = await asyncio.start_unix_server(self.connections.serve, sock=sock, limit=RECEIVE_BUFFER)
@@ -377,10 +377,8 @@ class Daemon:
         self.dispatch.restarting = False
         self.restarting.clear()
         if listener_fd is not None:
-            sock = socket.socket(fileno=listener_fd)
-            os.set_inheritable(listener_fd, False)
-            sock.setblocking(False)
-            self._server = await asyncio.start_unix_server(self.connections.serve, sock=sock, limit=RECEIVE_BUFFER)
+            self._server = await asyncio.start_unix_server(self.connections.serve, sock=_inherited_socket(listener_fd),
+                                                           limit=RECEIVE_BUFFER)
         self.pool.start_background()
         if self._listener is None:
             self._watch = asyncio.create_task(self._watch_socket(), name="socket-watch")
@@ -463,6 +461,14 @@ class Daemon:
         log.warning("shutting down: ending %d calls still in flight with daemon_stopping",
                     len(self.connections.tasks))
         self.connections.cut_short(m.ErrorReply(DaemonStopping.code, message))
+
+
+def _inherited_socket(fd: int) -> socket.socket:
+    """The listening socket a daemon kept across its `exec`, no longer to be inherited."""
+    sock = socket.socket(fileno=fd)
+    os.set_inheritable(fd, False)
+    sock.setblocking(False)
+    return sock
 
 
 def _logs_made_again() -> None:
