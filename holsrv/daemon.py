@@ -371,6 +371,11 @@ class Daemon:
         for session in [s for s in self.pool.sessions.values() if s.alive and s.starting]:
             fresh[str(session.path)] = "it was still starting when the daemon restarted, so it was stopped"
             await self.pool.stop_session(session, "the daemon restarted while it started")
+        if self.stopping.is_set():  # SIGTERM or shutdown during the drain: stop instead (`run` closes)
+            log.info("told to stop while restarting: stopping instead")
+            if listener_fd is not None:
+                os.close(listener_fd)
+            return
         # From here to the `exec`, nothing awaits: no byte is read from a server after its state is taken.
         self._exec(listener_fd, fresh)
         # The `exec` failed: serve on as before.
