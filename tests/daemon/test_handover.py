@@ -321,3 +321,39 @@ def test_an_adopted_server_that_dies_later_is_seen_to_die_and_its_next_call_star
     again = daemon.call(m.Diagnostics(before["aScript.sml"].file, wait=30), 90)
     assert again.verdict == "OK" and again.server.pid != pid and again.server.start == "restarted"
     assert "died" in again.server.note
+
+
+LOOPING = GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", "REPEAT ALL_TAC >> simp[]")
+
+
+def test_a_server_with_a_request_to_hol_that_never_ends_is_not_handed_over_but_started_fresh_and_said(
+    start_daemon, write_script, monkeypatch
+):
+    monkeypatch.setenv("FAKE_HOL_WALKER", "unlimited")  # a walk of a looping tactic never answers
+    monkeypatch.setenv("HOLSRV_LETGO_S", "600")  # not replaced as a runaway meanwhile, however slow the machine
+    daemon = start_daemon()
+    path = write_script(LOOPING, "loopScript.sml")
+    first = daemon.call(m.Diagnostics(str(path), wait=0.5), 90)
+    line = LOOPING.split("\n").index("  REPEAT ALL_TAC >> simp[]") + 1
+    outcome: dict[str, object] = {}
+
+    def walk() -> None:
+        try:
+            # After the looping tactic: the walk runs it.
+            outcome["reply"] = daemon.call(m.GoalState(str(path), line, len("  REPEAT ALL_TAC >> simp[]") + 1,
+                                                       wait=60), 120)
+        except errors.HolsrvError as err:
+            outcome["reply"] = err
+
+    thread = threading.Thread(target=walk)
+    thread.start()
+    wait_until(lambda: daemon.call(m.Status()).sessions[0].waiting_calls == 1, timeout=30,
+               what="the walk to wait on the server")
+    status = daemon.restart()
+    thread.join(120)
+    assert getattr(outcome["reply"], "code", None) == "daemon_restarting", outcome
+    assert (status.adopted, status.not_adopted) == (0, 1)
+    assert not pid_alive(first.server.pid)
+    again = daemon.call(m.Diagnostics(str(path), wait=0.5), 90)
+    assert again.server.pid != first.server.pid and again.server.start == "restarted"
+    assert "still had a request to HOL in flight" in again.server.note, again.server.note
