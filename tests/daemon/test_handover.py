@@ -7,6 +7,7 @@ survive, and every HOL server it ran with it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import select
@@ -24,6 +25,7 @@ from holctl.render import render
 from holsrv import __version__, errors, facilities
 from holsrv.pool import handover
 from holsrv.rpc import client as rpc_client
+from holsrv.rpc.aclient import AsyncClient
 from holsrv.rpc import messages as m
 
 from conftest import FAKE_HOL, GOOD_SCRIPT, client_messages, pid_alive, wait_until
@@ -357,3 +359,27 @@ def test_a_server_with_a_request_to_hol_that_never_ends_is_not_handed_over_but_s
     again = daemon.call(m.Diagnostics(str(path), wait=0.5), 90)
     assert again.server.pid != first.server.pid and again.server.start == "restarted"
     assert "still had a request to HOL in flight" in again.server.note, again.server.note
+
+
+def test_holmcps_client_keeps_its_connection_pool_across_restart_daemon_and_its_next_call_is_answered(
+    start_daemon, write_script
+):
+    # holmcp's client keeps idle connections: the daemon closes them at the switch, and the next call is
+    # sent on a new one, which waits in the socket's backlog until the restarted daemon serves.
+    daemon = start_daemon()
+    before = _warm(daemon, write_script, NAMES[:1])
+    path = before["aScript.sml"].file
+
+    async def calls() -> tuple[m.DiagnosticsResult, m.DiagnosticsResult]:
+        client = AsyncClient(daemon.socket, name="holmcp", autostart=False)
+        try:
+            first, _ = await client.call(m.Diagnostics(path, wait=30))
+            await asyncio.to_thread(daemon.restart)
+            again, _ = await client.call(m.Diagnostics(path, wait=30))
+            return first, again
+        finally:
+            await client.aclose()
+
+    first, again = asyncio.run(calls())
+    assert again.server.pid == first.server.pid == before["aScript.sml"].server.pid
+    assert again.server.start == "warm" and again.content_hash == first.content_hash
