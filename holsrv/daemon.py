@@ -347,6 +347,7 @@ class Daemon:
         deadline = loop.time() + RESTART_DRAIN_S
         while (self.dispatch.in_flight or self.connections.answering()) and loop.time() < deadline:
             await asyncio.sleep(0.02)  # a bounded drain of the calls in flight, which end on their own
+        self.pool.handing_over = True
         self.connections.close_all(m.ErrorReply(DaemonRestarting.code, (
             f"the daemon is restarting to hand its servers over and waited {RESTART_DRAIN_S:g}s for this call, "
             "which it stopped before its answer; ask again in a moment")))
@@ -379,7 +380,7 @@ class Daemon:
         # From here to the `exec`, nothing awaits: no byte is read from a server after its state is taken.
         self._exec(listener_fd, fresh)
         # The `exec` failed: serve on as before.
-        self.dispatch.restarting = False
+        self.dispatch.restarting = self.pool.handing_over = False
         self.restarting.clear()
         if listener_fd is not None:
             self._server = await asyncio.start_unix_server(self.connections.serve, sock=_inherited_socket(listener_fd),

@@ -86,6 +86,7 @@ class Pool:
                                  texts=self.texts)
         self._record = leftovers.ServerRecord(paths.servers_record(settings.socket))
         self.closing = False  # the daemon is shutting down: no new servers
+        self.handing_over = False  # the daemon restarts in place (`handover`): editors' texts stay in their servers
         self.builds = builds.Builds(settings.holmake_timeout_s, settings.holmake_tail_lines, clock)
         # The pool owns these and gives them itself as `servers.Servers`: they never import it.
         self.watch = BuildWatch(self.serving, self._look_again)  # builds noticed with no call

@@ -291,7 +291,10 @@ class _Document:
         unsubscribe = session.fanout.subscribe(lambda method, params: self._note(session, method, params))
         # Before the sync: HOL's notes about the text name the file as the server does.
         self.channel.push(e.EditorDocument(self.uri, session.encoding, server_uri=session.uri))
-        if followed:  # it caught up on the buffer already: its word on it, in place of the old server's
+        # It caught up on the buffer already (a replacement followed, or a server that has this text, as
+        # one adopted across a daemon restart): its word on it, which no sync will make it say again.
+        buffer = self.buffer
+        if followed or (buffer is not None and session.data == buffer.data and session.file.publishes):
             await self._caught_up(session)
         try:
             while not self._closed and not self._moved:
@@ -361,7 +364,11 @@ class _Document:
 
     async def _give_back_disk(self) -> None:
         """The editor let go: the disk is the truth again, so the server gets the disk's text,
-        as a write to the file would give it (`ScriptWatch.sync_disk`)."""
+        as a write to the file would give it (`ScriptWatch.sync_disk`).  Not while the daemon restarts
+        in place (`Pool.handing_over`): the server keeps the editor's text across it, so the editor that
+        attaches again syncs no change, and a call that comes first syncs the disk's."""
+        if self.ctx.pool.handing_over:
+            return
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(RESTORE_S):
                 await self.ctx.pool.scriptwatch.sync_disk(self.path)

@@ -25,8 +25,8 @@ from holctl.render import render
 from holsrv import __version__, errors, facilities
 from holsrv.pool import handover
 from holsrv.rpc import client as rpc_client
-from holsrv.rpc.aclient import AsyncClient
 from holsrv.rpc import messages as m
+from holsrv.rpc.aclient import AsyncClient
 
 from conftest import FAKE_HOL, GOOD_SCRIPT, client_messages, pid_alive, wait_until
 
@@ -383,3 +383,58 @@ def test_holmcps_client_keeps_its_connection_pool_across_restart_daemon_and_its_
     first, again = asyncio.run(calls())
     assert again.server.pid == first.server.pid == before["aScript.sml"].server.pid
     assert again.server.start == "warm" and again.content_hash == first.content_hash
+
+
+BROKEN = GOOD_SCRIPT.replace("rpt strip_tac >> simp[]", 'rpt strip_tac >> FAIL_TAC "nope"')
+
+
+def _sent_texts(wire: Path) -> list[str]:
+    """The texts the fake HOL was sent (each didOpen's and didChange's), in order."""
+    return [msg["params"]["textDocument"]["text"] if msg["method"] == "textDocument/didOpen"
+            else msg["params"]["contentChanges"][0]["text"]
+            for msg in client_messages(wire, "textDocument/didOpen", "textDocument/didChange")]
+
+
+@pytest.mark.asyncio
+async def test_an_editors_unsaved_buffer_stays_in_its_server_across_restart_daemon_and_is_not_sent_again(
+    start_daemon, write_script, short_tmp
+):
+    from lsprotocol import types
+    from pytest_lsp import ClientServerConfig
+
+    daemon = start_daemon()
+    path = write_script(GOOD_SCRIPT)  # the disk's text; the editor's buffer fails
+    config = ClientServerConfig(
+        server_command=[sys.executable, "-m", "holctl", "--socket", str(daemon.socket), "--no-start", "lsp"],
+        server_env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent.parent)},
+    )
+    client = await config.start()
+    try:
+        await client.initialize_session(types.InitializeParams(
+            capabilities=types.ClientCapabilities(), client_info=types.ClientInfo(name="pytest-lsp")))
+        uri = path.as_uri()
+        client.text_document_did_open(types.DidOpenTextDocumentParams(
+            types.TextDocumentItem(uri=uri, language_id="holscript", version=1, text=BROKEN)))
+
+        async def failing() -> None:
+            async with asyncio.timeout(60):
+                while not any("nope" in d.message for d in client.diagnostics.get(uri, [])):
+                    await asyncio.sleep(0.05)  # pytest-lsp keeps the diagnostics; look again
+
+        await failing()
+        wire = short_tmp / "wire.jsonl"
+        assert _sent_texts(wire) == [BROKEN]
+        status = await asyncio.to_thread(daemon.restart)
+        assert status.adopted == 1
+        client.diagnostics.clear()
+        async with asyncio.timeout(60):  # `holctl lsp` attaches again and opens its documents again
+            while not any("reconnected" in msg.message for msg in client.messages):
+                await asyncio.sleep(0.05)
+        await failing()  # the adopted server's diagnostics, of the buffer
+        session = (await asyncio.to_thread(daemon.call, m.Status())).sessions[0]
+        assert session.pid == status.sessions[0].pid
+        # The server kept the buffer across the restart: neither the disk's text nor the buffer again.
+        assert _sent_texts(wire) == [BROKEN]
+    finally:
+        await client.shutdown_session()
+        await client.stop()
