@@ -347,6 +347,8 @@ def successor_argv(fd: int, idle_exit_s: float) -> list[str]:
 async def check_successor(timeout: float = CHECK_TIMEOUT_S) -> str:
     """The version of the code a successor would run, once it is seen to import; raises
     RuntimeError with why if it cannot (then the running daemon carries on)."""
+    # The interpreter and environment the successor gets (not `-I`: a daemon started with PYTHONPATH,
+    # as from a checkout, imports its code through it), the new code's modules, its version.
     code = "import holsrv.main, holsrv; print(holsrv.__version__)"
     broken = os.environ.get(BROKEN_ENV)
     if broken:

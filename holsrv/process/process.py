@@ -9,6 +9,10 @@ watchdog's, which is also the group's id.  Knows nothing of
 LSP or files; the session on top of it does.  Its stderr is kept by
 `stderrring`, its memory measured by `footprint`.
 
+A child may also be adopted (`ChildProcess.adopt`): one this process
+spawned before it re-executed itself (`restart-daemon`), taken over with
+its pipes (`pipes`) and watched by pid (`Adopted`).
+
 Life, as supervisor's `ProcessStates` has it: STARTING (created, spawning)
 → RUNNING → STOPPING → STOPPED, or → DEAD when it exits on its own.  Every
 transition is logged, and happens in `_become`.
