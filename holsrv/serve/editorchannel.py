@@ -291,17 +291,20 @@ class _Document:
         unsubscribe = session.fanout.subscribe(lambda method, params: self._note(session, method, params))
         # Before the sync: HOL's notes about the text name the file as the server does.
         self.channel.push(e.EditorDocument(self.uri, session.encoding, server_uri=session.uri))
-        # It caught up on the buffer already (a replacement followed, or a server that has this text, as
-        # one adopted across a daemon restart): its word on it, which no sync will make it say again.
-        buffer = self.buffer
-        if followed or (buffer is not None and session.data == buffer.data and session.file.publishes):
+        if followed:  # it caught up on the buffer already: its word on it, in place of the old server's
             await self._caught_up(session)
+        told = followed
         try:
             while not self._closed and not self._moved:
                 self._wake.clear()
                 buffer = self.buffer
                 if buffer is not None and session.data != buffer.data:
                     await self._sync(session, buffer)
+                elif buffer is not None and not told and session.file.publishes:
+                    # The server has this text already (one adopted across a daemon restart): its word
+                    # on it, which no sync will make it say again.
+                    await self._caught_up(session)
+                told = told or buffer is not None
                 if self._moved:
                     return
                 self.session = session
