@@ -380,7 +380,7 @@ class Daemon:
         # From here to the `exec`, nothing awaits: no byte is read from a server after its state is taken.
         self._exec(listener_fd, fresh)
         # The `exec` failed: serve on as before.
-        self.dispatch.restarting = self.pool.handing_over = False
+        self.dispatch.restarting = self.pool.handing_over = self.pool.builds.closing = False
         self.restarting.clear()
         if listener_fd is not None:
             self._server = await asyncio.start_unix_server(self.connections.serve, sock=_inherited_socket(listener_fd),
@@ -412,6 +412,7 @@ class Daemon:
                      " ".join(argv))
             for handler in logging.getLogger().handlers:
                 handler.flush()
+            handover.test_exec_fails()
             os.execv(argv[0], argv)
         except OSError as err:
             log.error("could not restart in place (%s): serving on with the same servers", err)

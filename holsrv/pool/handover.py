@@ -187,6 +187,15 @@ def test_stop(point: str) -> None:
         os.kill(os.getpid(), signal.SIGSTOP)
 
 
+# For tests only: the `exec` fails (as an OSError from execv would), after the document is written.
+EXEC_FAIL_ENV = "HOLSRV_TEST_HANDOVER_EXEC_FAILS"
+
+
+def test_exec_fails() -> None:
+    if os.environ.get(EXEC_FAIL_ENV):
+        raise OSError(f"execv failed ({EXEC_FAIL_ENV} is set)")
+
+
 def test_kill(document: Document) -> None:
     """For tests (KILL_ENV): kill a handed-over server between the document and the `exec`."""
     name = os.environ.get(KILL_ENV)

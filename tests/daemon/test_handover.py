@@ -465,3 +465,34 @@ async def test_an_editors_unsaved_buffer_stays_in_its_server_across_restart_daem
     finally:
         await client.shutdown_session()
         await client.stop()
+
+
+def test_a_failed_exec_hands_every_server_back_to_the_daemon_which_serves_on(
+    start_daemon, write_script, short_tmp, monkeypatch
+):
+    monkeypatch.setenv(handover.EXEC_FAIL_ENV, "1")
+    daemon = start_daemon()
+    before = _warm(daemon, write_script, NAMES[:2])
+    opened = _wire(short_tmp, "initialize")
+    daemon.call(m.RestartDaemon())
+    wait_until(lambda: "could not restart in place" in daemon.logged(), timeout=60,
+               what="the exec to fail")
+
+    def answered() -> m.StatusResult | None:
+        try:
+            return daemon.call(m.Status(), 30)
+        except (errors.HolsrvError, OSError):
+            return None  # the restart's drain, and the daemon listening again after it
+
+    wait_until(lambda: answered() is not None, timeout=60, what="the daemon to serve again")
+    status = answered()
+    assert status is not None and status.restarts == 0 and status.pid == daemon.proc.pid
+    for first in before.values():
+        again = daemon.call(m.Diagnostics(first.file, wait=30), 90)
+        assert (again.server.pid, again.server.start, again.verdict) == (first.server.pid, "warm", "OK")
+    # Edited: the server handed back reads and answers as before.
+    edited = Path(before["aScript.sml"].file)
+    edited.write_text(GOOD_SCRIPT.replace("gen_tac >> simp[]", 'gen_tac >> FAIL_TAC "nope"'))
+    failed = daemon.call(m.Diagnostics(str(edited), wait=30), 90)
+    assert failed.verdict == "FAILED" and failed.server.pid == before["aScript.sml"].server.pid
+    assert _wire(short_tmp, "initialize") == opened
