@@ -416,6 +416,8 @@ class Daemon:
             os.execv(argv[0], argv)
         except OSError as err:
             log.error("could not restart in place (%s): serving on with the same servers", err)
+            self.dispatch.failed_restarts += 1
+            self.dispatch.restart_failed = f"the exec failed ({err}); the daemon served on with its servers"
             if fd is not None:
                 os.close(fd)
             if self._lock_fd is not None:

@@ -76,6 +76,7 @@ class Dispatch:
         self.in_flight = 0
         self.restart: Callable[[], Awaitable[m.RestartDaemonResult]] | None = None
         self.last_restart: dict[str, float] = {}  # `status`'s restart fields, as the daemon set them
+        self.failed_restarts, self.restart_failed = 0, ""  # restarts whose `exec` failed, and why
 
     async def answer(self, request: m.Request, client: str, report: Report | None = None) -> m.Reply:
         """The reply to `request`, counted in the metrics (its kind, time, and error code if any)."""
@@ -283,6 +284,8 @@ class Dispatch:
             restart_s=round(self.last_restart.get("took", 0.0), 3),
             adopted=int(self.last_restart.get("adopted", 0)),
             not_adopted=int(self.last_restart.get("not_adopted", 0)),
+            failed_restarts=self.failed_restarts,
+            restart_failed=self.restart_failed,
         )
 
 

@@ -13,7 +13,7 @@ import msgspec
 
 from holctl.calls import EXIT_CODES, CallFailed, Target
 from holctl.options import Seconds, absolute, file_argument, json_option
-from holsrv.errors import DaemonUnreachable, HolsrvError
+from holsrv.errors import DaemonUnreachable, HolsrvError, RestartFailed
 from holsrv.rpc import client, messages
 
 # How long `restart-daemon` waits for the restarted daemon by default, and how often it asks.
@@ -96,6 +96,8 @@ def restart_daemon(target: Target, wait: float, as_json: bool) -> None:
     """Restart the daemon in place, keeping every warm HOL server (its new code, if one was installed).
     Never starts a daemon."""
     began = time.monotonic()
+    before = Target(target.socket, autostart=False).ask(messages.Status(), as_json=False, quiet=True)
+    assert isinstance(before, messages.StatusResult)
     asked = Target(target.socket, autostart=False).ask(messages.RestartDaemon(), as_json=False, quiet=True)
     assert isinstance(asked, messages.RestartDaemonResult)
     # The same process answers again once it has adopted the servers: its restart count tells it apart.
@@ -110,6 +112,8 @@ def restart_daemon(target: Target, wait: float, as_json: bool) -> None:
             if reply.restarts > asked.restarts:
                 status = reply
                 break
+            if reply.failed_restarts > before.failed_restarts:
+                raise CallFailed(RestartFailed(f"the daemon (pid {reply.pid}) did not restart: {reply.restart_failed}"))
         except (HolsrvError, OSError) as err:  # the switch: a closed connection, `daemon_restarting`
             last = err
         time.sleep(RESTART_POLL_S)  # the successor says nothing when it is back: ask again

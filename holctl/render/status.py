@@ -30,6 +30,8 @@ def _status(reply: StatusResult) -> list[str]:
         fresh = f", {reply.not_adopted} started fresh" if reply.not_adopted else ""
         lines.append(f"restarted in place: {reply.restarts} time(s), last at {when} in {reply.restart_s:.2f}s, "
                      f"adopting {reply.adopted} HOL server(s){fresh}")
+    if reply.failed_restarts:
+        lines.append(f"restarts that failed: {reply.failed_restarts}; the last: {reply.restart_failed}")
     if reply.runaways:
         lines.append(f"runaways: {reply.runaways} server(s) replaced that would not let go of their work; "
                      f"the last: {reply.last_runaway}")

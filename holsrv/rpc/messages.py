@@ -838,6 +838,9 @@ class StatusResult(ReplyBase, tag="status"):
     restart_s: float = 0.0
     adopted: int = 0
     not_adopted: int = 0
+    # Restarts that failed at the `exec` (the daemon served on with its servers), and the last one's why.
+    failed_restarts: int = 0
+    restart_failed: str = ""
 
 
 class Progress(ReplyBase, tag="progress"):

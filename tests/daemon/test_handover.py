@@ -137,6 +137,11 @@ def test_three_warm_servers_are_kept_across_restart_daemon_and_answer_without_a_
         assert again.content_hash == first.content_hash
     # No handshake, no text sent again, no compile on the servers' wires.
     assert _wire(short_tmp, "initialize") == opened
+    # holctl restart-daemon says so at once, and fails.
+    done = subprocess.run([sys.executable, "-m", "holctl", "--socket", str(daemon.socket), "restart-daemon"],
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 1 and "holctl: restart_failed: the daemon" in done.stderr, done.stderr
+    assert "the exec failed" in done.stderr
     assert _wire(short_tmp, "textDocument/didOpen") == 3
     assert _wire(short_tmp, "textDocument/didChange") == changed
     assert "adopted 3 HOL servers" in daemon.logged()
@@ -487,6 +492,8 @@ def test_a_failed_exec_hands_every_server_back_to_the_daemon_which_serves_on(
     wait_until(lambda: answered() is not None, timeout=60, what="the daemon to serve again")
     status = answered()
     assert status is not None and status.restarts == 0 and status.pid == daemon.proc.pid
+    assert status.failed_restarts == 1 and "the exec failed" in status.restart_failed
+    assert "restarts that failed: 1" in render(status)
     for first in before.values():
         again = daemon.call(m.Diagnostics(first.file, wait=30), 90)
         assert (again.server.pid, again.server.start, again.verdict) == (first.server.pid, "warm", "OK")
@@ -496,3 +503,8 @@ def test_a_failed_exec_hands_every_server_back_to_the_daemon_which_serves_on(
     failed = daemon.call(m.Diagnostics(str(edited), wait=30), 90)
     assert failed.verdict == "FAILED" and failed.server.pid == before["aScript.sml"].server.pid
     assert _wire(short_tmp, "initialize") == opened
+    # holctl restart-daemon says so at once, and fails.
+    done = subprocess.run([sys.executable, "-m", "holctl", "--socket", str(daemon.socket), "restart-daemon"],
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 1 and "holctl: restart_failed: the daemon" in done.stderr, done.stderr
+    assert "the exec failed" in done.stderr
