@@ -137,11 +137,6 @@ def test_three_warm_servers_are_kept_across_restart_daemon_and_answer_without_a_
         assert again.content_hash == first.content_hash
     # No handshake, no text sent again, no compile on the servers' wires.
     assert _wire(short_tmp, "initialize") == opened
-    # holctl restart-daemon says so at once, and fails.
-    done = subprocess.run([sys.executable, "-m", "holctl", "--socket", str(daemon.socket), "restart-daemon"],
-                          capture_output=True, text=True, timeout=180)
-    assert done.returncode == 1 and "holctl: restart_failed: the daemon" in done.stderr, done.stderr
-    assert "the exec failed" in done.stderr
     assert _wire(short_tmp, "textDocument/didOpen") == 3
     assert _wire(short_tmp, "textDocument/didChange") == changed
     assert "adopted 3 HOL servers" in daemon.logged()
