@@ -126,7 +126,7 @@ class Target:
         self.progress = progress
         self.expect_hash = expect_hash  # put on every request that takes one
 
-    def ask(self, request: messages.Request, as_json: bool) -> messages.Reply:
+    def ask(self, request: messages.Request, as_json: bool, quiet: bool = False) -> messages.Reply:
         """Send `request`, print its reply; a daemon error becomes a CallFailed.
 
         The reply timeout comes from the daemon's limits (`Client.reply_timeout`).
@@ -157,6 +157,8 @@ class Target:
             # Making the socket directory or the lock file can fail before any
             # daemon is involved; that is still "cannot reach the daemon".
             raise Unreachable(DaemonUnreachable(str(err))) from None
+        if quiet:  # the caller prints
+            return reply
         if as_json:
             click.echo(msgspec.json.format(msgspec.json.encode(reply), indent=2).decode())
         else:

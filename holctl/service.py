@@ -138,6 +138,9 @@ RestartSec=2
 # A bad config file or setting (holsrv exits EX_CONFIG): the next connection
 # tries again, after it is fixed, rather than systemd in a loop.
 RestartPreventExitStatus=78
+# `systemctl --user reload holsrv` restarts the daemon in place, keeping every
+# warm HOL server (as `holctl restart-daemon` does); `restart` stops them all.
+ExecReload=/bin/kill -HUP $MAINPID
 # On SIGTERM the daemon drains its calls and stops every HOL server itself,
 # escalating to SIGKILL, within HOLSRV_STOP_TIMEOUT_S ({stop_timeout_s:g}s).  mixed:
 # SIGTERM goes to the daemon alone (not racing its shutdown with the servers'),

@@ -32,8 +32,9 @@ from holsrv.config import metricslisten
 from holsrv.config.settings import ConfigError, Settings
 from holsrv.disk import files
 from holsrv.dispatch import Dispatch
-from holsrv.errors import AlreadyRunning, DaemonStopping, SocketPathTooLong
+from holsrv.errors import AlreadyRunning, DaemonRestarting, DaemonStopping, RestartFailed, SocketPathTooLong
 from holsrv.metrics.endpoint import Endpoint
+from holsrv.pool import handover
 from holsrv.pool.pool import Pool
 from holsrv.pool.stopping import wait_all
 from holsrv.rpc import messages as m
@@ -50,11 +51,27 @@ SOCKET_CHECK_S = 2.0
 # How often an idle-exit daemon looks whether it is idle (at most; a tiny
 # idle_exit_s looks more often).
 IDLE_CHECK_S = 5.0
+# Restarting in place (docs/design.md, Handover): calls in flight get this long to finish (then they
+# are answered `daemon_restarting`), and the HOL servers this long more to have no request to HOL in
+# flight (a server still busy then is stopped, and its file's next call starts a fresh one).
+RESTART_DRAIN_S = 5.0
+RESTART_QUIET_S = 3.0
 
 
 class Daemon:
-    def __init__(self, settings: Settings, listener: socket.socket | None = None) -> None:
-        """`listener`: the listening socket systemd passed (socket activation); its path wins over settings'."""
+    def __init__(self, settings: Settings, listener: socket.socket | None = None,
+                 handover_fd: int | None = None) -> None:
+        """`listener`: the listening socket systemd passed (socket activation); its path wins over settings'.
+        `handover_fd`: the document of the daemon this process was before its `exec` (`restart-daemon`)."""
+        # What this process was before its `exec`, if it was a daemon: read first, since systemd's socket,
+        # if it passed one, is among what it kept (the variables that named it are gone).
+        self._handed: tuple[handover.Document | None, str] | None = None
+        self._inherited = handover.Inherited()
+        if handover_fd is not None:
+            document, why_not, self._inherited = handover.read(handover_fd)
+            self._handed = (document, why_not)
+            if self._inherited.systemd and self._inherited.listener is not None:
+                listener = _inherited_socket(self._inherited.listener)
         self.settings = settings = _activated(settings, listener)
         # Under socket activation the socket file is systemd's: it made it, it
         # removes it, and it keeps listening between daemons.
@@ -76,7 +93,8 @@ class Daemon:
             settings, lambda request, client, report: self.dispatch.answer(request, client, report), self.stopping,
             lambda request, client: self.dispatch.at_once(request, client), partial(serve, self.answers),
         )
-        self.dispatch = Dispatch(self.answers, self.stopping, self.started, self.connections.clients)
+        self.dispatch = Dispatch(self.answers, self.stopping, self.started, self.connections.clients,
+                                 restart=self._restart_asked)
         self._server: asyncio.AbstractServer | None = None
         self.metrics_endpoint: Endpoint | None = None  # `/metrics` over HTTP, if metrics_listen says where
         self._force = asyncio.Event()  # a second signal: stop at once
@@ -84,6 +102,11 @@ class Daemon:
         self._socket_id: tuple[int, int] | None = None  # (device, inode) of the socket we bound
         self._watch: asyncio.Task | None = None
         self._idle: asyncio.Task | None = None
+        # Restarting in place: asked (by `restart-daemon` or SIGHUP), and what this process was before.
+        self.restarting = asyncio.Event()
+        self._restart_began = 0.0
+        self.restarts = 0
+        self._hup_task: asyncio.Future | None = None
 
     async def start(self) -> None:
         """Take the socket's lock (refusing to start beside a live daemon), bind it, start duties."""
@@ -95,12 +118,16 @@ class Daemon:
         except (ValueError, SocketPathTooLong) as err:
             raise ConfigError(str(err)) from None
         paths.private_dir(path.parent)
-        self._lock_fd = _lock(path)
+        self._lock_fd = self._inherited.lock if self._inherited.lock is not None else _lock(path)
+        os.set_inheritable(self._lock_fd, False)
         try:
             if listen is not None:  # first: a port taken stops the start before any client can connect
                 self.metrics_endpoint = Endpoint(listen, self.dispatch.metrics.text)
                 await self.metrics_endpoint.start()
-            await self._take_socket()
+            if self._handed is not None and self._inherited.listener is not None:
+                await self._adopt(*self._handed)
+            else:
+                await self._take_socket()
         except BaseException:
             if self.metrics_endpoint is not None:
                 self.metrics_endpoint.close()
@@ -126,6 +153,30 @@ class Daemon:
         if killed:
             log.warning("stopped %d HOL servers left by a previous daemon", killed)
         await self._bind()
+
+    async def _adopt(self, document: handover.Document | None, why_not: str) -> None:
+        """This process was the daemon before its `exec`: adopt the servers it handed over, then serve
+        the listening socket it kept (clients that connected meanwhile wait in its backlog)."""
+        assert self._inherited.listener is not None
+        sock = self._listener if self._listener is not None else _inherited_socket(self._inherited.listener)
+        handover.test_stop("before-adoption")
+        adoption = await handover.adopt(self.pool, document, why_not, self._inherited)
+        # Before any child of ours starts: every child not adopted is the predecessor's, left over.
+        handover.kill_strays({s.pid for s in adoption.adopted if s.pid is not None})
+        self.restarts = self._inherited.restarts
+        began = self._inherited.began
+        took = time.monotonic() - began if began is not None else 0.0
+        self.dispatch.last_restart = {"restarts": self.restarts, "at": time.time(), "took": took,
+                                      "adopted": len(adoption.adopted), "not_adopted": len(adoption.notes)}
+        log.info("restarted in place in %.2fs (holsrv %s -> %s): adopted %d HOL servers, %d start fresh",
+                 took, adoption.from_version or "?", __version__, len(adoption.adopted), len(adoption.notes))
+        if self._listener is not None:  # systemd's: serve it as before the restart
+            await self._bind()
+            return
+        self._server = await asyncio.start_unix_server(self.connections.serve, sock=sock, limit=RECEIVE_BUFFER)
+        with contextlib.suppress(OSError):
+            info = os.lstat(self.settings.socket)
+            self._socket_id = (info.st_dev, info.st_ino)
 
     def _unlock(self) -> None:
         if self._lock_fd is not None:
@@ -224,17 +275,26 @@ class Daemon:
         A second signal while stopping cuts the drain short and kills the HOL servers.
         `ready` is called once the signals are caught: a SIGTERM sent as soon as
         the daemon says it is ready then stops it cleanly instead of killing it.
+        `restart-daemon` or SIGHUP restarts it in place (`_restart`), which returns only if it failed.
         """
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._signalled, sig)
+        loop.add_signal_handler(signal.SIGHUP, self._hup)
         if ready is not None:
             ready()
         try:
-            await self.stopping.wait()
+            while not self.stopping.is_set():
+                stop = asyncio.ensure_future(self.stopping.wait())
+                restart = asyncio.ensure_future(self.restarting.wait())
+                await asyncio.wait({stop, restart}, return_when=asyncio.FIRST_COMPLETED)
+                stop.cancel()
+                restart.cancel()
+                if self.restarting.is_set() and not self.stopping.is_set():
+                    await self._restart()
             await self.close()
         finally:
-            for sig in (signal.SIGTERM, signal.SIGINT):
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 loop.remove_signal_handler(sig)
 
     def _signalled(self, sig: signal.Signals) -> None:
@@ -244,6 +304,137 @@ class Daemon:
         else:
             log.info("%s: stopping", sig.name)
             self.stopping.set()
+
+    # -- restarting in place (docs/design.md, Handover) ---------------------------
+
+    def _hup(self) -> None:
+        """SIGHUP (`systemctl --user reload holsrv`): restart in place, as `restart-daemon` does."""
+        log.info("SIGHUP: restarting in place, keeping the HOL servers")
+
+        async def restart() -> None:
+            try:
+                await self._restart_asked()
+            except Exception as err:  # noqa: BLE001 - logged: nobody else would hear it
+                log.warning("SIGHUP: not restarting: %s", err)
+
+        self._hup_task = asyncio.ensure_future(restart())
+
+    async def _restart_asked(self) -> m.RestartDaemonResult:
+        """Check that the code now installed can start, then have `run` restart in place."""
+        if self.stopping.is_set():
+            raise DaemonStopping("the daemon is shutting down; it does not restart")
+        if self.restarting.is_set():
+            raise DaemonRestarting()
+        began = time.monotonic()
+        try:
+            version = await handover.check_successor()
+        except (RuntimeError, OSError) as err:
+            log.warning("not restarting: %s; serving on", err)
+            raise RestartFailed(f"the daemon did not restart and serves on as before: {err}") from None
+        self._restart_began = began
+        self.dispatch.restarting = True  # from now on new requests are told `daemon_restarting`
+        self.restarting.set()
+        servers = len(self.pool.live())
+        return m.RestartDaemonResult(
+            servers=servers, version=version, pid=os.getpid(), restarts=self.restarts,
+            message=f"holsrv (pid {os.getpid()}) restarts in place as holsrv {version}, handing over {servers} "
+                    "HOL servers",
+        )
+
+    async def _restart(self) -> None:
+        """Drain, hand the servers over in a document, and `exec` this process anew.  Returns only if
+        the `exec` failed, the daemon then serving on."""
+        loop = asyncio.get_running_loop()
+        log.info("restarting in place: %d connections, %d HOL servers", len(self.connections), len(self.pool.sessions))
+        # New connections wait in the socket's backlog from now on, for the successor.
+        sockets = getattr(self._server, "sockets", None) or []
+        listening = self._listener if self._listener is not None else (sockets[0] if sockets else None)
+        listener_fd = os.dup(listening.fileno()) if listening is not None else None
+        if self._server is not None:
+            self._server.close()
+        for duty in (self._watch, self._idle):
+            if duty is not None:
+                duty.cancel()
+        deadline = loop.time() + RESTART_DRAIN_S
+        while (self.dispatch.in_flight or self.connections.answering()) and loop.time() < deadline:
+            await asyncio.sleep(0.02)  # a bounded drain of the calls in flight, which end on their own
+        self.pool.handing_over = True
+        self.connections.close_all(m.ErrorReply(DaemonRestarting.code, (
+            f"the daemon is restarting to hand its servers over and waited {RESTART_DRAIN_S:g}s for this call, "
+            "which it stopped before its answer; ask again in a moment")))
+        await wait_all(self.connections.tasks, 2.0)
+        await self.dispatch.close(1.0)  # jobs still running: cancelled, their callers have gone
+        await self.answers.prefetches.close()
+        await self.pool.builds.close()
+        self.pool.duties.cancel()
+        await self.pool.replacer.close()
+        extra = self.pool.replacer.sessions()
+        await asyncio.gather(*(s.stop("the daemon restarted") for s in extra), return_exceptions=True)
+        deadline = loop.time() + RESTART_QUIET_S
+        while loop.time() < deadline and not all(
+                s.lsp is None or s.lsp.quiet() for s in self.pool.sessions.values() if s.alive):
+            await asyncio.sleep(0.02)  # a bounded wait for replies HOL still owes
+        fresh: dict[str, str] = {}
+        for session in [s for s in self.pool.sessions.values() if s.alive and s.lsp is not None
+                        and not s.lsp.quiet()]:
+            fresh[str(session.path)] = (f"it still had a request to HOL in flight after {RESTART_QUIET_S:g}s, "
+                                        "so it was stopped")
+            await self.pool.stop_session(session, "the daemon restarted while it was busy")
+        for session in [s for s in self.pool.sessions.values() if s.alive and s.starting]:
+            fresh[str(session.path)] = "it was still starting when the daemon restarted, so it was stopped"
+            await self.pool.stop_session(session, "the daemon restarted while it started")
+        if self.stopping.is_set():  # SIGTERM or shutdown during the drain: stop instead (`run` closes)
+            log.info("told to stop while restarting: stopping instead")
+            if listener_fd is not None:
+                os.close(listener_fd)
+            return
+        # From here to the `exec`, nothing awaits: no byte is read from a server after its state is taken.
+        self._exec(listener_fd, fresh)
+        # The `exec` failed: serve on as before.
+        self.dispatch.restarting = self.pool.handing_over = self.pool.builds.closing = False
+        self.restarting.clear()
+        if listener_fd is not None:
+            self._server = await asyncio.start_unix_server(self.connections.serve, sock=_inherited_socket(listener_fd),
+                                                           limit=RECEIVE_BUFFER)
+        self.pool.start_background()
+        if self._listener is None:
+            self._watch = asyncio.create_task(self._watch_socket(), name="socket-watch")
+
+    def _exec(self, listener_fd: int | None, fresh: dict[str, str]) -> None:
+        """Write the handover document and `exec`; returns only if that failed (the servers handed back)."""
+        inherited = handover.Inherited(listener_fd, self._listener is not None, self._lock_fd)
+        live = [s for s in self.pool.sessions.values() if s.alive]
+        document, handed = handover.document(live, self.pool.history, fresh, __version__, self._restart_began,
+                                             inherited, self.restarts + 1)
+        for session in live:
+            if session not in handed and session.pid is not None:  # not quiet after all: not left behind
+                with contextlib.suppress(OSError):  # the successor reaps it (`handover.kill_strays`)
+                    os.killpg(session.pid, signal.SIGKILL)
+        fd = None
+        try:
+            for held in (listener_fd, self._lock_fd):
+                if held is not None:
+                    os.set_inheritable(held, True)
+            fd = handover.write(document)
+            handover.test_kill(document)
+            handover.test_stop("before-exec")
+            argv = handover.successor_argv(fd, self.settings.idle_exit_s)
+            log.info("handing over %d HOL servers (%d start fresh): exec %s", len(handed), len(document.fresh),
+                     " ".join(argv))
+            for handler in logging.getLogger().handlers:
+                handler.flush()
+            handover.test_exec_fails()
+            os.execv(argv[0], argv)
+        except OSError as err:
+            log.error("could not restart in place (%s): serving on with the same servers", err)
+            self.dispatch.failed_restarts += 1
+            self.dispatch.restart_failed = f"the exec failed ({err}); the daemon served on with its servers"
+            if fd is not None:
+                os.close(fd)
+            if self._lock_fd is not None:
+                os.set_inheritable(self._lock_fd, False)
+            for session in handed:
+                session.handed_back()
 
     async def close(self) -> None:
         """Drain, then stop, all within `stop_timeout_s` (uvicorn's graceful shutdown).
@@ -291,6 +482,14 @@ class Daemon:
         log.warning("shutting down: ending %d calls still in flight with daemon_stopping",
                     len(self.connections.tasks))
         self.connections.cut_short(m.ErrorReply(DaemonStopping.code, message))
+
+
+def _inherited_socket(fd: int) -> socket.socket:
+    """The listening socket a daemon kept across its `exec`, no longer to be inherited."""
+    sock = socket.socket(fileno=fd)
+    os.set_inheritable(fd, False)
+    sock.setblocking(False)
+    return sock
 
 
 def _logs_made_again() -> None:

@@ -14,7 +14,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import assert_never
 
@@ -40,7 +40,7 @@ from holsrv.answers.goals import goalbatch, goals
 from holsrv.answers.trials import trials
 from holsrv.config import holbuild
 from holsrv.disk import files
-from holsrv.errors import BadRequest, HolsrvError, RanAway
+from holsrv.errors import BadRequest, DaemonRestarting, HolsrvError, RanAway
 from holsrv.jobs import Deferrable, Job, Jobs, Stop
 from holsrv.metrics.metrics import Metrics
 from holsrv.rpc import limits
@@ -59,7 +59,8 @@ class Dispatch:
     """
 
     def __init__(self, answers: Context, stopping: asyncio.Event, started: float,
-                 clients: Callable[[], list[str]]) -> None:
+                 clients: Callable[[], list[str]],
+                 restart: Callable[[], Awaitable[m.RestartDaemonResult]] | None = None) -> None:
         self.answers = answers
         self.stopping = stopping
         self.started = started
@@ -70,11 +71,25 @@ class Dispatch:
         cancel_wait = self.settings.lookup_wait_s + self.settings.request_timeout_s
         self.jobs = Jobs(self.settings.max_jobs, self.settings.job_keep_s, cancel_wait, self.pool.clock)
         self.metrics = Metrics(answers, clients)  # `clients`: the connected clients' names, for the metrics
+        # Restarting in place (`holsrv.daemon`, `holsrv.pool.handover`): new requests are refused with
+        # `daemon_restarting`, the calls in flight (counted here) finish; `restart` is the daemon's.
+        self.restarting = False
+        self.in_flight = 0
+        self.restart = restart
+        self.last_restart: dict[str, float] = {}  # `status`'s restart fields, as the daemon set them
+        self.failed_restarts, self.restart_failed = 0, ""  # restarts whose `exec` failed, and why
 
     async def answer(self, request: m.Request, client: str, report: Report | None = None) -> m.Reply:
         """The reply to `request`, counted in the metrics (its kind, time, and error code if any)."""
         started = time.monotonic()
-        reply = await self._answer(request, client, report)
+        if self.restarting:
+            reply: m.Reply = m.ErrorReply(DaemonRestarting.code, str(DaemonRestarting()))
+        else:
+            self.in_flight += 1
+            try:
+                reply = await self._answer(request, client, report)
+            finally:
+                self.in_flight -= 1
         self.metrics.answered(request, reply, time.monotonic() - started)
         return reply
 
@@ -98,6 +113,8 @@ class Dispatch:
         """The reply to `request` if it can be given with nothing awaited (a cached answer,
         see `fastpath`); None if it needs `answer`, which also says what is wrong with it."""
         started = time.monotonic()
+        if self.restarting:
+            return None  # `answer` refuses it
         try:
             limits.check_request(request)
             common.check_expect_hash(getattr(request, "expect_hash", ""))
@@ -149,6 +166,10 @@ class Dispatch:
                 return await self.status()
             case m.Metrics():
                 return m.MetricsResult(self.metrics.text())
+            case m.RestartDaemon():
+                if self.restart is None:
+                    raise BadRequest("this daemon cannot restart in place")
+                return await self.restart()
             case m.Shutdown():
                 self.stopping.set()
                 return m.ShutdownResult(f"holsrv (pid {os.getpid()}) is stopping its HOL servers and exiting")
@@ -259,6 +280,13 @@ class Dispatch:
             runaways=self.pool.runaways,
             last_runaway=self.pool.last_runaway,
             facilities=facilities.described(),
+            restarts=int(self.last_restart.get("restarts", 0)),
+            restarted_at=self.last_restart.get("at", 0.0),
+            restart_s=round(self.last_restart.get("took", 0.0), 3),
+            adopted=int(self.last_restart.get("adopted", 0)),
+            not_adopted=int(self.last_restart.get("not_adopted", 0)),
+            failed_restarts=self.failed_restarts,
+            restart_failed=self.restart_failed,
         )
 
 

@@ -114,9 +114,19 @@ class DaemonStopping(HolsrvError):
 
 
 class DaemonRestarting(HolsrvError):
-    """The daemon is restarting to hand its servers over; ask again in a moment."""
+    """The daemon is restarting to hand its HOL servers to its successor (`holctl restart-daemon`)."""
 
     code = "daemon_restarting"
+
+    def __init__(self, message: str = "the daemon is restarting to hand its servers over; ask again in a moment",
+                 *, detail: str = "") -> None:
+        super().__init__(message, detail=detail)
+
+
+class RestartFailed(HolsrvError):
+    """`restart-daemon` did not restart the daemon (its new code cannot start); the daemon serves on."""
+
+    code = "restart_failed"
 
 
 class PeerRefused(HolsrvError):

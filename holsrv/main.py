@@ -43,11 +43,14 @@ EX_CONFIG = 78
               help="Exit after this many seconds with no server and no client (0: never).")
 @click.option("--ready-fd", type=int, hidden=True, help="Write 'ready' to this fd once listening.")
 @click.option("--detach", is_flag=True, hidden=True, help="Fork into the background first.")
+@click.option("--handover-fd", type=int, hidden=True,
+              help="Adopt the HOL servers this process had before its exec (restart-daemon).")
 @click.option("--log-file", type=click.Path(path_type=Path), help="Log here, rotated at 5 MB (default: stderr).")
 @click.option("--log-level", default="INFO", show_default=True)
 @click.version_option(__version__)
 def main(
-    socket, hol_bin, max_servers, max_heap_mb, idle_timeout_s, idle_exit_s, ready_fd, detach, log_file, log_level
+    socket, hol_bin, max_servers, max_heap_mb, idle_timeout_s, idle_exit_s, ready_fd, detach, handover_fd, log_file,
+    log_level,
 ) -> None:
     """Keep HOL4 language servers warm and answer holctl and holmcp."""
     if detach and os.fork() > 0:
@@ -72,7 +75,7 @@ def main(
         settings = dataclasses.replace(settings, idle_exit_s=ON_DEMAND_IDLE_EXIT_S, sources={
             **settings.sources, "idle_exit_s": "default for a daemon started on demand"})
     try:
-        uvloop.run(_serve(settings, ready_fd, listener))
+        uvloop.run(_serve(settings, ready_fd, listener, handover_fd))
     except AlreadyRunning as err:
         # The client that started us waits for the running daemon's socket.
         _ready(ready_fd, autostart.ALREADY_RUNNING.encode() + b"\n")
@@ -86,8 +89,8 @@ class BadConfig(click.ClickException):
     exit_code = EX_CONFIG
 
 
-async def _serve(settings: Settings, ready_fd: int | None, listener=None) -> None:
-    daemon = Daemon(settings, listener)
+async def _serve(settings: Settings, ready_fd: int | None, listener=None, handover_fd: int | None = None) -> None:
+    daemon = Daemon(settings, listener, handover_fd)
     try:
         await daemon.start()
     except ConfigError as err:  # metrics_listen given to a Settings not read by from_env

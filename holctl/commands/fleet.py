@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import collections
 import os
+import time
 from pathlib import Path
 
 import click
+import msgspec
 
-from holctl.calls import EXIT_CODES, Target
+from holctl.calls import EXIT_CODES, CallFailed, Target
 from holctl.options import Seconds, absolute, file_argument, json_option
-from holsrv.rpc import messages
+from holsrv.errors import DaemonUnreachable, HolsrvError, RestartFailed
+from holsrv.rpc import client, messages
+
+# How long `restart-daemon` waits for the restarted daemon by default, and how often it asks.
+RESTART_WAIT_S = 120.0
+RESTART_POLL_S = 0.1
 
 
 @click.command("status", epilog=EXIT_CODES)
@@ -78,6 +85,49 @@ def shutdown(target: Target, as_json: bool) -> None:
     """Stop every HOL server and the daemon. Never starts a daemon."""
     # Starting a daemon only to stop it would be silly.
     Target(target.socket, autostart=False).ask(messages.Shutdown(), as_json)
+
+
+@click.command("restart-daemon", epilog=EXIT_CODES)
+@click.option("--wait", type=Seconds(), default=RESTART_WAIT_S, show_default=True,
+              help="Seconds to wait for the restarted daemon to answer.")
+@json_option
+@click.pass_obj
+def restart_daemon(target: Target, wait: float, as_json: bool) -> None:
+    """Restart the daemon in place, keeping every warm HOL server (its new code, if one was installed).
+    Never starts a daemon."""
+    began = time.monotonic()
+    before = Target(target.socket, autostart=False).ask(messages.Status(), as_json=False, quiet=True)
+    assert isinstance(before, messages.StatusResult)
+    asked = Target(target.socket, autostart=False).ask(messages.RestartDaemon(), as_json=False, quiet=True)
+    assert isinstance(asked, messages.RestartDaemonResult)
+    # The same process answers again once it has adopted the servers: its restart count tells it apart.
+    deadline = began + wait
+    status: messages.StatusResult | None = None
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            with client.connect(target.socket, name="holctl", autostart=False) as conn:
+                reply = conn.call(messages.Status())
+            assert isinstance(reply, messages.StatusResult)
+            if reply.restarts > asked.restarts:
+                status = reply
+                break
+            if reply.failed_restarts > before.failed_restarts:
+                raise CallFailed(RestartFailed(f"the daemon (pid {reply.pid}) did not restart: {reply.restart_failed}"))
+        except (HolsrvError, OSError) as err:  # the switch: a closed connection, `daemon_restarting`
+            last = err
+        time.sleep(RESTART_POLL_S)  # the successor says nothing when it is back: ask again
+    if status is None:
+        raise CallFailed(DaemonUnreachable(
+            f"the daemon (pid {asked.pid}) began to restart but did not answer as restarted within {wait:g}s"
+            + (f" ({last})" if last else "") + "; see `holctl logs --daemon`"))
+    took = time.monotonic() - began
+    if as_json:
+        click.echo(msgspec.json.format(msgspec.json.encode(status), indent=2).decode())
+        return
+    fresh = f"; {status.not_adopted} start fresh on their next call" if status.not_adopted else ""
+    click.echo(f"restarted holsrv (pid {status.pid}) in {took:.2f}s: now holsrv {status.daemon_version}; "
+               f"handed over {status.adopted} of {asked.servers} HOL servers{fresh}")
 
 
 @click.command("metrics", epilog=EXIT_CODES)
@@ -170,4 +220,4 @@ def _log_of_running_daemon(socket: Path, log: Path) -> Path:
     return deleted
 
 
-COMMANDS = [status, job, retry_compile, restart, stop, shutdown, metrics, logs]
+COMMANDS = [status, job, retry_compile, restart, stop, shutdown, restart_daemon, metrics, logs]

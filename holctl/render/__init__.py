@@ -37,6 +37,7 @@ from holsrv.rpc.messages import (
     Progress,
     ReferencesResult,
     Reply,
+    RestartDaemonResult,
     RestartResult,
     Result,
     RetryCompileResult,
@@ -99,7 +100,7 @@ def _result_lines(reply: Result) -> list[str]:
             lines = _eval(reply)
         case RetryCompileResult():
             lines = [reply.message, *_footer(reply.content_hash, reply.server)]
-        case RestartResult() | ShutdownResult() | StopResult():
+        case RestartResult() | ShutdownResult() | StopResult() | RestartDaemonResult():
             lines = [reply.message]
         case StatusResult():
             lines = _status(reply)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 from holctl.render.common import _BUCKET_WORDS, _TALLY_BUCKETS
 from holsrv.rpc.messages import JobRow, SessionStatus, SettingSource, StatusResult, Tally
@@ -24,6 +25,13 @@ def _status(reply: StatusResult) -> list[str]:
         f"cache: {reply.cache_hits} hits, {reply.cache_misses} misses",
         f"prefetch: {reply.prefetch_asked} goal-state walks asked ahead, {reply.prefetch_hits} hits",
     ]
+    if reply.restarts:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(reply.restarted_at))
+        fresh = f", {reply.not_adopted} started fresh" if reply.not_adopted else ""
+        lines.append(f"restarted in place: {reply.restarts} time(s), last at {when} in {reply.restart_s:.2f}s, "
+                     f"adopting {reply.adopted} HOL server(s){fresh}")
+    if reply.failed_restarts:
+        lines.append(f"restarts that failed: {reply.failed_restarts}; the last: {reply.restart_failed}")
     if reply.runaways:
         lines.append(f"runaways: {reply.runaways} server(s) replaced that would not let go of their work; "
                      f"the last: {reply.last_runaway}")

@@ -85,6 +85,10 @@ class LspClient:
         self.owed: dict[int, Owed] = {}
         self.letgo_s = letgo_s
         self.leashed = leashed
+        # The bytes of a message read in part (its header, while its body comes), and whether a large
+        # notification is being folded in: what a handover to a successor daemon must account for.
+        self._taken = bytearray()
+        self._folding = False
 
     @property
     def closed_reason(self) -> Exception | None:
@@ -95,13 +99,16 @@ class LspClient:
         """Read messages until end of stream or a broken frame; then fail what is pending."""
         reason: Exception = ServerDied("the HOL server closed its output")
         try:
-            while (message := await framing.read_message(self._reader, self._typed)) is not None:
+            while (message := await framing.read_message(self._reader, self._typed, self._taken)) is not None:
                 folding = self._dispatch(message)
                 if folding is not None:  # a large notification, folded in slices: before the next message
+                    self._folding = True
                     try:
                         await folding
                     except Exception:
                         log.exception("notification handler failed on %s", message["method"])
+                    finally:
+                        self._folding = False
         except FrameError as err:
             reason = ServerDied(f"the HOL server broke the protocol: {err}")
         except (ConnectionError, OSError) as err:
@@ -199,6 +206,27 @@ class LspClient:
             raise
         finally:
             self._pending.pop(request_id, None)
+
+    # -- handover (`holsrv.pool.handover`) ------------------------------------
+
+    def quiet(self) -> bool:
+        """Nothing owed either way: no request awaits its reply, no notification is half folded in,
+        nothing we wrote waits to reach the server.  Only then can another client take over."""
+        pending = self._writer.transport.get_write_buffer_size() if not self._writer.is_closing() else 0
+        return not self._pending and not self.owed and not self._folding and not pending and self._closed is None
+
+    def export(self) -> dict:
+        """What a successor's client needs to go on where this one stops: the ids, the handshake's
+        results, and the part of a message already taken from the stream (see `framing.read_message`)."""
+        return {"next_id": self._next_id, "position_encoding": self.position_encoding,
+                "server_info": self.server_info, "capabilities": self.capabilities, "taken": bytes(self._taken)}
+
+    def adopt(self, state: dict) -> None:
+        """Go on from a predecessor's `export` (whose `taken` bytes the reader was given first)."""
+        self._next_id = int(state["next_id"])
+        self.position_encoding = str(state["position_encoding"])
+        self.server_info = dict(state["server_info"])
+        self.capabilities = dict(state["capabilities"])
 
     def hung_message(self, server: str) -> str:
         hung = self.hung

@@ -62,15 +62,20 @@ def _set_aside(value, large: list[str]):
     return value
 
 
-async def read_message(reader: asyncio.StreamReader, typed: Mapping[str, type] | None = None) -> dict | None:
-    """One JSON message, or None at a clean end of stream."""
-    length = await read_header(reader)
+async def read_message(reader: asyncio.StreamReader, typed: Mapping[str, type] | None = None,
+                       taken: bytearray | None = None) -> dict | None:
+    """One JSON message, or None at a clean end of stream.  `taken`, if given, holds the bytes of
+    the message taken from `reader` so far while it waits for the rest (empty between messages):
+    with what `reader` holds, what a successor daemon must read first (`holsrv.pool.handover`)."""
+    length = await read_header(reader, taken=taken)
     if length is None:
         return None
     try:
         body = await reader.readexactly(length)
     except asyncio.IncompleteReadError:
         raise FrameError("HOL server closed its output inside a message") from None
+    if taken is not None:
+        taken.clear()
     message = decode(body, typed)
     if not isinstance(message, dict):
         raise FrameError("HOL server sent a JSON message that is not an object")
@@ -116,7 +121,8 @@ def _decoded(body: bytes, typed: Mapping[str, type]) -> dict:
     return message
 
 
-async def read_header(reader: asyncio.StreamReader, peer: str = "HOL server") -> int | None:
+async def read_header(reader: asyncio.StreamReader, peer: str = "HOL server",
+                      taken: bytearray | None = None) -> int | None:
     """The body length a message's header block announces, or None at a clean end of stream;
     `FrameError` (naming `peer`, who writes the stream) for a header that cannot be read."""
     length = None
@@ -124,6 +130,8 @@ async def read_header(reader: asyncio.StreamReader, peer: str = "HOL server") ->
     while True:
         try:
             line = await reader.readuntil(b"\r\n")
+            if taken is not None:
+                taken += line
         except asyncio.IncompleteReadError as err:
             if err.partial or seen:
                 raise FrameError(f"{peer} closed its output inside a header") from None

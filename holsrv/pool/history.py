@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
+
 from holsrv.config.settings import Settings
 from holsrv.disk.files import content_hash
 from holsrv.errors import ServerDied
@@ -107,6 +109,16 @@ class History:
         """(how the file's last server died, the tail of its stderr); empty if none died."""
         history = self._files.get(path)
         return (history.last_exit, history.last_tail) if history is not None else ("", "")
+
+    def export(self) -> dict[str, dict]:
+        """Every file's history, as plain data for a successor daemon (`adopt`)."""
+        return {str(path): msgspec.to_builtins(history) for path, history in self._files.items()}
+
+    def adopt(self, files: dict[str, dict]) -> None:
+        """Go on from a predecessor daemon's `export` (times are monotonic: they hold across `exec`)."""
+        for path, history in files.items():
+            self._files[Path(path)] = msgspec.convert(history, FileHistory)
+            self.restarted += self._files[Path(path)].restarts
 
     def restarts(self, path: Path) -> int:
         history = self._files.get(path)

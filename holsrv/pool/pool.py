@@ -99,6 +99,7 @@ class Pool:
                                  texts=self.texts)
         self._record = leftovers.ServerRecord(paths.servers_record(settings.socket))
         self.closing = False  # the daemon is shutting down: no new servers
+        self.handing_over = False  # the daemon restarts in place (`handover`): editors' texts stay in their servers
         self.builds = builds.Builds(settings.holmake_timeout_s, settings.holmake_tail_lines, clock, holmake_timed)
         # The pool owns these and gives them itself as `servers.Servers`: they never import it.
         self.watch = BuildWatch(self.serving, self._look_again)  # builds noticed with no call
@@ -113,6 +114,8 @@ class Pool:
         self.evictions = 0  # idle servers stopped to make room (count or memory), for the metrics
         self.runaways = 0  # servers replaced as runaways, and the last one's story, for status
         self.last_runaway = ""
+        # Files whose server the daemon could not keep across its last restart, and why (`handover`).
+        self._not_adopted: dict[Path, str] = {}
 
     # -- leases ----------------------------------------------------------------
 
@@ -153,6 +156,10 @@ class Pool:
             start = Start.RESTARTED
             note = restart_note(session)
             tail = session.tail(10) if session.dead else ""
+        elif path in self._not_adopted:
+            start = Start.RESTARTED
+            note = (f"the daemon restarted and could not adopt this file's server ({self._not_adopted.pop(path)}): "
+                    "started a fresh one")
         if self.closing:
             raise DaemonStopping(
                 f"the daemon is shutting down, so it starts no HOL server for {path.name}; call again in a "
@@ -433,6 +440,18 @@ class Pool:
         await self.duties.ended()
         self.sessions.clear()
         self._write_record()
+
+    # -- handover to a successor daemon (`handover`) -----------------------------
+
+    def adopted(self, session: Session) -> None:
+        """`session` was handed over by the daemon this one replaced: it is its file's server."""
+        self.sessions[session.path] = session
+        self.scriptwatch.watch(session.path)
+        self._write_record()
+
+    def note_adopted(self, notes: dict[Path, str]) -> None:
+        """The files whose servers the handover could not keep: their next answer says why."""
+        self._not_adopted.update(notes)
 
     # -- leftovers -------------------------------------------------------------
 

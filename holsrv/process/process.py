@@ -9,6 +9,10 @@ watchdog's, which is also the group's id.  Knows nothing of
 LSP or files; the session on top of it does.  Its stderr is kept by
 `stderrring`, its memory measured by `footprint`.
 
+A child may also be adopted (`ChildProcess.adopt`): one this process
+spawned before it re-executed itself (`restart-daemon`), taken over with
+its pipes (`pipes`) and watched by pid (`Adopted`).
+
 Life, as supervisor's `ProcessStates` has it: STARTING (created, spawning)
 → RUNNING → STOPPING → STOPPED, or → DEAD when it exits on its own.  Every
 transition is logged, and happens in `_become`.
@@ -30,7 +34,7 @@ from collections.abc import Awaitable, Callable
 import psutil
 
 from holsrv import facilities
-from holsrv.process import footprint, watchdog
+from holsrv.process import footprint, pipes, watchdog
 from holsrv.process.stderrring import StderrRing
 
 log = logging.getLogger(__name__)
@@ -91,7 +95,7 @@ def watched(argv: list[str], env: dict[str, str]) -> list[str]:
     return watchdog.command(argv)
 
 
-async def _exit_of(proc: asyncio.subprocess.Process) -> None:
+async def _exit_of(proc: asyncio.subprocess.Process | Adopted) -> None:
     """Return once our child `proc` has exited (reaped or not), whoever holds its pipes.
 
     Where pidfds are missing (or in portable mode), the return code is polled:
@@ -124,6 +128,33 @@ async def _exit_of(proc: asyncio.subprocess.Process) -> None:
         os.close(fd)
 
 
+class Adopted:
+    """A child this daemon did not spawn but inherited across `exec` (see `ChildProcess.adopt`):
+    what the exit watch asks of an `asyncio.subprocess.Process`, read with `waitpid`, since
+    the loop's child watcher does not know it."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._code: int | None = None
+
+    @property
+    def returncode(self) -> int | None:
+        if self._code is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped already (never by us): its status is lost
+                self._code = -1
+            else:
+                if pid == self.pid:
+                    self._code = os.waitstatus_to_exitcode(status)
+        return self._code
+
+    async def wait(self) -> int:
+        while (code := self.returncode) is None:
+            await asyncio.sleep(EXIT_POLL_S)
+        return code
+
+
 class ChildProcess:
     """A child with piped stdin/stdout, its stderr kept as a bounded ring of lines."""
 
@@ -136,7 +167,9 @@ class ChildProcess:
         self.exit_reason = ""
         self._stderr = StderrRing(stderr_lines)
         self._on_exit = on_exit
-        self._proc: asyncio.subprocess.Process | None = None
+        self._proc: asyncio.subprocess.Process | Adopted | None = None
+        self.pipes: pipes.Pipes | None = None  # our ends of its stdin, stdout and stderr
+        self.adopted = False  # taken over from the daemon this one replaced (`holsrv.pool.handover`)
         self._tasks: list[asyncio.Task] = []
         self._exited = asyncio.Event()
         self._broken = ""  # why we killed it, when we did
@@ -162,27 +195,70 @@ class ChildProcess:
                                                                                  asyncio.StreamWriter]:
         """Start the child; its stdout and stdin.  Raises OSError if it cannot be started."""
         env = {**env, OWNER_ENV: owner_marker()}
+        # Pipes of our own, not asyncio's: their descriptors can be handed to a successor daemon.
+        ends, ours = pipes.make()
         try:
             self._proc = await asyncio.create_subprocess_exec(
                 *watched(argv, env), cwd=cwd, env=env,
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                stdin=ends.stdin, stdout=ends.stdout, stderr=ends.stderr,
                 start_new_session=True,
-                preexec_fn=_die_with_parent if facilities.death_signal() else None, limit=1 << 20,
+                preexec_fn=_die_with_parent if facilities.death_signal() else None,
             )
         except OSError as err:
+            ends.close()
+            ours.close()
             self.exit_reason = f"could not start {argv[0]}: {err}"
             self._become(ProcessState.DEAD)
             self._exited.set()
             self._on_exit()
             raise
+        ends.close()
         log.info("started %s for %s (pid %d)", " ".join(argv), self.name, self._proc.pid)
+        return await self._running(ours)
+
+    async def adopt(self, pid: int, fds: tuple[int, int, int], stdout_left: bytes = b"",
+                    stderr_left: bytes = b"", stderr_tail: list[str] | None = None) -> tuple[asyncio.StreamReader,
+                                                                                            asyncio.StreamWriter]:
+        """Take over our child `pid` (a watchdog a predecessor daemon started, this process before
+        its `exec`) with our ends of its pipes `fds` (stdin, stdout, stderr); `*_left`: what the
+        predecessor read from them and had not yet taken."""
+        self._proc = Adopted(pid)
+        self.adopted = True
+        for line in stderr_tail or ():
+            self._stderr.tail.append(line)
+        ours = pipes.Pipes(*fds)
+        ours.inheritable(False)
+        log.info("adopted the HOL server for %s (pid %d)", self.name, pid)
+        return await self._running(ours, stdout_left, stderr_left)
+
+    async def _running(self, ours: pipes.Pipes, stdout_left: bytes = b"", stderr_left: bytes = b"",
+                       ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        self.pipes = await pipes.connect(ours, stdout_left, stderr_left)
         self._become(ProcessState.RUNNING)
-        assert self._proc.stdout is not None and self._proc.stdin is not None and self._proc.stderr is not None
+        assert ours.reader is not None and ours.writer is not None and ours.errors is not None
         self._tasks = [
-            asyncio.create_task(self._stderr.drain(self._proc.stderr), name=f"stderr-{self.pid}"),
+            asyncio.create_task(self._stderr.drain(ours.errors), name=f"stderr-{self.pid}"),
             asyncio.create_task(self._watch(), name=f"watch-{self.pid}"),
         ]
-        return self._proc.stdout, self._proc.stdin
+        return ours.reader, ours.writer
+
+    def handover(self) -> dict | None:
+        """What a successor needs to adopt this child: its pid, our pipe ends (made inheritable) and
+        what was read from them but not taken; None if it is not running.  Reading is paused first
+        (`pipes.Pipes.pause`): call it with the loop not running in between, right before `exec`."""
+        if self._proc is None or self.pipes is None or self.state is not ProcessState.RUNNING or self.exited:
+            return None
+        self.pipes.pause()
+        self.pipes.inheritable()
+        return {"pid": self._proc.pid, "fds": list(self.pipes.fds),
+                "stdout_left": pipes.unread(self.pipes.reader), "stderr_left": pipes.unread(self.pipes.errors),
+                "stderr_tail": list(self._stderr.tail)}
+
+    def handed_back(self) -> None:
+        """The `exec` failed: the child is ours again, read as before."""
+        if self.pipes is not None:
+            self.pipes.inheritable(False)
+            self.pipes.resume()
 
     # -- stderr -----------------------------------------------------------------
 
@@ -217,6 +293,9 @@ class ChildProcess:
         code = await self._proc.wait()
         # Let stderr finish so the tail holds the last words.
         await asyncio.wait(self._tasks[:1], timeout=1.0)
+        if self.pipes is not None:  # what it wrote is read (or given up on): the pipes are done with
+            await self.pipes.ended(1.0)
+            self.pipes.close()
         if self.state is not ProcessState.STOPPING:
             self.exit_reason = self._broken or f"the HOL server (pid {self._proc.pid}) exited with status {code}"
             log.warning("%s for %s; stderr tail:\n%s", self.exit_reason, self.name, self.tail(20))
@@ -287,11 +366,13 @@ class ChildProcess:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.pipes is not None:
+            self.pipes.close()
 
     def close_input(self) -> None:
-        if self._proc is not None and self._proc.stdin is not None:
+        if self.pipes is not None and self.pipes.writer is not None:
             with contextlib.suppress(Exception):
-                self._proc.stdin.close()
+                self.pipes.writer.close()
 
     def _signal_group(self, sig: int) -> None:
         assert self._proc

@@ -36,6 +36,7 @@ from holsrv.rpc.messages import (
     Reply,
     Request,
     Restart,
+    RestartDaemon,
     Result,
     RetryCompile,
     Search,
@@ -110,6 +111,10 @@ def result_of(request: Request, reply: Reply) -> Result:
     return reply
 
 
+# How long a daemon checks that its new code starts before it restarts in place (the daemon's bound).
+RESTART_CHECK_S = 30.0
+
+
 def reply_timeout(request: Request, welcome: Welcome) -> float:
     """How long to wait for `request`'s reply from the daemon that sent `welcome`.
 
@@ -154,6 +159,8 @@ def reply_timeout(request: Request, welcome: Welcome) -> float:
             spent = lsp + start
         case Status() | Shutdown() | Logs() | Metrics():
             spent = 0.0  # answered at once, from the daemon's own state
+        case RestartDaemon():
+            spent = RESTART_CHECK_S  # the new code's check (`holsrv.pool.handover.CHECK_TIMEOUT_S`), then at once
         case EditorAttach():
             spent = start  # its first frame says the channel is open; what follows has no end
         case Search():

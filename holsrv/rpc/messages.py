@@ -189,6 +189,10 @@ class Shutdown(RequestBase, tag="shutdown"):
     pass
 
 
+class RestartDaemon(RequestBase, tag="restartDaemon"):
+    """Restart the daemon in place, keeping its warm HOL servers (docs/operations.md#restarting-the-daemon)."""
+
+
 class Metrics(RequestBase, tag="metrics"):
     """The daemon's Prometheus metrics, as the `/metrics` endpoint serves them (docs/operations.md)."""
 
@@ -351,6 +355,7 @@ Request = Union[
     Verify,
     Holes,
     Metrics,
+    RestartDaemon,
 ]
 
 # -- pieces of replies ------------------------------------------------------
@@ -826,6 +831,16 @@ class StatusResult(ReplyBase, tag="status"):
     # Each platform concern and the facility the daemon uses for it ("peer credentials": "SO_PEERCRED",
     # or "no check possible: ..."): `holsrv.facilities.described`.
     facilities: dict[str, str] = {}
+    # The daemon's restarts in place (`restart-daemon`, SIGHUP) in this process, and the last one's story:
+    # when (wall clock), how long it took, how many servers it adopted and how many started fresh.
+    restarts: int = 0
+    restarted_at: float = 0.0
+    restart_s: float = 0.0
+    adopted: int = 0
+    not_adopted: int = 0
+    # Restarts that failed at the `exec` (the daemon served on with its servers), and the last one's why.
+    failed_restarts: int = 0
+    restart_failed: str = ""
 
 
 class Progress(ReplyBase, tag="progress"):
@@ -837,6 +852,16 @@ class Progress(ReplyBase, tag="progress"):
 
 
 class ShutdownResult(ReplyBase, tag="shutdown"):
+    message: str
+
+
+class RestartDaemonResult(ReplyBase, tag="restartDaemon"):
+    """The daemon checked that its new code starts and now hands over; the connection then closes."""
+
+    servers: int  # HOL servers running, which it hands over (those busy past the drain start fresh)
+    version: str  # the holsrv version it restarts into
+    pid: int  # the daemon's, which stays
+    restarts: int  # the daemon's restarts before this one: `status` shows one more once it is back
     message: str
 
 
@@ -1195,6 +1220,7 @@ Result = Union[
     VerifyResult,
     HolesResult,
     MetricsResult,
+    RestartDaemonResult,
 ]
 
 # typing flattens the nested union, so msgspec sees one flat tagged union.

@@ -81,6 +81,7 @@ class Connection:
         self.warned = False  # its one WARNING line is spent
         self.peer: int | None = None  # the client's pid, where the system says
         self.client: str | None = None  # the name its hello gave, once welcomed (the metrics count by kind)
+        self.editor = False  # an editor's channel (`holctl lsp`): busy all along, never told a reply's error
         # No write buffer beyond the kernel's: `send`'s drain then means the
         # client has the reply, and closing never lingers on unsent data.
         writer.transport.set_write_buffer_limits(high=0)
@@ -207,6 +208,7 @@ class Connection:
                     continue
                 if attach is not None and isinstance(request, m.EditorAttach):
                     # The editor's channel, both ways, until it ends: busy all along, never closed for room.
+                    self.editor = True
                     await attach(self, client, request)
                     return
                 attach = None  # only a connection's first request may attach an editor

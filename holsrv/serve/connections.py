@@ -101,6 +101,24 @@ class Connections:
                     conn.writer.write(frame)
             task.cancel()
 
+    def answering(self) -> int:
+        """Connections working on a request (not idle between requests, not an editor's channel)."""
+        return sum(1 for conn in self._open.values() if conn.idle_since is None and not conn.editor)
+
+    def close_all(self, reply: m.ErrorReply) -> None:
+        """End every connection (the daemon restarts in place): an idle one or an editor's closed,
+        one still working on a request sent `reply` and its call cancelled.  A client whose
+        connection closes opens a new one, which waits in the socket's backlog for the successor."""
+        for task in list(self._tasks):
+            conn = self._open.get(task)
+            if conn is None or conn.editor or conn.idle_since is not None:
+                if conn is not None:
+                    conn.writer.close()
+                continue
+            with contextlib.suppress(Exception):  # a transport already closing
+                conn.writer.write(framing.encode(reply))
+            task.cancel()
+
     # -- admission -------------------------------------------------------------
 
     async def _admitted(self, task: asyncio.Task, conn: Connection) -> bool:

@@ -294,12 +294,18 @@ class _Document:
         self.channel.push(e.EditorDocument(self.uri, session.encoding, server_uri=session.uri))
         if followed:  # it caught up on the buffer already: its word on it, in place of the old server's
             await self._caught_up(session)
+        told = followed
         try:
             while not self._closed and not self._moved:
                 self._wake.clear()
                 buffer = self.buffer
                 if buffer is not None and session.data != buffer.data:
                     await self._sync(session, buffer)
+                elif buffer is not None and not told and session.file.publishes:
+                    # The server has this text already (one adopted across a daemon restart): its word
+                    # on it, which no sync will make it say again.
+                    await self._caught_up(session)
+                told = told or buffer is not None
                 if self._moved:
                     return
                 self.session = session
@@ -362,7 +368,11 @@ class _Document:
 
     async def _give_back_disk(self) -> None:
         """The editor let go: the disk is the truth again, so the server gets the disk's text,
-        as a write to the file would give it (`ScriptWatch.sync_disk`)."""
+        as a write to the file would give it (`ScriptWatch.sync_disk`).  Not while the daemon restarts
+        in place (`Pool.handing_over`): the server keeps the editor's text across it, so the editor that
+        attaches again syncs no change, and a call that comes first syncs the disk's."""
+        if self.ctx.pool.handing_over:
+            return
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(RESTORE_S):
                 await self.ctx.pool.scriptwatch.sync_disk(self.path)

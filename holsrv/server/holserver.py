@@ -87,6 +87,37 @@ class HolServer:
             await self._failed_start(err)
         log.info("session %s (pid %s): ready", self.name, self.proc.pid)
 
+    async def adopt(self, process: dict, lsp: dict) -> None:
+        """Take over a server a predecessor daemon handed over (`handover`): no handshake, the LSP
+        client going on where the predecessor's stopped."""
+        taken = bytes(lsp.get("taken", b""))
+        stdout, stdin = await self.proc.adopt(int(process["pid"]), tuple(process["fds"]),
+                                              taken + bytes(process["stdout_left"]), bytes(process["stderr_left"]),
+                                              list(process["stderr_tail"]))
+        self.lsp = LspClient(stdout, stdin, self._on_notification, hung_after=self.settings.request_timeout_s,
+                             typed_params=replies.TYPED_PARAMS, letgo_s=self.settings.letgo_s,
+                             leashed=LEASHED)
+        self.lsp.adopt(lsp)
+        self.handshaken = True
+        self._tasks = [asyncio.create_task(self._read(), name=f"lsp-{self.proc.pid}")]
+
+    def handover(self) -> dict | None:
+        """What a successor daemon needs to adopt this server, if it can be handed over now: running,
+        through its handshake, and quiet (`LspClient.quiet`); else None.  Pauses its reading."""
+        if not self.alive or not self.handshaken or self.lsp is None or self.runaway is not None \
+                or not self.lsp.quiet():
+            return None
+        process = self.proc.handover()
+        if process is None:
+            return None
+        lsp = self.lsp.export()
+        process["stdout_left"] = lsp.pop("taken") + process["stdout_left"]
+        return {"process": process, "lsp": {**lsp, "taken": b""}}
+
+    def handed_back(self) -> None:
+        """The handover failed: read the server as before."""
+        self.proc.handed_back()
+
     async def _failed_start(self, err: Exception) -> None:
         if self.proc.state in (ProcessState.STOPPING, ProcessState.STOPPED):
             # The daemon stopped it (restart, eviction, shutdown): not a death.

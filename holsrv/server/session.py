@@ -216,6 +216,41 @@ class Session:
         """True once the handshake is done; False if `timeout` passes first (see `HolServer`)."""
         return await self.server.wait_started(timeout)
 
+    # -- handover to a successor daemon (`holsrv.pool.handover`) ---------------
+
+    def handover(self) -> dict | None:
+        """What a successor daemon needs to adopt this server and answer from what it has seen,
+        if it can be handed over now (see `HolServer.handover`); else None."""
+        server = self.server.handover()
+        if server is None:
+            return None
+        return {
+            **server,
+            "path": str(self.path), "hol_cmd": self.hol_cmd, "max_heap_mb": self.max_heap_mb,
+            "started_at": self.started_at, "last_used": self.last_used,
+            "footprint": self.footprint, "peak": self.peak, "measured_warm": self.measured_warm,
+            "last_verdict": self.last_verdict, "messages": list(self.messages),
+            "walk_errors": list(self.walk_errors), "evals": [self.evals.count, self.evals.last_at],
+            "ancestors": dict(self.ancestors._loaded), "file": self.file.export(), "text": self._text.export(),
+        }
+
+    def handed_back(self) -> None:
+        self.server.handed_back()
+
+    async def adopt(self, entry: dict) -> None:
+        """Become the server a predecessor daemon's `handover` describes: its process and LSP
+        client taken over, what it said about the file and the text it has, as they were."""
+        vars(self.file).update(vars(FileState.adopt(entry["file"])))
+        self._text.adopt(entry["text"])
+        self.started_at, self.last_used = float(entry["started_at"]), float(entry["last_used"])
+        self.footprint, self.peak = entry["footprint"], entry["peak"]
+        self.measured_warm, self.last_verdict = bool(entry["measured_warm"]), str(entry["last_verdict"])
+        self.messages.extend(entry["messages"])
+        self.walk_errors.extend(entry["walk_errors"])
+        self.evals.count, self.evals.last_at = entry["evals"]
+        self.ancestors.loaded(entry["ancestors"])
+        await self.server.adopt(entry["process"], entry["lsp"])
+
     def _exited(self) -> None:
         self._changes.wake()
         self._on_exit(self)

@@ -56,6 +56,16 @@ class TextSync:
         while len(self._sent) > VERSIONS_KEPT:
             self._sent.popitem(last=False)
 
+    def export(self) -> dict:
+        """The text the server has and the versions sent, for a successor daemon (`adopt`)."""
+        return {"data": self.data, "digest": self._digest, "sent": [[v, d] for v, d in self._sent.items()]}
+
+    def adopt(self, state: dict) -> None:
+        """Go on from a predecessor's `export`: the server has that text, nothing is sent."""
+        self.data, self._digest = state["data"], str(state["digest"])
+        for version, digest in state["sent"]:
+            self._record(int(version), str(digest))
+
     @property
     def digest(self) -> str:
         """The content hash of `data` (what answers about the server's text name)."""

@@ -13,6 +13,7 @@ by name, pruned by the census.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 from collections.abc import Callable
@@ -222,6 +223,17 @@ class FileState:
             entry.changed_at = now
         entry.status, entry.line0 = status, line0
         entry.detail = state.detail
+
+    # -- handover (`holsrv.pool.handover`) --------------------------------
+
+    def export(self) -> dict:
+        """Everything this state says, as plain data a successor daemon's `adopt` reads back."""
+        return msgspec.to_builtins(dataclasses.replace(self, judged=None))
+
+    @classmethod
+    def adopt(cls, data: dict) -> FileState:
+        """The state a predecessor daemon `export`ed (monotonic times hold across `exec`)."""
+        return msgspec.convert(data, cls)
 
     # -- questions ------------------------------------------------------
 

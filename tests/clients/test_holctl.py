@@ -38,7 +38,7 @@ def test_every_request_has_a_command_named_like_its_op():
     result = run("--help")
     ops = [request.__struct_config__.tag for request in typing.get_args(messages.Request)]
     assert ops, "m.Request is no longer a union"
-    commands = {"editorAttach": "lsp"}  # the editor's channel is `holctl lsp`'s
+    commands = {"editorAttach": "lsp", "restartDaemon": "restart-daemon"}  # the editor's channel is `holctl lsp`'s
     for name in (commands.get(op, op) for op in ops):
         assert f"  {name} " in result.output
 

@@ -28,7 +28,8 @@ from conftest import FAILING_SCRIPT, FAKE_HOL, GOOD_SCRIPT
 # logs: for a person at a shell (`holctl logs`); server_died already brings an agent the stderr tail.
 # editorAttach: an editor's channel (`holctl lsp`), not a question.
 # metrics: for an operator's monitoring (`holctl metrics`, /metrics); an agent has status.
-NOT_TOOLS = {messages.Shutdown, messages.Logs, messages.EditorAttach, messages.Metrics}
+# restartDaemon: an operator's (`holctl restart-daemon`, `systemctl --user reload`), as a shutdown is.
+NOT_TOOLS = {messages.Shutdown, messages.Logs, messages.EditorAttach, messages.Metrics, messages.RestartDaemon}
 TOOLS = {request.__struct_config__.tag for request in typing.get_args(messages.Request) if request not in NOT_TOOLS}
 # The reference tool's parameter names, which agents and skills written for it use.
 POSITION = {"file", "line", "column", "wait"}

@@ -147,7 +147,7 @@ def test_every_request_round_trips_through_a_frame():
     ]
     requests += [m.Logs(f, lines=5), m.EditorAttach(editor="Neovim"), m.Job("0123abcd", wait=2.0, cancel=True),
                  m.Uses(f, "arithmeticTheory.ADD_COMM", wait=2.0), m.Holes(f, wait=4.0, progress=True),
-                 m.Verify(f, ["add0"], against="HEAD~1", wait=2.0),
+                 m.Verify(f, ["add0"], against="HEAD~1", wait=2.0), m.RestartDaemon(),
                  m.Search(f, "", scope=["list", "bool"], kind="theorem", conclusion="x <= y", hypothesis="P")]
     assert {type(r) for r in requests} == set(typing.get_args(m.Request)), "a request type is not covered"
     for request in requests:

@@ -364,6 +364,7 @@ def test_install_service_writes_units_for_this_installation_and_enables_the_sock
     assert 'Environment="HOLDIR=/srv/HOL 4"\n' in unit and "Environment=HOLSRV_MAX_SERVERS=3\n" in unit
     assert f"Environment=XDG_CONFIG_HOME={tmp_path / 'config'}\n" in unit
     assert "KillMode=mixed\n" in unit and "TimeoutStopSec=30\n" in unit
+    assert "ExecReload=/bin/kill -HUP $MAINPID\n" in unit  # reload: a restart in place, the servers kept
     assert f"ListenStream={tmp_path / 'none.sock'}\n" in sock and "SocketMode=0600\n" in sock
     assert (tmp_path / "calls").read_text().splitlines() == [
         "--user show-environment", "--user daemon-reload", "--user enable --now holsrv.socket"]

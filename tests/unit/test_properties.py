@@ -51,6 +51,7 @@ REQUESTS: dict[type, st.SearchStrategy] = {
     m.Status: st.just(m.Status()),
     m.Shutdown: st.just(m.Shutdown()),
     m.Metrics: st.just(m.Metrics()),
+    m.RestartDaemon: st.just(m.RestartDaemon()),
     m.Search: st.builds(m.Search, files, texts, lines, lines, optional_wait, texts,
                         st.sampled_from(["ancestors", "all"]) | st.lists(texts, max_size=4), texts, texts, texts),
     m.Holmake: st.builds(m.Holmake, files, texts, lines, st.booleans()),
