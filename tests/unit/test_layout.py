@@ -189,3 +189,19 @@ def test_the_file_writer_imports_only_the_file_reader_and_is_imported_only_by_ap
     assert sorted(graph["holsrv.disk.filewrite"] - FILEWRITE_ALLOWED) == []
     assert sorted(n for n, imported in graph.items() if "holsrv.disk.filewrite" in imported) == [
         "holsrv.answers.trials.applying", "holsrv.answers.trials.trials"]
+
+
+def test_the_design_docs_layer_table_lists_each_folders_modules():
+    # docs/design.md's table of layers is where a newcomer finds a module by its noun: it lists each
+    # folder's modules (and subfolders) exactly, so a module added, merged or renamed shows there.
+    import re
+
+    table = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `(\w+)/` \|.*\| (`[^|]*)\|$", table, re.M))
+    folders = sorted(p.name for p in (ROOT / "holsrv").iterdir() if (p / "__init__.py").exists())
+    assert sorted(rows) == folders
+    for folder, listed in rows.items():
+        place = ROOT / "holsrv" / folder
+        actual = {p.stem for p in place.glob("*.py") if p.stem != "__init__"}
+        actual |= {f"{p.name}/" for p in place.iterdir() if (p / "__init__.py").exists()}
+        assert set(re.findall(r"`([\w/]+)`", listed)) == actual, folder
