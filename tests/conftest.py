@@ -10,6 +10,7 @@ fake (`tests/fake_hol/fake_hol_lsp.py`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -373,3 +374,42 @@ def pid_alive(pid: int) -> bool:
             return stat.read().split(") ", 1)[1][0] != "Z"
     except OSError:
         return False
+
+
+def living(procs: list) -> list:
+    """Those of `procs` (psutil processes) still running (a zombie is dead; a reused pid is another process)."""
+    import psutil
+
+    alive = []
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                alive.append(proc)
+    return alive
+
+
+# What systemd does before it execs a socket-activated service: the socket as fd 3,
+# LISTEN_FDS=1, LISTEN_PID the service's own pid (known only in the child, hence a
+# wrapper that execs holsrv in place).  argv: the socket's fd, then holsrv's arguments.
+SYSTEMD_ACTIVATE = (
+    "import os, sys\n"
+    "fd = int(sys.argv[1])\n"
+    "if fd != 3:\n"
+    "    os.dup2(fd, 3); os.close(fd)\n"
+    "os.environ.update(LISTEN_FDS='1', LISTEN_PID=str(os.getpid()))\n"
+    "os.execv(sys.executable, [sys.executable, '-m', 'holsrv', *sys.argv[2:]])\n"
+)
+
+
+def find_real_hol() -> str:
+    """The real `hol` command, or skip the test saying how to provide one."""
+    from holsrv import errors
+
+    try:
+        hol = Settings().hol_command()
+    except errors.HolNotFound as err:
+        pytest.skip(f"no HOL4 found: set HOL_BIN or HOLDIR (or put HOL's bin/ on PATH) to run these tests ({err.code})")
+    resolved = Path(hol).resolve()
+    if resolved.parent == FAKE_HOL.resolve().parent or resolved.name == FAKE_HOL.name:
+        pytest.skip(f"the HOL found ({hol}) is the test fake, not a real HOL4: set HOL_BIN or HOLDIR to a real one")
+    return hol

@@ -106,10 +106,7 @@ class AsyncClient:
             return await self._exchange(conn, request, on_progress)
         except _Broken as broken:
             if connecting.acts(request) and not broken.unread:
-                raise DaemonUnreachable(
-                    f"lost the connection to the daemon during {type(request).__name__} ({broken}): it stopped or "
-                    "was restarting, and it may or may not have acted; check with status, then ask again"
-                ) from None
+                raise connecting.lost_during(request, broken) from None
             deadline = asyncio.get_running_loop().time() + connecting.switch_wait(None)
         except _Switch as switch:
             if not connecting.resend(request):

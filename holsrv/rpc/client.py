@@ -65,10 +65,7 @@ class Client:
             return self._exchange(request, timeout, on_progress)
         except _Broken as broken:
             if connecting.acts(request) and not broken.unread:
-                raise DaemonUnreachable(
-                    f"lost the connection to the daemon during {type(request).__name__} ({broken}): it stopped or "
-                    "was restarting, and it may or may not have acted; check with status, then ask again"
-                ) from None
+                raise connecting.lost_during(request, broken) from None
             if self._redial is None:
                 raise DaemonUnreachable(f"{broken}; see its log") from None
             deadline = time.monotonic() + connecting.switch_wait(None)

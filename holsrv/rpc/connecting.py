@@ -43,6 +43,14 @@ def acts(request: Request) -> bool:
     """Whether `request` acts (NOT_RESENT): never sent twice when the daemon may have begun it."""
     return request.__struct_config__.tag in NOT_RESENT
 
+
+def lost_during(request: Request, why: object) -> DaemonUnreachable:
+    """The error of an acting `request` whose connection broke after the daemon may have read it."""
+    return DaemonUnreachable(
+        f"lost the connection to the daemon during {type(request).__name__} ({why}): it stopped or "
+        "was restarting, and it may or may not have acted; check with status, then ask again"
+    )
+
 # How long a call caught in a daemon's restart waits for a daemon to take
 # connections again before it gives up with `caught`.  After `daemon_restarting`:
 # the daemon drains (up to 5 s), waits for its HOL servers to fall quiet (up

@@ -30,7 +30,7 @@ from holsrv.rpc import client as rpc_client
 from holsrv.rpc import messages as m
 from holsrv.rpc.aclient import AsyncClient
 
-from conftest import FAKE_HOL, GOOD_SCRIPT, client_messages, pid_alive, wait_until
+from conftest import FAKE_HOL, GOOD_SCRIPT, client_messages, living, pid_alive, wait_until
 
 NAMES = ("aScript.sml", "bScript.sml", "cScript.sml")
 HELPER = "holsrv-handover-test-helper"  # marks the helpers a wrapped `hol` leaves, in their argv
@@ -245,16 +245,7 @@ def test_sigkill_of_the_daemon_during_the_handover_leaves_no_server_alive_5s_lat
     wait_until(lambda: proc.status() == psutil.STATUS_STOPPED, timeout=60, what=f"the daemon to reach {point}")
     os.kill(daemon.proc.pid, signal.SIGKILL)
     daemon.proc.wait(30)
-    wait_until(lambda: not _living(tree), timeout=5.0, what=f"every server to go: {_living(tree)}")
-
-
-def _living(procs: list[psutil.Process]) -> list[psutil.Process]:
-    alive = []
-    for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
-                alive.append(proc)
-    return alive
+    wait_until(lambda: not living(tree), timeout=5.0, what=f"every server to go: {living(tree)}")
 
 
 def test_holctl_restart_daemon_says_how_many_servers_it_handed_over_how_long_it_took_and_the_version(

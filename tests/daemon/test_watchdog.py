@@ -24,7 +24,7 @@ from holsrv.process import watchdog
 from holsrv.rpc import client as rpc_client
 from holsrv.rpc import messages as m
 
-from conftest import FAKE_HOL, GOOD_SCRIPT, wait_until
+from conftest import FAKE_HOL, GOOD_SCRIPT, living, wait_until
 
 # The issue's promise: every process a server starts is gone this soon after the daemon.
 WITHIN_S = 5.0
@@ -51,16 +51,6 @@ def _wrapper(path: Path, real: str) -> Path:
     return path
 
 
-def _living(procs: list[psutil.Process]) -> list[psutil.Process]:
-    """Those of `procs` still running (a zombie is dead; a reused pid is another process)."""
-    alive = []
-    for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
-                alive.append(proc)
-    return alive
-
-
 def _helpers(procs: list[psutil.Process]) -> list[psutil.Process]:
     found = []
     for proc in procs:
@@ -72,7 +62,7 @@ def _helpers(procs: list[psutil.Process]) -> list[psutil.Process]:
 
 
 def _kill_all(procs: list[psutil.Process]) -> None:
-    for proc in _living(procs):
+    for proc in living(procs):
         with contextlib.suppress(psutil.Error):
             proc.kill()
 
@@ -106,9 +96,9 @@ def test_every_process_of_wrapped_hol_servers_is_gone_within_5s_of_the_daemons_s
             client.close()
             daemon.kill()  # checks it is still the daemon's process, by its start time
         assert len(_helpers(tree)) == 3, [p.cmdline() for p in tree]  # one TERM-ignoring helper per server
-        wait_until(lambda: not _living([daemon]), timeout=30, what="the daemon to die")
-        wait_until(lambda: not _living(tree), timeout=WITHIN_S,
-                   what=f"every process the servers started to go: {_living(tree)}")
+        wait_until(lambda: not living([daemon]), timeout=30, what="the daemon to die")
+        wait_until(lambda: not living(tree), timeout=WITHIN_S,
+                   what=f"every process the servers started to go: {living(tree)}")
     finally:
         _kill_all(tree)
 
@@ -139,9 +129,9 @@ def test_a_holmake_that_ignores_sigterm_and_its_helper_are_gone_within_5s_of_the
             tree = _tree(daemon.pid)
         finally:
             daemon.kill()
-        wait_until(lambda: not _living([daemon]), timeout=30, what="the daemon to die")
-        wait_until(lambda: not _living(tree), timeout=WITHIN_S,
-                   what=f"every process Holmake started to go: {_living(tree)}")
+        wait_until(lambda: not living([daemon]), timeout=30, what="the daemon to die")
+        wait_until(lambda: not living(tree), timeout=WITHIN_S,
+                   what=f"every process Holmake started to go: {living(tree)}")
     finally:
         _kill_all(tree)
         caller.join(30)
@@ -220,8 +210,8 @@ def test_without_a_parent_death_signal_the_watchdog_sees_its_parent_change_and_e
         assert len(_helpers(tree)) == 1
         parent.kill()
         parent.wait()
-        wait_until(lambda: not _living(tree), timeout=WITHIN_S,
-                   what=f"the watchdog to end its group: {_living(tree)}")
+        wait_until(lambda: not living(tree), timeout=WITHIN_S,
+                   what=f"the watchdog to end its group: {living(tree)}")
     finally:
         _kill_all(tree)
         parent.kill()

@@ -22,17 +22,7 @@ from holsrv import errors
 from holsrv.rpc import client as rpc_client
 from holsrv.rpc import messages as m
 
-from conftest import FAKE_HOL, GOOD_SCRIPT, wait_until
-
-# What systemd does before it execs the service: the socket as fd 3, and the variables naming it.
-ACTIVATE = (
-    "import os, sys\n"
-    "fd = int(sys.argv[1])\n"
-    "if fd != 3:\n"
-    "    os.dup2(fd, 3); os.close(fd)\n"
-    "os.environ.update(LISTEN_FDS='1', LISTEN_PID=str(os.getpid()))\n"
-    "os.execv(sys.executable, [sys.executable, '-m', 'holsrv', *sys.argv[2:]])\n"
-)
+from conftest import FAKE_HOL, GOOD_SCRIPT, SYSTEMD_ACTIVATE, wait_until
 
 
 def _call(path: Path, request: m.Request, timeout: float = 90.0):
@@ -50,7 +40,7 @@ def test_sighup_under_socket_activation_keeps_the_servers_and_systemds_socket(sh
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(path))
     listener.listen(16)
-    daemon = subprocess.Popen([sys.executable, "-c", ACTIVATE, str(listener.fileno())],
+    daemon = subprocess.Popen([sys.executable, "-c", SYSTEMD_ACTIVATE, str(listener.fileno())],
                               pass_fds=(listener.fileno(),), env=env, stderr=subprocess.DEVNULL)
     tree: list[psutil.Process] = []
     try:

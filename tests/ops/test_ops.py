@@ -27,22 +27,11 @@ from holsrv.rpc import client as rpc_client
 from holsrv.rpc import messages as m
 from holsrv.serve import activation
 
-from conftest import FAKE_HOL, GOOD_SCRIPT, pid_alive, wait_until
+from conftest import FAKE_HOL, GOOD_SCRIPT, SYSTEMD_ACTIVATE, pid_alive, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 EXIT_DEADLINE_S = 30.0
 
-# What systemd does before exec'ing a socket-activated service: the listening
-# socket on fd 3, LISTEN_FDS=1, LISTEN_PID the service's own pid (known only
-# in the child, hence the wrapper that execs holsrv in place).
-ACTIVATE = (
-    "import os, sys\n"
-    "fd = int(sys.argv[1])\n"
-    "if fd != 3:\n"
-    "    os.dup2(fd, 3); os.close(fd)\n"
-    "os.environ.update(LISTEN_FDS='1', LISTEN_PID=str(os.getpid()))\n"
-    "os.execv(sys.executable, [sys.executable, '-m', 'holsrv', *sys.argv[2:]])\n"
-)
 
 
 def _env(tmp: Path, **extra: str) -> dict[str, str]:
@@ -53,7 +42,7 @@ def _env(tmp: Path, **extra: str) -> dict[str, str]:
 
 def _activated(listener: socket.socket, env: dict[str, str], *args: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-c", ACTIVATE, str(listener.fileno()), *args],
+        [sys.executable, "-c", SYSTEMD_ACTIVATE, str(listener.fileno()), *args],
         pass_fds=(listener.fileno(),), env=env, stderr=subprocess.PIPE, text=True,
     )
 

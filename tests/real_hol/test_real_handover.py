@@ -20,11 +20,10 @@ import psutil
 import pytest
 
 from holsrv import errors
-from holsrv.config.settings import Settings
 from holsrv.rpc import client as rpc_client
 from holsrv.rpc import messages as m
 
-from conftest import FAKE_HOL, wait_until
+from conftest import find_real_hol, wait_until
 
 # A cold check of rich_list takes 10 s and more (a heap load, then 563 proofs); minutes on a slow machine.
 FIRST_WAIT_S = 1800.0
@@ -36,13 +35,8 @@ AFTER_WAIT_S = 1.0
 @pytest.fixture
 def rich_list(tmp_path) -> tuple[str, Path]:
     """The real `hol` and a copy of HOL's rich_listScript.sml, or skip saying what is missing."""
-    try:
-        hol = Settings().hol_command()
-    except errors.HolNotFound as err:
-        pytest.skip(f"no HOL4 found: set HOL_BIN or HOLDIR (or put HOL's bin/ on PATH) to run these tests ({err.code})")
+    hol = find_real_hol()
     resolved = Path(hol).resolve()
-    if resolved.parent == FAKE_HOL.resolve().parent or resolved.name == FAKE_HOL.name:
-        pytest.skip(f"the HOL found ({hol}) is the test fake, not a real HOL4: set HOL_BIN or HOLDIR to a real one")
     source = resolved.parent.parent / "src" / "list" / "src" / "rich_listScript.sml"
     if not source.exists():
         pytest.skip(f"no {source}: the HOL found has no sources beside it")

@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 
 from holsrv import errors
-from holsrv.config.settings import Settings
 from holsrv.rpc import messages as m
 
-from conftest import FAKE_HOL
+from conftest import find_real_hol
 
 # Long enough for a heap load and the arithmetic theory on a slow machine.
 WAIT_S = 180.0
@@ -62,14 +61,7 @@ def _at(text: str, line_text: str, word: str) -> tuple[int, int]:
 @pytest.fixture
 def real_hol() -> str:
     """The real `hol` command, or skip the test saying how to provide one."""
-    try:
-        hol = Settings().hol_command()
-    except errors.HolNotFound as err:
-        pytest.skip(f"no HOL4 found: set HOL_BIN or HOLDIR (or put HOL's bin/ on PATH) to run these tests ({err.code})")
-    resolved = Path(hol).resolve()
-    if resolved.parent == FAKE_HOL.resolve().parent or resolved.name == FAKE_HOL.name:
-        pytest.skip(f"the HOL found ({hol}) is the test fake, not a real HOL4: set HOL_BIN or HOLDIR to a real one")
-    return hol
+    return find_real_hol()
 
 
 class Unsupported:
