@@ -110,7 +110,7 @@ class AsyncClient:
             deadline = asyncio.get_running_loop().time() + connecting.switch_wait(None)
         except _Switch as switch:
             if not connecting.resend(request):
-                raise connecting.caught(request, switch.err, "not sent again: the daemon may have begun it") from None
+                raise connecting.not_resent(request, switch.err) from None
             refusal, deadline = switch.err, switch.deadline
         # The daemon restarted (or broke the stream): once more, on a new connection.
         try:
@@ -118,12 +118,11 @@ class AsyncClient:
         except HolsrvError as err:
             if refusal is None:
                 raise  # the connection broke, and no daemon is there now: what the dial found
-            raise connecting.caught(request, refusal, f"no daemon took the call again within "
-                                                      f"{connecting.switch_wait(refusal):g}s: {err}") from None
+            raise connecting.not_taken_again(request, refusal, err) from None
         try:
             return await self._exchange(conn, request, on_progress)
         except _Broken as broken:
-            raise DaemonUnreachable(f"lost the connection to the daemon twice: {broken}; see its log") from None
+            raise connecting.lost_twice(broken) from None
         except _Switch as switch:
             raise connecting.caught(request, switch.err, "refused twice") from None
 

@@ -73,7 +73,7 @@ class Client:
             if not connecting.switch_of(err) or self._redial is None:
                 raise
             if not connecting.resend(request):
-                raise connecting.caught(request, err, "not sent again: the daemon may have begun it") from None
+                raise connecting.not_resent(request, err) from None
             refusal, deadline = err, time.monotonic() + connecting.switch_wait(err)
             connecting.gone_blocking(self._sock, deadline)  # the daemon closes it as it goes
         # The daemon restarted: once more, on a new connection to the one that took over.
@@ -83,12 +83,11 @@ class Client:
         except HolsrvError as err:
             if refusal is None:
                 raise  # the connection broke, and no daemon is there now: what the dial found
-            raise connecting.caught(request, refusal, f"no daemon took the call again within "
-                                                      f"{connecting.switch_wait(refusal):g}s: {err}") from None
+            raise connecting.not_taken_again(request, refusal, err) from None
         try:
             return self._exchange(request, timeout, on_progress)
         except _Broken as broken:
-            raise DaemonUnreachable(f"lost the connection to the daemon twice: {broken}; see its log") from None
+            raise connecting.lost_twice(broken) from None
         except HolsrvError as err:
             if connecting.switch_of(err):
                 raise connecting.caught(request, err, "refused twice") from None

@@ -132,6 +132,21 @@ def caught(request: Request, refusal: HolsrvError, why: str) -> HolsrvError:
     return error_for_code(refusal.code, message, refusal.detail)
 
 
+def not_resent(request: Request, refusal: HolsrvError) -> HolsrvError:
+    """A call that acts, refused as the daemon went away: not sent again, since it may have begun."""
+    return caught(request, refusal, "not sent again: the daemon may have begun it")
+
+
+def not_taken_again(request: Request, refusal: HolsrvError, dialled: HolsrvError) -> HolsrvError:
+    """A call refused as the daemon went away, and no daemon to take it within the wait (`dialled`: why)."""
+    return caught(request, refusal, f"no daemon took the call again within {switch_wait(refusal):g}s: {dialled}")
+
+
+def lost_twice(why: object) -> DaemonUnreachable:
+    """A call whose connection broke on the daemon that took over too."""
+    return DaemonUnreachable(f"lost the connection to the daemon twice: {why}; see its log")
+
+
 def switch_wait(refusal: HolsrvError | None) -> float:
     """How long to wait for a daemon to take the call again after `refusal` (None: the connection closed)."""
     return RESTART_WAIT_S if refusal is not None and refusal.code == DaemonRestarting.code else SWITCH_WAIT_S
